@@ -1,0 +1,77 @@
+"""The one small interface every compression method implements.
+
+A *Scheme* owns the whole method for one run: the per-worker state (residuals, momenta,
+Q matrices, autoencoder copies) and the aggregator side. The orchestrator only calls
+`exchange()` and follows the phases it yields (see phases.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generator, Literal
+
+import torch
+
+
+@dataclass
+class Message:
+    """Bytes that go on the wire, already split into self-contained packets.
+
+    Each packet is at most the link's payload size and carries the coordinates it holds, so a
+    lost packet loses only its own coordinates. Rates are always the lengths of these bytes.
+    """
+    packets: list[bytes] = field(default_factory=list)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(p) for p in self.packets)
+
+    @property
+    def nbits(self) -> int:
+        return 8 * self.nbytes
+
+    @property
+    def sizes(self) -> list[int]:
+        return [len(p) for p in self.packets]
+
+
+class GradientError(ValueError):
+    """A worker produced a gradient with NaN or Inf."""
+
+    def __init__(self, worker: int, iteration: int, what: str = "NaN or Inf"):
+        self.worker, self.iteration = worker, iteration
+        super().__init__(f"worker w{worker} produced a gradient with {what} at iteration {iteration}")
+
+
+def check_finite(grads: list[torch.Tensor], iteration: int) -> None:
+    for w, g in enumerate(grads):
+        if not torch.isfinite(g).all():
+            raise GradientError(w, iteration)
+
+
+class Scheme:
+    """Base class. Subclasses set `name`, `collective` and implement `exchange`."""
+
+    name: ClassVar[str] = "base"
+    collective: ClassVar[Literal["ps", "allreduce"]] = "ps"
+
+    def __init__(self, *, n_workers: int, shapes: list[torch.Size], payload_bytes: int,
+                 seed: int = 0, device: torch.device | str = "cpu", **options: Any):
+        self.n_workers = n_workers
+        self.shapes = list(shapes)
+        self.numel = int(sum(torch.Size(s).numel() for s in self.shapes))
+        self.payload_bytes = int(payload_bytes)
+        self.seed = int(seed)
+        self.device = torch.device(device)
+        self.options = options
+
+    def stage(self, iteration: int) -> str:
+        return "compressed"
+
+    def exchange(self, iteration: int, grads: list[torch.Tensor]) -> Generator[Any, Any, torch.Tensor]:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass

@@ -1,0 +1,65 @@
+"""Communication phases a Scheme yields to the orchestrator.
+
+A Scheme's `exchange()` is a generator: it yields one of these, the orchestrator carries the
+traffic over the emulated network (channels/), advances the virtual clock and sends back the
+phase's result. This keeps every method's protocol (one round, two rounds, ring) in the method's
+own module while the link layer stays the single place that decides timing and loss.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from nodes.compression.base import Message
+
+
+@dataclass
+class Uplink:
+    """Every worker sends its message to the aggregator (a PS gather).
+
+    Result sent back: dict[worker -> list[bytes]], the packets that arrived, in send order.
+    """
+    messages: dict[int, Message]
+
+
+@dataclass
+class Downlink:
+    """The aggregator broadcasts one message to all workers (delivered reliably). Result: None."""
+    message: Message
+
+
+@dataclass
+class AllReduce:
+    """Ring all-reduce of equal-length byte buffers holding dense f32/f16 vectors.
+
+    The orchestrator sums them chunk by chunk along the ring on the real bytes
+    (`nodes.compression.ring.ring_sum`) and times the ring with the link layer.
+    Result: the summed vector as a float32 Tensor (identical at every node).
+    """
+    buffers: dict[int, bytes]
+    dtype: Literal["f32", "f16"] = "f32"
+
+
+@dataclass
+class Broadcast:
+    """One worker sends the same message to every other node (e.g. LGC-RAR's shared indices
+    from the leader over the ring/cell). Result: None (delivered reliably)."""
+    src: int
+    message: Message
+
+
+@dataclass
+class ServerCompute:
+    """Virtual seconds the aggregator spends computing (e.g. training the autoencoder)."""
+    seconds: float
+    what: str = ""
+
+
+@dataclass
+class WorkerCompute:
+    """Virtual seconds every worker spends computing in parallel (e.g. encoding)."""
+    seconds: float
+    what: str = ""
+
+
+Phase = Uplink | Downlink | AllReduce | Broadcast | ServerCompute | WorkerCompute
