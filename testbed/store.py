@@ -1,0 +1,308 @@
+"""SQLite metrics store: one file, many runs, WAL mode so readers never block the writer.
+
+Schema (virtual-time columns end in `_s`; `wall_time_s` is this machine's clock):
+  runs(id, name, method, topology, workers, bandwidth_mbps, status, config_json, graph_json,
+       started_at, ended_at, pid, error)            status: running | completed | failed | stopped
+  iterations(run_id, iteration, stage, virtual_time_s, wall_time_s, train_loss, bits_up,
+       bits_down, compute_s, uplink_s, aggregation_s, downlink_s)   bits summed over nodes
+  node_iterations(run_id, iteration, node, bits_up, bits_down, compute_s, uplink_done_s)
+  links(run_id, iteration, src, dst, bytes, packets, lost, retransmitted, busy_s)
+  evals(run_id, iteration, virtual_time_s, test_loss, test_accuracy)   accuracy in [0, 1]
+  events(id, run_id, iteration, virtual_time_s, kind, detail_json)
+  controls(id, run_id, created_at, target, changes_json, status, applied_iteration, message)
+           status: pending | applied | rejected
+
+Writes are buffered and committed in one transaction per `flush()`, so a crash loses at most
+the last unflushed batch and never leaves a half-written one. A run still `running` whose
+writer process is gone is marked `failed` the next time a store is opened.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL,
+    method TEXT, topology TEXT, workers INTEGER, bandwidth_mbps REAL,
+    status TEXT NOT NULL,
+    config_json TEXT NOT NULL,
+    graph_json TEXT,
+    started_at REAL, ended_at REAL, pid INTEGER, host TEXT, error TEXT
+);
+CREATE TABLE IF NOT EXISTS iterations (
+    run_id INTEGER NOT NULL, iteration INTEGER NOT NULL, stage TEXT,
+    virtual_time_s REAL, wall_time_s REAL, train_loss REAL,
+    bits_up INTEGER, bits_down INTEGER,
+    compute_s REAL, uplink_s REAL, aggregation_s REAL, downlink_s REAL,
+    PRIMARY KEY (run_id, iteration)
+);
+CREATE TABLE IF NOT EXISTS node_iterations (
+    run_id INTEGER NOT NULL, iteration INTEGER NOT NULL, node TEXT NOT NULL,
+    bits_up INTEGER, bits_down INTEGER, compute_s REAL, uplink_done_s REAL,
+    PRIMARY KEY (run_id, iteration, node)
+);
+CREATE TABLE IF NOT EXISTS links (
+    run_id INTEGER NOT NULL, iteration INTEGER NOT NULL, src TEXT NOT NULL, dst TEXT NOT NULL,
+    bytes INTEGER, packets INTEGER, lost INTEGER, retransmitted INTEGER, busy_s REAL,
+    PRIMARY KEY (run_id, iteration, src, dst)
+);
+CREATE TABLE IF NOT EXISTS evals (
+    run_id INTEGER NOT NULL, iteration INTEGER NOT NULL, virtual_time_s REAL,
+    test_loss REAL, test_accuracy REAL,
+    PRIMARY KEY (run_id, iteration)
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id INTEGER NOT NULL, iteration INTEGER, virtual_time_s REAL,
+    kind TEXT NOT NULL, detail_json TEXT
+);
+CREATE TABLE IF NOT EXISTS controls (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id INTEGER NOT NULL, created_at REAL NOT NULL,
+    target TEXT NOT NULL, changes_json TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending', applied_iteration INTEGER, message TEXT
+);
+CREATE INDEX IF NOT EXISTS controls_pending ON controls (run_id, status);
+CREATE INDEX IF NOT EXISTS events_run ON events (run_id, iteration);
+"""
+
+ITERATION_COLUMNS = ["iteration", "stage", "virtual_time_s", "wall_time_s", "train_loss",
+                     "bits_up", "bits_down", "compute_s", "uplink_s", "aggregation_s",
+                     "downlink_s"]
+NODE_COLUMNS = ["iteration", "node", "bits_up", "bits_down", "compute_s", "uplink_done_s"]
+LINK_COLUMNS = ["iteration", "src", "dst", "bytes", "packets", "lost", "retransmitted", "busy_s"]
+EVAL_COLUMNS = ["iteration", "virtual_time_s", "test_loss", "test_accuracy"]
+RUN_COLUMNS = ["id", "name", "method", "topology", "workers", "bandwidth_mbps", "status",
+               "started_at", "ended_at", "pid", "host", "error"]
+
+
+class RunNotFound(LookupError):
+    pass
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped) is not a live writer.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+class Store:
+    """One SQLite file. Safe to open from several processes (one writer per run)."""
+
+    def __init__(self, path: str | os.PathLike, *, readonly: bool = False):
+        self.path = Path(path)
+        self.readonly = readonly
+        if readonly:
+            if not self.path.exists():
+                raise FileNotFoundError(f"store {self.path} does not exist")
+            uri = f"file:{self.path.resolve()}?mode=ro"
+            self.db = sqlite3.connect(uri, uri=True, timeout=30, check_same_thread=False)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(SCHEMA)
+            self.db.commit()
+            self.mark_dead_runs()
+        self.db.row_factory = sqlite3.Row
+        self._pending: list[tuple[str, Iterable[tuple]]] = []
+
+    # ---------------------------------------------------------------- lifecycle
+    def close(self) -> None:
+        if not self.readonly:
+            self.flush()
+        self.db.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def mark_dead_runs(self) -> list[int]:
+        """Runs left `running` by a process that no longer exists were killed: say so."""
+        host = os.uname().nodename
+        dead = [r[0] for r in self.db.execute(
+            "SELECT id, pid, host FROM runs WHERE status = 'running'").fetchall()
+            if (r[2] in (None, host)) and not _pid_alive(r[1])]
+        for run_id in dead:
+            self.db.execute(
+                "UPDATE runs SET status='failed', ended_at=?, error=COALESCE(error, ?) WHERE id=?",
+                (time.time(), "the run's process ended without finishing (killed or crashed)", run_id))
+        self.db.commit()
+        return dead
+
+    # ---------------------------------------------------------------- writing
+    def create_run(self, name: str, config: dict, *, method: str | None = None,
+                   topology: str | None = None, workers: int | None = None,
+                   bandwidth_mbps: float | None = None, graph: dict | None = None,
+                   pid: int | None = None) -> int:
+        cur = self.db.execute(
+            "INSERT INTO runs (name, method, topology, workers, bandwidth_mbps, status, "
+            "config_json, graph_json, started_at, pid, host) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (name, method, topology, workers, bandwidth_mbps, "running",
+             json.dumps(config, sort_keys=True, default=str),
+             json.dumps(graph) if graph is not None else None, time.time(),
+             os.getpid() if pid is None else pid, os.uname().nodename))
+        self.db.commit()
+        return int(cur.lastrowid)
+
+    def _queue(self, sql: str, rows: list[tuple]) -> None:
+        if rows:
+            self._pending.append((sql, rows))
+
+    def append_iteration(self, run_id: int, row: dict, nodes: list[dict] = (),
+                         links: list[dict] = ()) -> None:
+        self._queue(f"INSERT INTO iterations (run_id, {', '.join(ITERATION_COLUMNS)}) VALUES "
+                    f"({', '.join('?' * (len(ITERATION_COLUMNS) + 1))})",
+                    [(run_id, *[row.get(c) for c in ITERATION_COLUMNS])])
+        self._queue(f"INSERT INTO node_iterations (run_id, {', '.join(NODE_COLUMNS)}) VALUES "
+                    f"({', '.join('?' * (len(NODE_COLUMNS) + 1))})",
+                    [(run_id, *[n.get(c) for c in NODE_COLUMNS]) for n in nodes])
+        self._queue(f"INSERT INTO links (run_id, {', '.join(LINK_COLUMNS)}) VALUES "
+                    f"({', '.join('?' * (len(LINK_COLUMNS) + 1))})",
+                    [(run_id, *[l.get(c) for c in LINK_COLUMNS]) for l in links])
+
+    def append_eval(self, run_id: int, row: dict) -> None:
+        self._queue(f"INSERT INTO evals (run_id, {', '.join(EVAL_COLUMNS)}) VALUES (?,?,?,?,?)",
+                    [(run_id, *[row.get(c) for c in EVAL_COLUMNS])])
+
+    def append_event(self, run_id: int, kind: str, detail: dict | None = None, *,
+                     iteration: int | None = None, virtual_time_s: float | None = None) -> None:
+        self._queue("INSERT INTO events (run_id, iteration, virtual_time_s, kind, detail_json) "
+                    "VALUES (?,?,?,?,?)",
+                    [(run_id, iteration, virtual_time_s, kind,
+                      json.dumps(detail or {}, sort_keys=True, default=str))])
+
+    def flush(self) -> None:
+        """Commit every queued row in one transaction (all or nothing)."""
+        if not self._pending:
+            return
+        with self.db:
+            for sql, rows in self._pending:
+                self.db.executemany(sql, rows)
+        self._pending.clear()
+
+    def finish_run(self, run_id: int, status: str, error: str | None = None) -> None:
+        self.flush()
+        with self.db:
+            self.db.execute("UPDATE runs SET status=?, ended_at=?, error=? WHERE id=?",
+                            (status, time.time(), error, run_id))
+
+    # ---------------------------------------------------------------- controls
+    def request_control(self, run_id: int, target: str, changes: dict) -> int:
+        with self.db:
+            cur = self.db.execute(
+                "INSERT INTO controls (run_id, created_at, target, changes_json) VALUES (?,?,?,?)",
+                (run_id, time.time(), target, json.dumps(changes, sort_keys=True)))
+        return int(cur.lastrowid)
+
+    def pending_controls(self, run_id: int) -> list[dict]:
+        rows = self.db.execute(
+            "SELECT id, target, changes_json, created_at FROM controls "
+            "WHERE run_id=? AND status='pending' ORDER BY id", (run_id,)).fetchall()
+        return [{"id": r["id"], "target": r["target"], "changes": json.loads(r["changes_json"]),
+                 "created_at": r["created_at"]} for r in rows]
+
+    def resolve_control(self, control_id: int, status: str, iteration: int | None,
+                        message: str = "") -> None:
+        with self.db:
+            self.db.execute("UPDATE controls SET status=?, applied_iteration=?, message=? WHERE id=?",
+                            (status, iteration, message, control_id))
+
+    def controls(self, run_id: int) -> list[dict]:
+        rows = self.db.execute("SELECT * FROM controls WHERE run_id=? ORDER BY id", (run_id,))
+        return [dict(r) | {"changes": json.loads(r["changes_json"])} for r in rows]
+
+    # ---------------------------------------------------------------- reading
+    def runs(self) -> list[dict]:
+        """All runs with summary columns the run table shows."""
+        rows = self.db.execute(
+            f"SELECT {', '.join('r.' + c for c in RUN_COLUMNS)}, "
+            "(SELECT MAX(iteration) FROM iterations i WHERE i.run_id = r.id) AS last_iteration, "
+            "(SELECT MAX(virtual_time_s) FROM iterations i WHERE i.run_id = r.id) AS virtual_time_s, "
+            "(SELECT SUM(bits_up + bits_down) FROM iterations i WHERE i.run_id = r.id) AS total_bits, "
+            "(SELECT MAX(test_accuracy) FROM evals e WHERE e.run_id = r.id) AS best_accuracy "
+            "FROM runs r ORDER BY r.id").fetchall()
+        return [dict(r) for r in rows]
+
+    def run(self, ref: int | str) -> dict:
+        """A run by id, or by name (the newest run of that name)."""
+        row = None
+        if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
+            row = self.db.execute("SELECT * FROM runs WHERE id=?", (int(ref),)).fetchone()
+        if row is None:
+            row = self.db.execute("SELECT * FROM runs WHERE name=? ORDER BY id DESC LIMIT 1",
+                                  (str(ref),)).fetchone()
+        if row is None:
+            raise RunNotFound(f"no run {ref!r} in store {self.path}")
+        out = dict(row)
+        out["config"] = json.loads(out.pop("config_json"))
+        graph = out.pop("graph_json")
+        out["graph"] = json.loads(graph) if graph else None
+        return out
+
+    def _rows(self, table: str, columns: list[str], run_id: int, after: int | None,
+              order: str = "iteration") -> list[dict]:
+        sql = f"SELECT {', '.join(columns)} FROM {table} WHERE run_id=?"
+        args: list[Any] = [run_id]
+        if after is not None:
+            sql += " AND iteration > ?"
+            args.append(after)
+        rows = self.db.execute(sql + f" ORDER BY {order}", args).fetchall()
+        return [dict(r) for r in rows]
+
+    def iterations(self, run_id: int, after: int | None = None) -> list[dict]:
+        return self._rows("iterations", ITERATION_COLUMNS, run_id, after)
+
+    def node_iterations(self, run_id: int, after: int | None = None) -> list[dict]:
+        return self._rows("node_iterations", NODE_COLUMNS, run_id, after, "iteration, node")
+
+    def links(self, run_id: int, after: int | None = None) -> list[dict]:
+        return self._rows("links", LINK_COLUMNS, run_id, after, "iteration, src, dst")
+
+    def evals(self, run_id: int, after: int | None = None) -> list[dict]:
+        return self._rows("evals", EVAL_COLUMNS, run_id, after)
+
+    def events(self, run_id: int, after: int | None = None) -> list[dict]:
+        rows = self._rows("events", ["id", "iteration", "virtual_time_s", "kind", "detail_json"],
+                          run_id, after, "id")
+        for r in rows:
+            r["detail"] = json.loads(r.pop("detail_json") or "{}")
+        return rows
+
+    def export(self, ref: int | str) -> dict:
+        """The stable public JSON shape (`testbed export --format json`)."""
+        run = self.run(ref)
+        rid = run["id"]
+        return {
+            "run": {"id": rid, "name": run["name"], "status": run["status"],
+                    "config": run["config"], "method": run["method"],
+                    "topology": run["topology"], "workers": run["workers"],
+                    "started_at": run["started_at"], "ended_at": run["ended_at"],
+                    "error": run["error"]},
+            "iterations": self.iterations(rid),
+            "nodes": self.node_iterations(rid),
+            "evals": self.evals(rid),
+            "links": self.links(rid),
+            "events": self.events(rid),
+            "controls": self.controls(rid),
+        }
