@@ -1,0 +1,67 @@
+"""`testbed export RUN --format csv|json|html|png`: a run's rows for other tools."""
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+from testbed.commands import add_store_arg, fail
+
+
+def register(sub) -> None:
+    p = sub.add_parser("export", help="export one run (by name or id)")
+    p.add_argument("run", help="run name (newest of that name) or id")
+    add_store_arg(p)
+    p.add_argument("--format", choices=["json", "csv", "html", "png"], default="json")
+    p.add_argument("--out", help="output file (json/html/png) or folder (csv); json defaults to stdout")
+    p.set_defaults(func=main)
+
+
+def write_csv(data: dict, folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for table in ("iterations", "evals", "nodes", "links", "events"):
+        rows = data[table]
+        path = folder / f"{table}.csv"
+        with path.open("w", newline="") as f:
+            if rows:
+                w = csv.DictWriter(f, fieldnames=list(rows[0]))
+                w.writeheader()
+                for r in rows:
+                    w.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v
+                                for k, v in r.items()})
+        written.append(path)
+    return written
+
+
+def main(args) -> int:
+    from testbed.store import RunNotFound, Store
+
+    if not Path(args.store).exists():
+        return fail(f"no store at {args.store}")
+    with Store(args.store) as store:
+        try:
+            data = store.export(args.run)
+        except RunNotFound as e:
+            return fail(str(e))
+        name = data["run"]["name"]
+        if args.format == "json":
+            text = json.dumps(data, indent=1, default=str)
+            if args.out:
+                Path(args.out).write_text(text)
+                print(f"wrote {args.out}", file=sys.stderr)
+            else:
+                print(text)
+        elif args.format == "csv":
+            folder = Path(args.out or f"export_{name}_{data['run']['id']}")
+            for path in write_csv(data, folder):
+                print(f"wrote {path}", file=sys.stderr)
+        else:
+            from testbed.commands import export_figures
+
+            out = Path(args.out or f"{name}_{data['run']['id']}.{args.format}")
+            writer = export_figures.export_html if args.format == "html" else export_figures.export_png
+            writer(store, data["run"]["id"], out)
+            print(f"wrote {out}", file=sys.stderr)
+    return 0
