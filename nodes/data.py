@@ -1,0 +1,283 @@
+"""Offline datasets by name: `load_dataset("digits" | "synthetic" | "cifar10" | "mnist" |
+"fashion_mnist", root=..., seed=..., **options) -> Dataset`.
+
+Nothing is ever downloaded: `digits` ships inside scikit-learn, `synthetic` is generated, and the
+file datasets are read from a local folder in their standard on-disk formats (CIFAR-10 python
+pickle batches, MNIST idx files, plain or gzipped). `DATASETS` lists every dataset's options with
+defaults and ranges; the config validator reads it.
+
+Inputs are standardised with statistics of the *training* split only (no test leakage).
+"""
+from __future__ import annotations
+
+import gzip
+import math
+import os
+import pickle
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from nodes.compression.registry import Option
+
+
+@dataclass
+class Dataset:
+    train_x: torch.Tensor          # float32, (N, *input_shape)
+    train_y: torch.Tensor          # int64, (N,)
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    num_classes: int
+    input_shape: tuple[int, ...]   # (C, H, W) for images, (D,) for vectors
+    name: str = ""
+
+    def __repr__(self) -> str:
+        return (f"Dataset({self.name!r}, train={len(self.train_y)}, test={len(self.test_y)}, "
+                f"input_shape={self.input_shape}, num_classes={self.num_classes})")
+
+
+class DatasetError(ValueError):
+    """Unknown dataset, unknown option or an option value out of range."""
+
+
+class DatasetFileError(FileNotFoundError):
+    """A dataset file is missing or is not in the format expected."""
+
+
+# ----------------------------------------------------------------------------------- options
+_SPLIT = Option(0.2, float, 0.01, 0.9, help="fraction of the samples held out for testing")
+_MAX_TRAIN = Option(0, int, 0, None, help="keep a seeded random subset of this many training "
+                                           "samples (0 = all)")
+_MAX_TEST = Option(0, int, 0, None, help="keep this many test samples (0 = all)")
+
+FASHION_MNIST_DEBIAN_ROOT = "/usr/share/datasets/fashion-mnist"
+
+DATASETS: dict[str, dict[str, Option]] = {
+    "digits": {"test_fraction": _SPLIT},
+    "synthetic": {
+        "n_samples": Option(2000, int, 20, None, help="samples in total (train + test)"),
+        "n_features": Option(64, int, 2, None, help="vector length (ignored if image_side > 0)"),
+        "image_side": Option(0, int, 0, None, help="> 0: samples are (1, side, side) images"),
+        "n_classes": Option(10, int, 2, None),
+        "n_informative": Option(0, int, 0, None, help="informative features (0 = half)"),
+        "class_sep": Option(1.0, float, 0.0, None, help="distance between class centres: "
+                                                         "smaller is harder"),
+        "label_noise": Option(0.02, float, 0.0, 1.0, help="fraction of labels flipped at random"),
+        "test_fraction": _SPLIT,
+    },
+    "cifar10": {"root": Option("data/cifar-10-batches-py", str,
+                               help="folder with data_batch_1..5 and test_batch"),
+                "max_train": _MAX_TRAIN, "max_test": _MAX_TEST},
+    "mnist": {"root": Option("data/mnist", str, help="folder with the four idx files"),
+              "max_train": _MAX_TRAIN, "max_test": _MAX_TEST},
+    "fashion_mnist": {"root": Option(FASHION_MNIST_DEBIAN_ROOT, str,
+                                     help="folder with the four idx files (Debian's "
+                                          "dataset-fashion-mnist installs them here)"),
+                      "max_train": _MAX_TRAIN, "max_test": _MAX_TEST},
+}
+
+
+def _check_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    spec = DATASETS[name]
+    full = {k: o.default for k, o in spec.items()}
+    for key, value in options.items():
+        if key not in spec:
+            allowed = ", ".join(sorted(spec)) or "none"
+            raise DatasetError(f"data.{key}: option not known for dataset {name!r}; allowed: {allowed}")
+        opt = spec[key]
+        if opt.type is str:
+            if not isinstance(value, (str, os.PathLike)):
+                raise DatasetError(f"data.{key} = {value!r}: expected a path string")
+            full[key] = str(value)
+            continue
+        ok_type = (int,) if opt.type is int else (int, float)
+        if isinstance(value, bool) or not isinstance(value, ok_type):
+            raise DatasetError(f"data.{key} = {value!r}: expected {opt.describe()}")
+        if (opt.min is not None and value < opt.min) or (opt.max is not None and value > opt.max):
+            raise DatasetError(f"data.{key} = {value!r} is out of range; allowed: {opt.describe()}")
+        full[key] = opt.type(value)
+    return full
+
+
+# ----------------------------------------------------------------------------------- helpers
+def _standardise(train: np.ndarray, test: np.ndarray, axes: tuple[int, ...]):
+    """Subtract the training mean, divide by the training std (per channel if axes keep it)."""
+    mean = train.mean(axis=axes, keepdims=True)
+    std = train.std(axis=axes, keepdims=True)
+    std = np.where(std > 0, std, 1.0)
+    return (train - mean) / std, (test - mean) / std
+
+
+def _stratified_split(x: np.ndarray, y: np.ndarray, test_fraction: float, seed: int):
+    from sklearn.model_selection import train_test_split
+    return train_test_split(x, y, test_size=test_fraction, stratify=y, random_state=seed)
+
+
+def _subset(x: np.ndarray, y: np.ndarray, n: int, seed: int):
+    if n <= 0 or n >= len(y):
+        return x, y
+    keep = np.sort(np.random.default_rng(seed).permutation(len(y))[:n])
+    return x[keep], y[keep]
+
+
+def _pack(name, xtr, ytr, xte, yte, num_classes, input_shape) -> Dataset:
+    return Dataset(torch.as_tensor(np.ascontiguousarray(xtr), dtype=torch.float32),
+                   torch.as_tensor(np.ascontiguousarray(ytr), dtype=torch.int64),
+                   torch.as_tensor(np.ascontiguousarray(xte), dtype=torch.float32),
+                   torch.as_tensor(np.ascontiguousarray(yte), dtype=torch.int64),
+                   int(num_classes), tuple(int(s) for s in input_shape), name)
+
+
+# ----------------------------------------------------------------------------------- loaders
+def _load_digits(root, seed, test_fraction):
+    from sklearn.datasets import load_digits
+    x, y = load_digits(return_X_y=True)
+    x = (x / 16.0).reshape(-1, 1, 8, 8)          # pixel values are 0..16
+    xtr, xte, ytr, yte = _stratified_split(x, y, test_fraction, seed)
+    xtr, xte = _standardise(xtr, xte, axes=(0, 1, 2, 3))
+    return _pack("digits", xtr, ytr, xte, yte, 10, (1, 8, 8))
+
+
+def _load_synthetic(root, seed, n_samples, n_features, image_side, n_classes, n_informative,
+                    class_sep, label_noise, test_fraction):
+    from sklearn.datasets import make_classification
+    d = image_side * image_side if image_side > 0 else n_features
+    needed = math.ceil(math.log2(n_classes)) + 1     # make_classification: classes <= 2**informative
+    informative = n_informative or max(needed, d // 2)
+    if not needed <= informative <= d:
+        raise DatasetError(f"data.n_informative = {n_informative}: must lie in [{needed}, {d}] "
+                           f"for {n_classes} classes and {d} features")
+    if n_samples * test_fraction < n_classes or n_samples * (1 - test_fraction) < n_classes:
+        raise DatasetError(f"data.n_samples = {n_samples}: too few for {n_classes} classes "
+                           f"with test_fraction {test_fraction}")
+    x, y = make_classification(n_samples=n_samples, n_features=d, n_informative=informative,
+                               n_redundant=0, n_repeated=0, n_classes=n_classes,
+                               n_clusters_per_class=1, class_sep=class_sep, flip_y=label_noise,
+                               random_state=seed)
+    shape = (1, image_side, image_side) if image_side > 0 else (d,)
+    x = x.reshape(-1, *shape)
+    xtr, xte, ytr, yte = _stratified_split(x, y, test_fraction, seed)
+    xtr, xte = _standardise(xtr, xte, axes=tuple(range(xtr.ndim)))
+    return _pack("synthetic", xtr, ytr, xte, yte, n_classes, shape)
+
+
+CIFAR10_FORMAT = ("the CIFAR-10 python-batch format: pickled dicts with b'data' (uint8, N x 3072, "
+                  "channel-major 3x32x32) and b'labels' (N ints), files data_batch_1..5 and test_batch")
+
+
+def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    if not path.is_file():
+        raise DatasetFileError(f"cifar10: missing file {path} (expected {CIFAR10_FORMAT})")
+    try:
+        with open(path, "rb") as f:
+            batch = pickle.load(f, encoding="bytes")   # the standard format is a pickle
+    except Exception as e:
+        raise DatasetFileError(f"cifar10: cannot read {path} as a pickle ({e}); expected "
+                               f"{CIFAR10_FORMAT}") from None
+    get = lambda key: batch.get(key.encode(), batch.get(key)) if isinstance(batch, dict) else None
+    data, labels = get("data"), get("labels")
+    data = None if data is None else np.asarray(data)
+    if data is None or labels is None or data.dtype != np.uint8 or data.ndim != 2 \
+            or data.shape[1] != 3072 or len(labels) != data.shape[0]:
+        raise DatasetFileError(f"cifar10: {path} does not hold b'data' uint8 N x 3072 and "
+                               f"b'labels' of length N; expected {CIFAR10_FORMAT}")
+    return data.reshape(-1, 3, 32, 32), np.asarray(labels, dtype=np.int64)
+
+
+def _load_cifar10(root, seed, max_train, max_test):
+    root = Path(root)
+    if not (root / "test_batch").exists() and (root / "cifar-10-batches-py").is_dir():
+        root = root / "cifar-10-batches-py"          # the folder above the extracted archive
+    train = [_read_cifar_batch(root / f"data_batch_{i}") for i in range(1, 6)]
+    xtr = np.concatenate([b[0] for b in train])
+    ytr = np.concatenate([b[1] for b in train])
+    xte, yte = _read_cifar_batch(root / "test_batch")
+    xtr, ytr = _subset(xtr, ytr, max_train, seed)
+    xte, yte = _subset(xte, yte, max_test, seed + 1)
+    xtr, xte = _standardise(xtr / 255.0, xte / 255.0, axes=(0, 2, 3))   # per channel
+    return _pack("cifar10", xtr, ytr, xte, yte, 10, (3, 32, 32))
+
+
+IDX_FILES = {"train_x": "train-images-idx3-ubyte", "train_y": "train-labels-idx1-ubyte",
+             "test_x": "t10k-images-idx3-ubyte", "test_y": "t10k-labels-idx1-ubyte"}
+IDX_MAGIC = {3: 2051, 1: 2049}     # 0x00000803 images (3-D ubyte), 0x00000801 labels (1-D ubyte)
+IDX_FORMAT = ("the MNIST idx format (big-endian magic 2051 for idx3-ubyte images, 2049 for "
+              "idx1-ubyte labels, then the dimensions as uint32 and the raw uint8 data), "
+              "plain or .gz")
+
+
+def _find_idx(name: str, root: Path, stem: str) -> Path:
+    for folder in (root, root / "raw"):
+        for candidate in (stem, stem + ".gz", stem.replace("-idx", ".idx")):
+            if (folder / candidate).is_file():
+                return folder / candidate
+    raise DatasetFileError(f"{name}: missing file {root / stem} (or {stem}.gz) - expected "
+                           f"{IDX_FORMAT}, files {', '.join(IDX_FILES.values())}")
+
+
+def read_idx(path: str | Path, ndim: int, dataset: str = "idx") -> np.ndarray:
+    """Read one idx file (plain or gzipped) holding a `ndim`-dimensional uint8 array."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as f:
+            raw = f.read()
+    except (OSError, EOFError) as e:
+        raise DatasetFileError(f"{dataset}: cannot read {path} ({e}); expected {IDX_FORMAT}") from None
+    if len(raw) < 4 + 4 * ndim:
+        raise DatasetFileError(f"{dataset}: {path} is too short for an idx header; expected {IDX_FORMAT}")
+    magic = struct.unpack(">I", raw[:4])[0]
+    if magic != IDX_MAGIC[ndim]:
+        raise DatasetFileError(f"{dataset}: {path} has magic number {magic}, expected "
+                               f"{IDX_MAGIC[ndim]} ({ndim}-D uint8); expected {IDX_FORMAT}")
+    dims = struct.unpack(f">{ndim}I", raw[4:4 + 4 * ndim])
+    body = raw[4 + 4 * ndim:]
+    if len(body) != int(np.prod(dims)):
+        raise DatasetFileError(f"{dataset}: {path} declares dimensions {dims} = {int(np.prod(dims))} "
+                               f"bytes but holds {len(body)}; expected {IDX_FORMAT}")
+    return np.frombuffer(body, dtype=np.uint8).reshape(dims)
+
+
+def _load_idx_dataset(name: str):
+    def load(root, seed, max_train, max_test):
+        root = Path(root)
+        arrays = {key: read_idx(_find_idx(name, root, stem), 3 if key.endswith("x") else 1, name)
+                  for key, stem in IDX_FILES.items()}
+        for split in ("train", "test"):
+            if len(arrays[f"{split}_x"]) != len(arrays[f"{split}_y"]):
+                raise DatasetFileError(f"{name}: {split} images and labels in {root} differ in "
+                                       f"count ({len(arrays[f'{split}_x'])} vs "
+                                       f"{len(arrays[f'{split}_y'])})")
+        xtr, ytr = _subset(arrays["train_x"], arrays["train_y"].astype(np.int64), max_train, seed)
+        xte, yte = _subset(arrays["test_x"], arrays["test_y"].astype(np.int64), max_test, seed + 1)
+        h, w = xtr.shape[1:]
+        xtr, xte = _standardise(xtr[:, None] / 255.0, xte[:, None] / 255.0, axes=(0, 1, 2, 3))
+        return _pack(name, xtr, ytr, xte, yte, 10, (1, h, w))
+    return load
+
+
+_LOADERS: dict[str, Callable[..., Dataset]] = {
+    "digits": _load_digits,
+    "synthetic": _load_synthetic,
+    "cifar10": _load_cifar10,
+    "mnist": _load_idx_dataset("mnist"),
+    "fashion_mnist": _load_idx_dataset("fashion_mnist"),
+}
+
+
+def load_dataset(name: str, *, root: str | os.PathLike | None = None, seed: int = 0,
+                 **options: Any) -> Dataset:
+    """Load a dataset by name. `root` (or the option of the same name) points file datasets
+    at their folder; `seed` fixes every random split and subset."""
+    if name not in _LOADERS:
+        raise DatasetError(f"data.name = {name!r} is not known; allowed: {', '.join(_LOADERS)}")
+    if root is not None:
+        if "root" not in DATASETS[name]:
+            raise DatasetError(f"data.root = {str(root)!r}: dataset {name!r} is not read from files")
+        options = {**options, "root": root}
+    full = _check_options(name, options)
+    return _LOADERS[name](full.pop("root", None), int(seed), **full)
