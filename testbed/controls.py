@@ -1,0 +1,141 @@
+"""Steering requests for a running experiment: what a control may ask, checked in one place.
+
+A control names a `target` and a dict of `changes`:
+  target   "u->v"  one direction of a link
+           "u-v"   both directions of the link between u and v
+           "*"     every link
+  changes  bandwidth_mbps (> 0), delay_ms (>= 0), loss_p (Bernoulli loss probability, 0..1)
+
+The dashboard validates before it writes a request to the store and the orchestrator validates
+again when it applies one (the store may be written by anything), so both import this module.
+It is pure: a run dict (`status`, `graph` as node-link JSON) in, a normalised request out.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+# key -> (test, allowed range in words)
+CHANGE_RULES: dict[str, tuple[Any, str]] = {
+    "bandwidth_mbps": (lambda v: v > 0, "a number > 0"),
+    "delay_ms": (lambda v: v >= 0, "a number >= 0"),
+    "loss_p": (lambda v: 0 <= v <= 1, "a probability in [0, 1]"),
+}
+ALL_LINKS = "*"
+
+
+class ControlError(ValueError):
+    """A control request that cannot be applied; the message says which part and why."""
+
+
+def graph_nodes(graph: dict | None) -> list[dict]:
+    """Node dicts (`id`, `role`, optional `pos`) of a node-link graph; [] when there is none."""
+    return list((graph or {}).get("nodes") or [])
+
+
+def graph_edges(graph: dict | None) -> list[dict]:
+    """Edge dicts (`source`, `target`, attributes) of a node-link graph.
+
+    networkx writes the list under "edges" (>= 3.4) or "links" (older): accept both.
+    """
+    graph = graph or {}
+    return list(graph.get("edges") or graph.get("links") or [])
+
+
+def directed_links(graph: dict | None) -> list[tuple[str, str]]:
+    """Every one-way link of the topology; an undirected edge is two links."""
+    directed = bool((graph or {}).get("directed", False))
+    out: list[tuple[str, str]] = []
+    for e in graph_edges(graph):
+        u, v = str(e["source"]), str(e["target"])
+        out.append((u, v))
+        if not directed:
+            out.append((v, u))
+    return list(dict.fromkeys(out))
+
+
+def link_targets(graph: dict | None) -> list[str]:
+    """The targets a user may pick for this topology: all links, each edge, each direction."""
+    links = directed_links(graph)
+    edges = list(dict.fromkeys(tuple(sorted(l)) for l in links))
+    return [ALL_LINKS] + [f"{u}-{v}" for u, v in edges] + [f"{u}->{v}" for u, v in links]
+
+
+def _split_pair(text: str, sep: str, nodes: set[str]) -> tuple[str, str] | None:
+    """Split "u<sep>v" where u and v are known nodes (node names may contain the separator)."""
+    start = 0
+    while (i := text.find(sep, start)) != -1:
+        u, v = text[:i].strip(), text[i + len(sep):].strip()
+        if u in nodes and v in nodes:
+            return u, v
+        start = i + 1
+    return None
+
+
+def resolve_target(graph: dict | None, target: str) -> list[tuple[str, str]]:
+    """The one-way links a target covers, in the topology's order. Raises ControlError."""
+    if not isinstance(target, str) or not target.strip():
+        raise ControlError(f"control target {target!r} is empty; allowed: '*', 'u-v' or 'u->v'")
+    target = target.strip()
+    links = directed_links(graph)
+    if target == ALL_LINKS:
+        return links
+    if not links:
+        raise ControlError(f"control target {target!r}: the run has no topology recorded, "
+                           "so only '*' (all links) is allowed")
+    nodes = {n for link in links for n in link}
+    known = set(links)
+    if "->" in target:
+        pair = _split_pair(target, "->", nodes)
+        if pair is None or pair not in known:
+            raise ControlError(f"control target {target!r} is not a link of the run's topology; "
+                               f"allowed: '*', {_examples(links)}")
+        return [pair]
+    pair = _split_pair(target, "-", nodes)
+    if pair is None or not ({pair, pair[::-1]} & known):
+        raise ControlError(f"control target {target!r} is not a link of the run's topology; "
+                           f"allowed: '*', {_examples(links)}")
+    return [l for l in (pair, pair[::-1]) if l in known]
+
+
+def _examples(links: Iterable[tuple[str, str]], n: int = 4) -> str:
+    links = list(links)
+    shown = ", ".join(f"'{u}-{v}'" for u, v in links[: 2 * n: 2])
+    more = f" ... ({len(links)} one-way links, also 'u->v')" if len(links) > 2 * n else " or 'u->v'"
+    return shown + more
+
+
+def validate_changes(changes: Any) -> dict[str, float]:
+    """Checked, float-valued copy of a `changes` dict. Raises ControlError naming the key."""
+    if not isinstance(changes, dict) or not changes:
+        raise ControlError(f"control changes {changes!r} are empty; allowed keys: "
+                           f"{', '.join(CHANGE_RULES)}")
+    out: dict[str, float] = {}
+    for key, value in changes.items():
+        if key not in CHANGE_RULES:
+            raise ControlError(f"control change {key!r} is unknown; allowed keys: "
+                               f"{', '.join(CHANGE_RULES)}")
+        test, allowed = CHANGE_RULES[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ControlError(f"control change {key}={value!r} is not a number; allowed: {allowed}")
+        value = float(value)
+        if not math.isfinite(value) or not test(value):
+            raise ControlError(f"control change {key}={value!r} is out of range; allowed: {allowed}")
+        out[key] = value
+    return out
+
+
+def validate_control(run: dict, target: str, changes: dict) -> tuple[str, dict[str, float]]:
+    """Check a control request against a run; return the normalised (target, changes).
+
+    `run` needs `status` and `graph` (node-link JSON, or None), as `Store.run()` returns.
+    Only a `running` run can be steered.
+    """
+    status = run.get("status")
+    if status != "running":
+        name = run.get("name") or run.get("id")
+        raise ControlError(f"run {name!r} is {status}; controls apply only to a running run")
+    clean = validate_changes(changes)
+    target = target.strip() if isinstance(target, str) else target
+    resolve_target(run.get("graph"), target)
+    return target, clean
