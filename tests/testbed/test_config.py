@@ -1,0 +1,100 @@
+"""Every mistake in an experiment file is one line naming the key path, the value and what is
+allowed, and the CLI exits with code 2."""
+import textwrap
+
+import pytest
+
+from testbed.cli import main
+from testbed.config import ConfigError, load_config, parse_override
+
+GOOD = """
+[run]
+seed = 1
+iterations = 5
+[data]
+dataset = "digits"
+[model]
+name = "cnn"
+[compression]
+method = "topk"
+ratio = 0.01
+[network]
+topology = "star"
+workers = 2
+[network.link]
+bandwidth_mbps = 10.0
+delay_ms = 1.0
+"""
+
+# (what to replace in GOOD or append, fragments the one-line message must contain)
+BAD = [
+    ("[run]", "[rnu]", ["unknown key 'rnu'", "did you mean 'run'"]),
+    ("iterations = 5", "iteratons = 5", ["run.iteratons", "did you mean 'run.iterations'"]),
+    ("iterations = 5", "iterations = -5", ["run.iterations = -5", ">= 1"]),
+    ("iterations = 5", "iterations = 5\ndevice = \"tpu\"", ["run.device = 'tpu'", "'auto', 'cpu', 'cuda'"]),
+    ("iterations = 5", "iterations = 5\nepochs = 2", ["run.epochs", "not both"]),
+    ('dataset = "digits"', 'dataset = "digits"\npartition = "random"', ["data.partition = 'random'", "'iid'"]),
+    ('dataset = "digits"', 'dataset = "digits"\nbatch_size = "32"', ["data.batch_size = '32'", "an integer"]),
+    ('dataset = "digits"', 'dataset = "imagenet"', ["data.dataset = 'imagenet'", "'digits'"]),
+    ('name = "cnn"', 'name = "vgg"', ["model.name = 'vgg'", "'cnn'"]),
+    ('method = "topk"', 'method = "topkk"', ["compression.method = 'topkk'", "did you mean 'topk'"]),
+    ("ratio = 0.01", "ratio = 2.0", ["compression.ratio = 2.0"]),
+    ("ratio = 0.01", "ratoi = 0.01", ["compression.ratoi", "did you mean 'compression.ratio'"]),
+    ("[network]", "[optim]\nlr = 0\n[network]", ["optim.lr = 0", "> 0"]),
+    ("bandwidth_mbps = 10.0", "bandwidth_mbps = -1.0", ["network.link.bandwidth_mbps", "-1"]),
+    ('topology = "star"', 'topology = "hexagon"', ["network.topology", "hexagon", "star"]),
+    ("delay_ms = 1.0", 'delay_ms = 1.0\nloss = { model = "bernoulli", p = 1.5 }', ["network.link.loss.p", "1.5"]),
+    ("iterations = 5", "iterations = = 5", ["not valid TOML"]),
+]
+
+
+def write(tmp_path, text, name="exp.toml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_good_file_loads_with_defaults(tmp_path):
+    cfg = load_config(write(tmp_path, GOOD))
+    assert cfg.run.name == "exp" and cfg.run.iterations == 5 and cfg.run.eval_every == 20
+    assert cfg.compression.method == "topk" and cfg.compression.options["ratio"] == 0.01
+    assert cfg.data.partition == "iid" and cfg.optim.momentum == 0.9
+    assert cfg.as_dict()["run"]["seed"] == 1
+
+
+@pytest.mark.parametrize("old,new,fragments", BAD, ids=[b[1].splitlines()[-1][:30] for b in BAD])
+def test_bad_file_gives_one_line_naming_key_value_and_allowed(tmp_path, capsys, old, new, fragments):
+    assert old in GOOD
+    path = write(tmp_path, GOOD.replace(old, new, 1))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(str(path))
+    for frag in fragments:
+        assert frag in message, (frag, message)
+    # The CLI prints that same line and exits with 2.
+    assert main(["run", str(path), "--store", str(tmp_path / "s.db"), "--quiet"]) == 2
+    err_text = capsys.readouterr().err.strip()
+    assert err_text.count("\n") == 0 and fragments[0] in err_text
+
+
+def test_overrides_are_typed_and_validated(tmp_path):
+    path = write(tmp_path, GOOD)
+    cfg = load_config(path, ["network.link.bandwidth_mbps=5", "compression.ratio=0.05",
+                             "run.name=sweep-a"])
+    assert cfg.network["link"]["bandwidth_mbps"] == 5 and cfg.compression.options["ratio"] == 0.05
+    assert cfg.run.name == "sweep-a"
+    assert parse_override("a.b=[1, 2]") == (["a", "b"], [1, 2])
+    with pytest.raises(ConfigError, match="run.iterations = 0"):
+        load_config(path, ["run.iterations=0"])
+    # A method's options belong to it: switching to fp32 while keeping top-k's ratio is an error.
+    with pytest.raises(ConfigError, match="unknown key 'compression.ratio'"):
+        load_config(path, ["compression.method=none"])
+    with pytest.raises(ConfigError, match="key.path=value"):
+        load_config(path, ["no-equals-sign"])
+
+
+def test_missing_file_is_named(tmp_path, capsys):
+    assert main(["run", str(tmp_path / "nope.toml"), "--quiet"]) == 2
+    assert "nope.toml: no such experiment file" in capsys.readouterr().err
