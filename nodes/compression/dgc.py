@@ -1,0 +1,119 @@
+"""`dgc`: Deep Gradient Compression (Lin et al., ICLR 2018).
+
+Per worker, every iteration:
+  1. local gradient clipping: the gradient's norm is capped at clip_norm / sqrt(N) (the paper
+     scales the global clipping threshold by N^-1/2 because N workers' gradients add up);
+  2. momentum correction: u = m u + g, v = v + u (momentum is accumulated *before*
+     sparsification, so the orchestrator's optimizer must not add momentum again: the class
+     says `handles_momentum = True`, and the update to apply is plain SGD on the returned mean);
+  3. top-k of |v| with the threshold estimated from a random sample of v (sample_fraction,
+     at least 1024 coordinates), then refined on the coordinates above it;
+  4. momentum factor masking: u and v are zeroed where sent (v keeps the f16 rounding error).
+The density follows DGC's exponential warm-up 25%, 6.25%, 1.5625%, 0.390625% over four equal
+stages of warmup_iterations, then `ratio` (never below ratio).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from nodes.compression.none import counter_generator
+from nodes.compression.registry import Option, register
+from nodes.compression.topk import SparseScheme, k_of, round_to
+
+WARMUP_DENSITIES = (0.25, 0.0625, 0.015625, 0.00390625)
+MIN_SAMPLE = 1024
+
+
+def sampled_topk(x: torch.Tensor, k: int, sample_fraction: float, gen: torch.Generator) -> torch.Tensor:
+    """Indices of (about, at most) the k largest |x|: threshold from a sample, then refine.
+
+    The sample's k-th largest value (scaled to the sample size) gives a threshold; if too few
+    coordinates pass it the threshold is lowered and tried again; among those that pass, the
+    exact top k is taken, which is cheap because there are few of them.
+    """
+    n = x.numel()
+    a = x.abs()
+    if k >= n:
+        return torch.arange(n, device=x.device)
+    m = min(n, max(MIN_SAMPLE, int(math.ceil(sample_fraction * n))))
+    if m >= n:
+        return torch.topk(a, k, sorted=False).indices
+    pick = torch.randint(0, n, (m,), generator=gen).to(x.device)
+    sample = a[pick]
+    ks = max(1, int(math.ceil(k * m / n)))
+    for _ in range(4):
+        thr = torch.topk(sample, min(ks, m), sorted=False).values.min()
+        cand = torch.nonzero(a >= thr, as_tuple=True)[0]
+        if cand.numel() >= k:
+            top = torch.topk(a[cand], k, sorted=False).indices
+            return cand[top]
+        ks *= 2  # the sample overestimated the threshold: lower it
+    return torch.topk(a, k, sorted=False).indices
+
+
+@register("dgc",
+          ratio=Option(0.001, float, min=1e-6, max=1.0, help="final density (99.9% sparsity)"),
+          momentum=Option(0.9, float, min=0.0, max=0.999, help="momentum of the correction"),
+          clip_norm=Option(10.0, float, min=0.0, help="global gradient-norm cap; 0 turns clipping off"),
+          warmup_iterations=Option(100, int, min=0, help="iterations of the exponential sparsity warm-up"),
+          sample_fraction=Option(0.01, float, min=1e-6, max=1.0, help="share of v sampled for the threshold"),
+          values=Option("f32", str, choices=("f32", "f16"), help="precision of the sent values"),
+          downlink=Option("f32", str, choices=("f32", "f16"), help="precision of the broadcast mean"))
+class DGC(SparseScheme):
+    handles_momentum = True
+
+    def __init__(self, *, ratio=0.001, momentum=0.9, clip_norm=10.0, warmup_iterations=100,
+                 sample_fraction=0.01, **kw):
+        super().__init__(**kw)
+        checks = {"ratio": (ratio, 0 < ratio <= 1), "momentum": (momentum, 0 <= momentum < 1),
+                  "clip_norm": (clip_norm, clip_norm >= 0),
+                  "warmup_iterations": (warmup_iterations, warmup_iterations >= 0),
+                  "sample_fraction": (sample_fraction, 0 < sample_fraction <= 1)}
+        for key, (val, ok) in checks.items():
+            if not ok:
+                raise ValueError(f"dgc option {key}={val!r} out of range")
+        self.ratio, self.momentum = float(ratio), float(momentum)
+        self.clip_norm, self.warmup_iterations = float(clip_norm), int(warmup_iterations)
+        self.sample_fraction = float(sample_fraction)
+        self.u: list[torch.Tensor | None] = [None] * self.n_workers
+        self.v: list[torch.Tensor | None] = [None] * self.n_workers
+
+    def density(self, iteration: int) -> float:
+        if iteration < self.warmup_iterations:
+            stage = min(3, iteration * 4 // self.warmup_iterations)
+            return max(self.ratio, WARMUP_DENSITIES[stage])
+        return self.ratio
+
+    def stage(self, iteration):
+        return "warmup" if iteration < self.warmup_iterations else "sparse"
+
+    def select(self, worker, iteration, grad):
+        if self.u[worker] is None:
+            self.u[worker] = torch.zeros_like(grad)
+            self.v[worker] = torch.zeros_like(grad)
+        if self.clip_norm > 0:
+            cap = self.clip_norm / math.sqrt(self.n_workers)
+            norm = float(grad.norm())
+            if norm > cap:
+                grad = grad * (cap / norm)
+        u = self.u[worker].mul_(self.momentum).add_(grad)
+        v = self.v[worker].add_(u)
+        k = k_of(self.density(iteration), self.numel)
+        idx = sampled_topk(v, k, self.sample_fraction, counter_generator(self.seed, worker, iteration, 7))
+        sent = round_to(v[idx], self.values_dtype)
+        v[idx] -= sent   # momentum factor masking (zero but for the wire's rounding error)
+        u[idx] = 0.0
+        return idx, sent
+
+    def state_dict(self):
+        cp = lambda ts: [None if t is None else t.detach().cpu().clone() for t in ts]  # noqa: E731
+        return {"u": cp(self.u), "v": cp(self.v)}
+
+    def load_state_dict(self, state):
+        for key in ("u", "v"):
+            if len(state[key]) != self.n_workers:
+                raise ValueError(f"dgc state {key!r} has {len(state[key])} entries for {self.n_workers} workers")
+        self.u = [None if t is None else t.clone().to(self.device) for t in state["u"]]
+        self.v = [None if t is None else t.clone().to(self.device) for t in state["v"]]
