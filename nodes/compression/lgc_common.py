@@ -1,0 +1,370 @@
+"""Pieces LGC-PS and LGC-RAR share: the three-stage schedule, the per-worker DGC state
+(momentum correction + error feedback), the online autoencoder trainer, and message plumbing.
+
+Stage schedule (iterations, from the experiment file):
+    [0, warmup_iters)                       "warmup"   DGC-style sparsified training, DGC's
+                                                       exponential sparsity warm-up
+    [warmup_iters, warmup_iters + ae_iters) "ae_train" sparsified training at the final density;
+                                                       the aggregator trains the AE online
+    then                                    "lgc"      encoded exchange; if retrain_every = R > 0,
+                                                       every R iterations `retrain_iters` more
+                                                       "ae_train" iterations refresh the AE
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+import torch
+
+from nodes.compression import codec
+from nodes.compression.base import Message, Scheme
+from nodes.compression.lgc_autoencoder import GradientAutoencoder, parse_channels
+from nodes.compression.registry import Option
+
+# Message kinds inside one LGC message (the codec's `kind` byte; the method byte says LGC)
+KIND_SPARSE, KIND_AGGREGATE = codec.KIND_GRADIENT, codec.KIND_AGGREGATE
+KIND_INDICES, KIND_LATENT, KIND_INNOVATION, KIND_WEIGHTS = 10, 11, 12, 13
+
+STAGES = ("warmup", "ae_train", "lgc")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    warmup_iters: int
+    ae_iters: int
+    retrain_every: int = 0
+    retrain_iters: int = 0
+
+    def __post_init__(self):
+        for key in ("warmup_iters", "ae_iters", "retrain_every", "retrain_iters"):
+            v = getattr(self, key)
+            if not isinstance(v, int) or v < 0:
+                raise ValueError(f"{key}={v!r}: expected an integer >= 0")
+        if self.ae_iters < 1:
+            raise ValueError(f"ae_iters={self.ae_iters!r}: LGC needs at least 1 autoencoder-training iteration")
+        if self.retrain_every and not 0 < self.retrain_iters < self.retrain_every:
+            raise ValueError(f"retrain_iters={self.retrain_iters!r}: with retrain_every="
+                             f"{self.retrain_every} it must be in [1, {self.retrain_every - 1}]")
+
+    @property
+    def lgc_start(self) -> int:
+        return self.warmup_iters + self.ae_iters
+
+    def stage(self, it: int) -> str:
+        if it < self.warmup_iters:
+            return "warmup"
+        if it < self.lgc_start:
+            return "ae_train"
+        if self.retrain_every:
+            # the retraining window closes each period of R LGC iterations
+            t = (it - self.lgc_start) % self.retrain_every
+            if t >= self.retrain_every - self.retrain_iters:
+                return "ae_train"
+        return "lgc"
+
+    def ships_after(self, it: int) -> bool:
+        """True at the last AE-training iteration before an LGC iteration: ship the encoder."""
+        return self.stage(it) == "ae_train" and self.stage(it + 1) == "lgc"
+
+    def density(self, it: int, final: float) -> float:
+        """DGC's sparsity warm-up: densities 25%, 6.25%, 1.5625%, 0.39% over four equal parts of
+        the warm-up, never below the final density; the final density afterwards."""
+        if it >= self.warmup_iters:
+            return final
+        part = min(3, 4 * it // max(1, self.warmup_iters))
+        return max(final, 0.25 ** (part + 1))
+
+
+def k_for(density: float, n: int) -> int:
+    return max(1, min(n, int(math.ceil(density * n))))
+
+
+def topk_indices(v: torch.Tensor, k: int) -> torch.Tensor:
+    """Indices of the k largest |v|, sorted ascending (index order keeps neighbours together)."""
+    idx = torch.topk(v.abs(), k, sorted=False).indices
+    return torch.sort(idx).values
+
+
+class WorkerState:
+    """DGC momentum correction with error feedback, one per worker.
+
+    u = m*u + g (local momentum); v = v + u (accumulated, i.e. the residual plus new
+    momentum); what is sent is read from v, and the sent coordinates of u and v are zeroed
+    (momentum factor masking). With momentum 0 this is plain error feedback (residual
+    accumulation). Local gradient clipping scales g to at most `clip_norm` (0 = off).
+    """
+
+    def __init__(self, n: int, momentum: float, clip_norm: float, device):
+        self.momentum, self.clip_norm = float(momentum), float(clip_norm)
+        self.u = torch.zeros(n, device=device)
+        self.v = torch.zeros(n, device=device)
+
+    def accumulate(self, g: torch.Tensor) -> torch.Tensor:
+        g = g.to(self.v.device, torch.float32)
+        if self.clip_norm > 0:
+            norm = float(g.norm())
+            if norm > self.clip_norm:
+                g = g * (self.clip_norm / norm)
+        if self.momentum > 0:
+            self.u.mul_(self.momentum).add_(g)
+            self.v.add_(self.u)
+        else:
+            self.v.add_(g)
+        return self.v
+
+    def mask(self, idx: torch.Tensor) -> None:
+        self.u[idx] = 0.0
+        self.v[idx] = 0.0
+
+    def state_dict(self) -> dict:
+        return {"u": self.u.clone(), "v": self.v.clone()}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.u.copy_(s["u"])
+        self.v.copy_(s["v"])
+
+
+class AETrainer:
+    """Online training of the autoencoder on (input, target) value vectors.
+
+    Samples are kept in a bounded buffer (newest win); each call to `train` runs `steps` Adam
+    steps on minibatches drawn with the trainer's own seeded generator, and returns the FLOPs
+    it spent so that the caller can charge `flops / ae_gflops` of *virtual* time.
+    """
+
+    def __init__(self, ae: GradientAutoencoder, *, lr: float, batch: int, buffer: int, seed: int):
+        self.ae = ae
+        self.opt = torch.optim.Adam(ae.parameters(), lr=lr)
+        self.batch, self.buffer = int(batch), int(buffer)
+        self.gen = torch.Generator().manual_seed(seed)
+        self.inputs: list[torch.Tensor] = []
+        self.targets: list[torch.Tensor] = []
+        self.steps_done = 0
+        self.last_loss = float("nan")
+
+    def add(self, x: torch.Tensor, t: torch.Tensor) -> None:
+        if self.inputs and x.numel() != self.inputs[0].numel():
+            # the top-k length changed (retraining after a density change): start afresh
+            self.inputs, self.targets = [], []
+        self.inputs.append(x.detach().float().cpu())
+        self.targets.append(t.detach().float().cpu())
+        if len(self.inputs) > self.buffer:
+            del self.inputs[0], self.targets[0]
+
+    def loss(self, x: torch.Tensor, t: torch.Tensor) -> float:
+        with torch.no_grad():
+            return float(((self.ae(x) - t) ** 2).mean())
+
+    def train(self, steps: int) -> float:
+        if not self.inputs:
+            return 0.0
+        X = torch.stack(self.inputs)
+        T = torch.stack(self.targets)
+        b = min(self.batch, X.shape[0])
+        for _ in range(steps):
+            sel = torch.randperm(X.shape[0], generator=self.gen)[:b]
+            self.opt.zero_grad(set_to_none=True)
+            loss = ((self.ae(X[sel]) - T[sel]) ** 2).mean()
+            loss.backward()
+            self.opt.step()
+            self.last_loss = float(loss.detach())
+        self.steps_done += steps
+        return steps * self.ae.train_step_flops(X.shape[1], b)
+
+    def state_dict(self) -> dict:
+        return {"ae": {k: v.clone() for k, v in self.ae.state_dict().items()},
+                "opt": self.opt.state_dict(), "gen": self.gen.get_state(),
+                "inputs": [x.clone() for x in self.inputs], "targets": [t.clone() for t in self.targets],
+                "steps_done": self.steps_done, "last_loss": self.last_loss}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.ae.load_state_dict(s["ae"])
+        self.opt.load_state_dict(copy.deepcopy(s["opt"]))
+        self.gen.set_state(s["gen"])
+        self.inputs = [x.clone() for x in s["inputs"]]
+        self.targets = [t.clone() for t in s["targets"]]
+        self.steps_done, self.last_loss = s["steps_done"], s["last_loss"]
+
+
+# ---------------------------------------------------------------- message plumbing
+
+def join(*messages: Message) -> Message:
+    return Message([p for m in messages for p in m.packets])
+
+
+def by_kind(packets: list[bytes]) -> dict[int, list[bytes]]:
+    out: dict[int, list[bytes]] = {}
+    for p in packets:
+        out.setdefault(codec.read_header(p).kind, []).append(p)
+    return out
+
+
+def all_arrived(packets: list[bytes]) -> bool:
+    """True when every packet the headers announce is here (needed to line up ranks)."""
+    if not packets:
+        return False
+    return len({codec.read_header(p).index for p in packets}) == codec.read_header(packets[0]).count
+
+
+def indices_message(idx: torch.Tensor, n: int, *, payload_bytes: int, method: str, iteration: int,
+                    scale: float) -> Message:
+    """Positions only: 1-bit dummy codes (the codec needs a value per index); the scale the
+    receivers need travels as a per-packet scalar."""
+    return codec.encode_sparse(idx, torch.zeros(idx.numel(), dtype=torch.int64), n,
+                               payload_bytes=payload_bytes, dtype="bits", bits=1, method=method,
+                               kind=KIND_INDICES, iteration=iteration, scalars=(scale,))
+
+
+def read_indices(packets: list[bytes], n: int) -> tuple[torch.Tensor, float] | None:
+    """Sorted indices and scale, or None when part of them was lost (ranks cannot be lined up)."""
+    if not all_arrived(packets):
+        return None
+    d = codec.decode(packets, n)
+    return torch.nonzero(d.mask).reshape(-1), float(d.scalars[0])
+
+
+def weights_message(data: bytes, *, payload_bytes: int, method: str, iteration: int) -> Message:
+    w = torch.frombuffer(bytearray(data), dtype=torch.float32)
+    return codec.encode_dense(w, payload_bytes=payload_bytes, dtype="f32", method=method,
+                              kind=KIND_WEIGHTS, iteration=iteration)
+
+
+def sparse_message(idx: torch.Tensor, vals: torch.Tensor, n: int, *, payload_bytes: int, method: str,
+                   iteration: int, kind: int = KIND_SPARSE) -> Message:
+    return codec.encode_sparse(idx, vals, n, payload_bytes=payload_bytes, dtype="f32", method=method,
+                               kind=kind, iteration=iteration)
+
+
+def aggregate_message(avg: torch.Tensor, *, payload_bytes: int, method: str, iteration: int) -> Message:
+    """What the server broadcasts back: the sparse average (its non-zero coordinates)."""
+    idx = torch.nonzero(avg).reshape(-1)
+    return sparse_message(idx, avg[idx], avg.numel(), payload_bytes=payload_bytes, method=method,
+                          iteration=iteration, kind=KIND_AGGREGATE)
+
+
+def rms(x: torch.Tensor) -> float:
+    s = float(x.pow(2).mean().sqrt()) if x.numel() else 0.0
+    return s if s > 0 and math.isfinite(s) else 1.0
+
+
+# ---------------------------------------------------------------- the shared Scheme body
+
+COMMON_OPTIONS: dict[str, Option] = dict(
+    density=Option(0.01, float, min=1e-6, max=1.0, help="final top-k density (fraction of coordinates)"),
+    momentum=Option(0.9, float, min=0.0, max=0.999,
+                    help="DGC momentum correction factor; 0 = plain error feedback"),
+    clip_norm=Option(0.0, float, min=0.0, help="local gradient clipping norm; 0 = off"),
+    warmup_iters=Option(50, int, min=0, help="iterations of DGC-style warm-up (sparsity warm-up)"),
+    ae_iters=Option(20, int, min=1, help="iterations in which the autoencoder is trained online"),
+    retrain_every=Option(0, int, min=0, help="re-train the AE every R LGC iterations; 0 = never"),
+    retrain_iters=Option(5, int, min=1, help="iterations of each re-training window"),
+    ae_channels=Option("16,16,16", str, help="widths of the stride-2 conv layers, e.g. '16,16,16'"),
+    ae_kernel=Option(5, int, min=1, max=31, help="conv kernel size (odd)"),
+    latent_ratio=Option(0.125, float, min=1e-3, max=1.0,
+                        help="latent length / value-vector length; a multiple of 1/2**layers"),
+    ae_lr=Option(1e-3, float, min=1e-6, max=1.0, help="Adam learning rate of the AE"),
+    ae_batch=Option(16, int, min=1, max=4096, help="AE minibatch (value vectors)"),
+    ae_steps=Option(25, int, min=0, max=10000, help="AE optimizer steps per AE-training iteration"),
+    ae_buffer=Option(512, int, min=1, help="value vectors kept for AE training (newest win)"),
+    ae_gflops=Option(100.0, float, min=1e-3,
+                     help="virtual GFLOP/s of the node that trains/decodes the AE (charged FLOPs)"),
+    worker_gflops=Option(10.0, float, min=1e-3, help="virtual GFLOP/s of a worker for encoding"),
+    latent_dtype=Option("f16", str, choices=("f32", "f16"), help="precision of the latent on the wire"),
+    leader=Option(-1, int, min=-1, help="node whose top-k positions/latent are shared; -1 = cyclic"),
+)
+
+
+class LGCBase(Scheme):
+    """Options, per-worker DGC state, the AE, its trainer and the deployed copies."""
+
+    linear_encoder = False
+
+    def __init__(self, *, density=0.01, momentum=0.9, clip_norm=0.0, warmup_iters=50, ae_iters=20,
+                 retrain_every=0, retrain_iters=5, ae_channels="16,16,16", ae_kernel=5,
+                 latent_ratio=0.125, ae_lr=1e-3, ae_batch=16, ae_steps=25, ae_buffer=512,
+                 ae_gflops=100.0, worker_gflops=10.0, latent_dtype="f16", leader=-1, **kw):
+        super().__init__(**kw)
+        if not 0 < density <= 1:
+            raise ValueError(f"density={density!r} not allowed; allowed (0, 1]")
+        if not 0 <= momentum < 1:
+            raise ValueError(f"momentum={momentum!r} not allowed; allowed [0, 1)")
+        if latent_dtype not in ("f32", "f16"):
+            raise ValueError(f"latent_dtype={latent_dtype!r} not allowed; allowed 'f32', 'f16'")
+        if not -1 <= leader < self.n_workers:
+            raise ValueError(f"leader={leader!r} not allowed; allowed -1 (cyclic) or 0..{self.n_workers - 1}")
+        for key, v in (("ae_gflops", ae_gflops), ("worker_gflops", worker_gflops)):
+            if not v > 0:
+                raise ValueError(f"{key}={v!r} not allowed; allowed > 0")
+        self.sched = Schedule(int(warmup_iters), int(ae_iters), int(retrain_every),
+                              int(retrain_iters) if retrain_every else 0)
+        self.density = float(density)
+        self.latent_dtype = latent_dtype
+        self.leader = int(leader)
+        self.ae_steps = int(ae_steps)
+        self.ae_gflops, self.worker_gflops = float(ae_gflops), float(worker_gflops)
+        self._arch = dict(channels=parse_channels(ae_channels), kernel=int(ae_kernel),
+                          latent_ratio=float(latent_ratio), linear_encoder=self.linear_encoder)
+        self.ae = GradientAutoencoder(**self._arch, seed=self.seed)
+        self.trainer = AETrainer(self.ae, lr=float(ae_lr), batch=int(ae_batch),
+                                 buffer=int(ae_buffer), seed=self.seed + 1)
+        self.workers = [WorkerState(self.numel, momentum, clip_norm, self.device)
+                        for _ in range(self.n_workers)]
+        self.deployed: GradientAutoencoder | None = None   # aggregator's copy at shipping time
+        self.worker_ae: GradientAutoencoder | None = None  # what the workers rebuilt from bytes
+        self.ships = 0
+
+    def stage(self, iteration: int) -> str:
+        return self.sched.stage(iteration)
+
+    def leader_of(self, iteration: int) -> int:
+        return iteration % self.n_workers if self.leader < 0 else self.leader
+
+    def k_final(self) -> int:
+        return k_for(self.density, self.numel)
+
+    def _seconds(self, flops: float, gflops: float) -> float:
+        return flops / (gflops * 1e9)
+
+    def _deploy(self, shipped: bytes, encoder_only: bool) -> None:
+        """The aggregator freezes its AE; the workers rebuild theirs from the bytes that travelled."""
+        self.deployed = copy.deepcopy(self.ae)
+        self.worker_ae = GradientAutoencoder(**self._arch, seed=self.seed)
+        if encoder_only:
+            self.worker_ae.load_encoder_bytes(shipped)
+        else:
+            self.worker_ae.load_full_bytes(shipped)
+        self.ships += 1
+
+    @staticmethod
+    def received_bytes(packets: list[bytes]) -> bytes:
+        return codec.decode(packets).values.numpy().astype("<f4").tobytes()
+
+    def _wire(self, z: torch.Tensor) -> bytes:
+        return z.detach().cpu().numpy().astype("<f2" if self.latent_dtype == "f16" else "<f4").tobytes()
+
+    def state_dict(self) -> dict:
+        return {"workers": [w.state_dict() for w in self.workers],
+                "trainer": self.trainer.state_dict(),
+                "deployed": None if self.deployed is None else
+                {k: v.clone() for k, v in self.deployed.state_dict().items()},
+                "worker_ae": None if self.worker_ae is None else
+                {k: v.clone() for k, v in self.worker_ae.state_dict().items()},
+                "ships": self.ships}
+
+    def load_state_dict(self, state: dict) -> None:
+        if len(state["workers"]) != self.n_workers:
+            raise ValueError(f"state has {len(state['workers'])} workers, this run has {self.n_workers}")
+        for w, s in zip(self.workers, state["workers"]):
+            w.load_state_dict(s)
+        self.trainer.load_state_dict(state["trainer"])
+        for attr in ("deployed", "worker_ae"):
+            s = state[attr]
+            if s is None:
+                setattr(self, attr, None)
+            else:
+                m = GradientAutoencoder(**self._arch, seed=self.seed)
+                m.load_state_dict(s)
+                setattr(self, attr, m)
+        self.ships = state["ships"]

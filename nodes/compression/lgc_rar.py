@@ -1,0 +1,75 @@
+"""LGC-RAR: learned gradient compression over ring all-reduce.
+
+A ring can only add vectors that line up, so every node uses the same top-k positions: those of
+one node (the leader; cyclic by default, as ScaleCom does), sent to the others by a Broadcast
+together with the RMS s of the leader's values there. Per LGC iteration:
+- every node encodes x_j = v_j[I] / s with the same encoder; the latents (k * latent_ratio
+  values, f16 or f32) are summed by an AllReduce on their real bytes;
+- every node decodes the same sum: mean = s * D(sum / N) at I, and applies it;
+- error feedback: every node zeroes u and v at I (sent through the code); the rest stays.
+
+The encoder is linear and bias-free, so the sum of the nodes' codes *is* the code of the summed
+values, and the decoder's job is one well-posed map (code of a mean vector -> mean vector).
+Warm-up and AE training run the same shared-position exchange with the values themselves on the
+ring (f32). AE training needs no extra traffic: after the all-reduce every node holds the mean
+values at I, and node w0 trains the AE on mean/s (charged as compute of FLOPs / ae_gflops). At the
+end of AE training w0 broadcasts the whole AE (every node decodes), counted once.
+"""
+from __future__ import annotations
+
+import torch
+
+from nodes.compression.base import check_finite
+from nodes.compression.lgc_common import (COMMON_OPTIONS, LGCBase, indices_message, k_for, rms,
+                                          topk_indices, weights_message)
+from nodes.compression.phases import AllReduce, Broadcast, ServerCompute, WorkerCompute
+from nodes.compression.registry import register
+
+
+@register("lgc_rar", **COMMON_OPTIONS)
+class LGCRAR(LGCBase):
+    collective = "allreduce"
+    linear_encoder = True
+    trainer_node = 0  # the node that trains the AE and broadcasts it
+
+    def exchange(self, iteration, grads):
+        check_finite(grads, iteration)
+        out_device = grads[0].device
+        n, N = self.numel, self.n_workers
+        vs = [self.workers[w].accumulate(g.reshape(-1)) for w, g in enumerate(grads)]
+        lgc = self.stage(iteration) == "lgc" and self.worker_ae is not None
+        k = k_for(self.sched.density(iteration, self.density), n)
+        L = self.leader_of(iteration)
+        idx = topk_indices(vs[L], k)
+        s = rms(vs[L][idx])
+        yield Broadcast(L, indices_message(idx.cpu(), n, payload_bytes=self.payload_bytes,
+                                           method=self.name, iteration=iteration, scale=s))
+        # (the indices arrive reliably; every node now holds idx and s)
+        if lgc:
+            ae = self.worker_ae
+            with torch.no_grad():
+                codes = ae.encode(torch.stack([v[idx].cpu() / s for v in vs]))
+            yield WorkerCompute(self._seconds(ae.encode_flops(k) + ae.decode_flops(k), self.worker_gflops),
+                                "lgc_rar: every node encodes its values and decodes the sum")
+            summed = yield AllReduce({w: self._wire(codes[w]) for w in range(N)}, self.latent_dtype)
+            with torch.no_grad():
+                mean_vals = s * ae.decode(summed.reshape(1, -1) / N, k)[0]
+        else:
+            bufs = {w: vs[w][idx].cpu().numpy().astype("<f4").tobytes() for w in range(N)}
+            summed = yield AllReduce(bufs, "f32")
+            mean_vals = summed.reshape(-1) / N
+            if self.stage(iteration) == "ae_train":
+                self.trainer.add(mean_vals / s, mean_vals / s)
+                flops = self.trainer.train(self.ae_steps)
+                yield ServerCompute(self._seconds(flops, self.ae_gflops),
+                                    f"lgc_rar: node w{self.trainer_node} trains the autoencoder")
+                if self.sched.ships_after(iteration):
+                    msg = weights_message(self.ae.full_bytes(), payload_bytes=self.payload_bytes,
+                                          method=self.name, iteration=iteration)
+                    yield Broadcast(self.trainer_node, msg)
+                    self._deploy(self.received_bytes(msg.packets), encoder_only=False)
+        for w in self.workers:
+            w.mask(idx)
+        avg = torch.zeros(n)
+        avg[idx.cpu()] = mean_vals
+        return avg.to(out_device)
