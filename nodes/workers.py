@@ -64,12 +64,14 @@ def assign(model: nn.Module, params: torch.Tensor | Sequence[torch.Tensor]) -> N
 
 # ----------------------------------------------------------------------------- evaluation
 def evaluate(model: nn.Module, test_x: torch.Tensor, test_y: torch.Tensor,
-             batch_size: int = 1024, params: Sequence[torch.Tensor] | None = None
-             ) -> tuple[float, float]:
-    """Mean cross-entropy and accuracy (a fraction in [0, 1]) of the model in eval mode."""
+             batch_size: int = 1024, params: Sequence[torch.Tensor] | None = None,
+             device: str | torch.device | None = None) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy (a fraction in [0, 1]) of the model in eval mode.
+
+    `device` (default: where the model's parameters are) is where the test batches go."""
     if len(test_y) == 0:
         raise ValueError("evaluate: the test set is empty")
-    device = next(model.parameters()).device
+    device = next(model.parameters()).device if device is None else torch.device(device)
     named = None if params is None else dict(zip(_names(model), params))
     was_training = model.training
     model.eval()
