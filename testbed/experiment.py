@@ -231,22 +231,17 @@ class Experiment:
                                     iteration=it, virtual_time_s=self.clock)
             self._refresh_graph_json()
 
-    def _steer(self, target: str, changes: dict) -> list:
+    def _steer(self, target: str, changes: dict) -> list[str]:
+        from testbed.controls import resolve_target
+
         kwargs = dict(changes)
         if "loss_p" in kwargs:
             p = kwargs.pop("loss_p")
             kwargs["loss"] = {"model": "none"} if p == 0 else {"model": "bernoulli", "p": p}
-        if target == "*":
-            pairs = [(None, None)]
-        elif "->" in target:
-            pairs = [tuple(target.split("->", 1))]
-        else:
-            u, v = target.split("-", 1)
-            pairs = [(u, v), (v, u)]
-        changed = []
-        for u, v in pairs:
-            changed += list(self.network.set_link(u, v, **kwargs) or [])
-        return [f"{c[0]}->{c[1]}" for c in changed]
+        links = resolve_target(self.run_info["graph"], target)
+        for u, v in links:
+            self.network.set_link(u, v, **kwargs)
+        return [f"{u}->{v}" for u, v in links]
 
     def _refresh_graph_json(self) -> None:
         with self.store.db:
