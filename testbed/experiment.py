@@ -248,95 +248,112 @@ class Experiment:
             self.store.db.execute("UPDATE runs SET graph_json=? WHERE id=?",
                                   (json.dumps(graph_to_json(self.graph)), self.run_id))
 
+    # ------------------------------------------------------------------ hooks
+    # Three seams where a multi-process run (testbed/distributed.py) differs from this one:
+    # where gradients come from, where message bytes come from, and who runs the link layer.
+    def _worker_gradients(self) -> tuple[list[torch.Tensor], list[float], float]:
+        """Every worker's flat gradient and loss, and the wall seconds per worker."""
+        w0 = time.perf_counter()
+        grads, losses = self.pool.gradients()
+        return grads, losses, (time.perf_counter() - w0) / len(self.workers)
+
+    def _share(self, phase):
+        """The phase with every worker's real bytes in it (here they already are)."""
+        return phase
+
+    def _net(self, pattern: str, *args, **kwargs):
+        """Run one traffic pattern on the emulated network."""
+        return getattr(self.network, pattern)(*args, **kwargs)
+
     # ------------------------------------------------------------------ one iteration
     def _drive(self, it: int, grads: list[torch.Tensor], ready: dict[str, float],
                traffic: _Traffic, timing: IterationTiming) -> torch.Tensor:
         """Run the scheme's phases over the network; return the averaged gradient."""
         from nodes.compression import phases as ph
-        from nodes.compression.ring import ring_sum
 
-        names = self.workers
+        handlers = {ph.Uplink: self._uplink, ph.Downlink: self._downlink,
+                    ph.Broadcast: self._broadcast, ph.AllReduce: self._allreduce}
         compute_end = max(ready.values())
         gen = self.scheme.exchange(it, grads)
         result: Any = None
-        first_traffic = True
+        first = True   # the first traffic of an iteration starts at each worker's own finish
         measured = self.cfg.run.compute_time == "measured"
         while True:
             t_wall = time.perf_counter()
             try:
                 phase = gen.send(result)
+                done = None
             except StopIteration as stop:
-                if measured:  # decoding at the aggregator, as this machine timed it
-                    dt = time.perf_counter() - t_wall
-                    timing.aggregation_s += dt
-                    self.clock += dt
-                return stop.value
-            if measured:
+                phase, done = None, stop
+            if measured:  # encoding (before the first traffic) and decoding, as timed here
                 dt = time.perf_counter() - t_wall
-                if first_traffic:
-                    timing.compute_s += dt
-                else:
-                    timing.aggregation_s += dt
+                setattr(timing, "compute_s" if first else "aggregation_s",
+                        getattr(timing, "compute_s" if first else "aggregation_s") + dt)
                 self.clock += dt
-            start = self.clock
-            if isinstance(phase, ph.Uplink):
-                sends = {names[w]: m.sizes for w, m in phase.messages.items()}
-                at = {n: ready[n] for n in sends} if first_traffic else self.clock
-                report = self.network.gather(sends, self.server, at=at)
-                result = {}
-                for flow in report.flows:
-                    w = names.index(flow.src)
-                    pk = phase.messages[w].packets
-                    result[w] = [p for p, ok in zip(pk, flow.arrived) if ok]
-                    traffic.add_bits(traffic.bits_up, flow.src, 8 * phase.messages[w].nbytes)
-                    traffic.uplink_done[flow.src] = float(flow.completion_s)
-                self._advance(report, timing, "uplink", compute_end, first_traffic, traffic)
-            elif isinstance(phase, ph.Downlink):
-                src = self.server
-                report = self.network.broadcast(src, list(names), phase.message.sizes, at=self.clock)
-                for n in names:
-                    traffic.add_bits(traffic.bits_down, n, phase.message.nbits)
-                self._advance(report, timing, "downlink", compute_end, first_traffic, traffic)
-                result = None
-            elif isinstance(phase, ph.Broadcast):
-                src = names[phase.src]
-                dsts = [n for n in names if n != src]
-                at = ready[src] if first_traffic else self.clock
-                report = self.network.broadcast(src, dsts, phase.message.sizes, at=at)
-                traffic.add_bits(traffic.bits_up, src, phase.message.nbits)
-                for n in dsts:
-                    traffic.add_bits(traffic.bits_down, n, phase.message.nbits)
-                self._advance(report, timing, "uplink", compute_end, first_traffic, traffic)
-                result = None
-            elif isinstance(phase, ph.AllReduce):
-                order = list(range(len(names)))
-                buffers = [phase.buffers[w] for w in order]
-                size = len(buffers[0])
-                if any(len(b) != size for b in buffers):
-                    raise ExperimentError("all-reduce buffers differ in length")
-                at = compute_end if first_traffic else self.clock
-                self.clock = max(self.clock, at)
-                report = self.network.ring_allreduce([names[w] for w in order], size, at=self.clock)
-                n = len(names)
-                # Each node sends 2(N-1) chunks of ~size/N bytes around the ring.
-                sent = 2 * (n - 1) * math.ceil(size / n) if n > 1 else 0
-                for name in names:
-                    traffic.add_bits(traffic.bits_up, name, 8 * sent)
-                result = ring_sum(buffers, phase.dtype)
-                self._advance(report, timing, "uplink", compute_end, first_traffic, traffic)
-            elif isinstance(phase, ph.ServerCompute):
+            if done is not None:
+                return done.value
+            result = None
+            if isinstance(phase, ph.ServerCompute):
                 timing.aggregation_s += phase.seconds
                 self.clock += phase.seconds
-                result = None
                 continue
-            elif isinstance(phase, ph.WorkerCompute):
+            if isinstance(phase, ph.WorkerCompute):
                 timing.compute_s += phase.seconds
                 self.clock += phase.seconds
-                result = None
                 continue
-            else:
+            handler = handlers.get(type(phase))
+            if handler is None:
                 raise ExperimentError(f"scheme yielded an unknown phase {phase!r}")
-            first_traffic = False
+            report, kind, result = handler(self._share(phase), ready, first, compute_end, traffic)
+            self._advance(report, timing, kind, compute_end, first, traffic)
+            first = False
+
+    def _uplink(self, phase, ready, first, compute_end, traffic):
+        names = self.workers
+        sends = {names[w]: m.sizes for w, m in phase.messages.items()}
+        at = {n: ready[n] for n in sends} if first else self.clock
+        report = self._net("gather", sends, self.server, at=at)
+        delivered = {}
+        for flow in report.flows:
+            w = names.index(flow.src)
+            message = phase.messages[w]
+            delivered[w] = [p for p, ok in zip(message.packets, flow.arrived) if ok]
+            traffic.add_bits(traffic.bits_up, flow.src, message.nbits)
+            traffic.uplink_done[flow.src] = float(flow.completion_s)
+        return report, "uplink", delivered
+
+    def _downlink(self, phase, ready, first, compute_end, traffic):
+        report = self._net("broadcast", self.server, list(self.workers), phase.message.sizes,
+                           at=self.clock)
+        for n in self.workers:
+            traffic.add_bits(traffic.bits_down, n, phase.message.nbits)
+        return report, "downlink", None
+
+    def _broadcast(self, phase, ready, first, compute_end, traffic):
+        src = self.workers[phase.src]
+        dsts = [n for n in self.workers if n != src]
+        report = self._net("broadcast", src, dsts, phase.message.sizes,
+                           at=ready[src] if first else self.clock)
+        traffic.add_bits(traffic.bits_up, src, phase.message.nbits)
+        for n in dsts:
+            traffic.add_bits(traffic.bits_down, n, phase.message.nbits)
+        return report, "uplink", None
+
+    def _allreduce(self, phase, ready, first, compute_end, traffic):
+        from nodes.compression.ring import ring_sum
+
+        buffers = [phase.buffers[w] for w in range(len(self.workers))]
+        size = len(buffers[0])
+        if any(len(b) != size for b in buffers):
+            raise ExperimentError("all-reduce buffers differ in length")
+        self.clock = max(self.clock, compute_end)  # a ring step needs every node ready
+        report = self._net("ring_allreduce", list(self.workers), size, at=self.clock)
+        n = len(self.workers)
+        # Each node sends 2(N-1) chunks of about size/N bytes around the ring.
+        sent = 2 * (n - 1) * math.ceil(size / n) if n > 1 else 0
+        for name in self.workers:
+            traffic.add_bits(traffic.bits_up, name, 8 * sent)
+        return report, "uplink", ring_sum(buffers, phase.dtype)
 
     def _advance(self, report, timing: IterationTiming, kind: str, compute_end: float,
                  first: bool, traffic: _Traffic) -> None:
@@ -408,9 +425,7 @@ class Experiment:
                 return
             self._apply_controls(it)
             t_iter = self.clock
-            w0 = time.perf_counter()
-            grads, losses = self.pool.gradients()
-            wall_compute = (time.perf_counter() - w0) / len(self.workers)
+            grads, losses, wall_compute = self._worker_gradients()
             check_finite(grads, it)
             ready = {w: t_iter + self._compute_seconds(w, wall_compute) for w in self.workers}
             timing = IterationTiming(compute_s=max(ready.values()) - t_iter)
