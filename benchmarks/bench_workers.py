@@ -1,0 +1,70 @@
+"""Wall time of one iteration of the worker pool (every worker's forward + backward on one
+minibatch): 1, 4, 16 and 64 workers, one after another ("sequential") or all at once with
+torch.func ("vmap"). Small CNN on digits, batch 32 per worker.
+
+64 x 32 samples is more than digits' 1437 training images, so each worker here draws from its
+own seeded random subset (subsets may overlap): the point is compute time, not learning.
+Run: `python -m benchmarks workers` (quick) or `python -m benchmarks workers --full`.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from nodes.data import load_dataset
+from nodes.models import build_model
+from nodes.workers import WorkerPool
+
+WORKERS = (1, 4, 16, 64)
+BATCH = 32
+
+
+def _time_per_iteration(pool: WorkerPool, reps: int) -> float:
+    for _ in range(2):                       # warm-up: vmap traces its batching rules once
+        pool.gradients()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        pool.gradients()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def run(quick: bool = True) -> list[dict]:
+    """One row per worker count: median ms per iteration both ways and the speed-up."""
+    reps = 5 if quick else 30
+    ds = load_dataset("digits", seed=0)
+    torch.manual_seed(0)
+    model = build_model("cnn", ds.input_shape, ds.num_classes)
+    gen = torch.Generator().manual_seed(0)
+    rows = []
+    for n in WORKERS:
+        shards = [torch.randperm(len(ds.train_y), generator=gen)[: 4 * BATCH] for _ in range(n)]
+        ms = {}
+        for mode in ("sequential", "vmap"):
+            pool = WorkerPool(model, ds.train_x, ds.train_y, shards, BATCH, seed=0, mode=mode)
+            ms[mode] = 1000 * _time_per_iteration(pool, reps)
+        rows.append({"workers": n, "sequential_ms": ms["sequential"], "vmap_ms": ms["vmap"],
+                     "speedup": ms["sequential"] / ms["vmap"]})
+    return rows
+
+
+def format_table(rows: list[dict]) -> str:
+    head = f"{'workers':>7}  {'sequential ms/it':>16}  {'vmap ms/it':>10}  {'vmap speed-up':>13}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['workers']:>7}  {r['sequential_ms']:>16.2f}  {r['vmap_ms']:>10.2f}  "
+                     f"{r['speedup']:>12.2f}x")
+    return "\n".join(lines)
+
+
+def main(quick: bool = True) -> None:
+    print(f"worker pool: small CNN on digits, batch {BATCH} per worker, "
+          f"{torch.get_num_threads()} torch threads, wall time (median)")
+    print(format_table(run(quick)))
+
+
+if __name__ == "__main__":
+    main()
