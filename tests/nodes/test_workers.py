@@ -208,3 +208,31 @@ def _train_and_check(digits, seed=0):
     _, accuracy = pool.evaluate(digits.test_x, digits.test_y)
     assert accuracy >= 0.90
     return accuracy
+
+
+class _DataDependent(nn.Module):
+    """No buffers, but Python control flow on a tensor's value: vmap cannot trace it."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = x.flatten(1)
+        return self.fc(x if float(x.sum()) > -1e9 else -x)
+
+
+def test_auto_falls_back_to_sequential_when_vmap_fails(digits):
+    torch.manual_seed(0)
+    shards = split(digits.train_y, 2, "iid", seed=0)
+    auto = WorkerPool(_DataDependent(), digits.train_x, digits.train_y, shards, 8, seed=0, mode="auto")
+    assert auto.mode == "vmap"                           # nothing in the model says otherwise
+    grads, _ = auto.gradients()
+    assert auto.mode == "sequential" and auto.fallback_reason.startswith("vmap failed")
+    torch.manual_seed(0)
+    seq = WorkerPool(_DataDependent(), digits.train_x, digits.train_y, shards, 8, seed=0,
+                     mode="sequential")
+    assert all(torch.allclose(a, b) for a, b in zip(grads, seq.gradients()[0]))  # same batches
+    forced = WorkerPool(_DataDependent(), digits.train_x, digits.train_y, shards, 8, mode="vmap")
+    with pytest.raises(RuntimeError):
+        forced.gradients()
