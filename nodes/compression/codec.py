@@ -207,11 +207,15 @@ def _check_n(n: int) -> None:
 
 def encode_dense(values, *, payload_bytes: int, dtype: str = "f32", bits: int | None = None,
                  method: str | int = 255, kind: int = 0, iteration: int = 0,
-                 scalars: Sequence[float] = (), start: int = 0, n: int | None = None) -> Message:
+                 scalars: Sequence[float] = (), start: int = 0, n: int | None = None,
+                 group: int | None = None, group_scalars=None) -> Message:
     """Values of coordinates [start, start + len(values)) of an n-vector, in packets.
 
     dtype "f32"/"f16" sends floats; "bits" sends unsigned integer codes of `bits` bits each.
     `scalars` (e.g. a norm) are repeated in every packet so each one decodes alone.
+    Bucketed methods pass `group` (coordinates per bucket) and `group_scalars` (one row of
+    scalars per bucket): packets are then cut on bucket borders and each carries the rows of
+    the buckets it holds, after the shared `scalars` (see Decoded.segments).
     """
     v = _as_numpy(values).reshape(-1)
     n = start + v.size if n is None else int(n)
@@ -219,8 +223,20 @@ def encode_dense(values, *, payload_bytes: int, dtype: str = "f32", bits: int | 
     if start < 0 or start + v.size > n:
         raise CodecError(f"dense range [{start}, {start + v.size}) outside a vector of n={n}")
     venc, vbits = _value_spec(dtype, bits)
+    gs = None
+    if group is not None:
+        group = int(group)
+        gs = np.asarray(group_scalars, dtype="<f4").reshape(-(-v.size // group) if v.size else 0, -1)
+        if group < 1 or (venc == BITS and group * vbits % 8):
+            raise CodecError(f"group={group} not allowed; allowed >= 1 (and group x bits a multiple of 8)")
     room = _room(payload_bytes, len(scalars))
-    if venc == BITS:
+    if gs is not None:  # whole buckets per packet, with their scalars
+        row = gs.shape[1] * 4
+        per_group = row + group * vbits // 8 + (1 if group * vbits % 8 else 0)
+        per = (room // per_group) * group
+        if per < 1:
+            raise CodecError(f"payload_bytes={payload_bytes} cannot hold one bucket of {group} {dtype} values")
+    elif venc == BITS:
         per = (room * 8 // vbits) // 8 * 8  # a multiple of 8 codes: packets cut on byte borders
     else:
         per = room * 8 // vbits
@@ -234,9 +250,15 @@ def encode_dense(values, *, payload_bytes: int, dtype: str = "f32", bits: int | 
     for p in range(count):
         a, b = p * per, min(v.size, (p + 1) * per)
         lo, hi = a * vbits // 8, -(-(b * vbits) // 8)
-        head = HEADER.pack(mid, kind, flags, vbits if venc == BITS else 0, 0, len(scalars),
+        psc = sc
+        if gs is not None:
+            psc = sc + gs[a // group: -(-b // group)].tobytes()
+        nsc = len(psc) // 4
+        if nsc > 255:
+            raise CodecError(f"{nsc} scalars in one packet; allowed at most 255 (use larger buckets)")
+        head = HEADER.pack(mid, kind, flags, vbits if venc == BITS else 0, 0, nsc,
                            iteration % 2**32, p, count, n, start + a, b - a)
-        packets.append(head + sc + body[lo:hi])
+        packets.append(head + psc + body[lo:hi])
     return Message(packets)
 
 
@@ -369,6 +391,8 @@ class Decoded:
     iteration: int | None = None
     kind: int | None = None
     per_packet_scalars: list[tuple[float, ...]] = field(default_factory=list)
+    # (first coordinate, number of coordinates, scalars) of every packet that arrived
+    segments: list[tuple[int, int, tuple[float, ...]]] = field(default_factory=list)
 
     @property
     def missing(self) -> torch.Tensor:
@@ -429,13 +453,14 @@ def decode(packets: Iterable[bytes], n: int | None = None, *, iteration: int | N
         n = heads[0].n
     values = np.zeros(int(n), dtype=np.float32)
     mask = np.zeros(int(n), dtype=bool)
-    per = []
+    per, segs = [], []
     for pkt, h in zip(packets, heads):
         if h.n != n:
             raise CodecError(f"packet {h.index} is for a vector of n={h.n}, expected n={n}")
         if iteration is not None and h.iteration != iteration % 2**32:
             raise CodecError(f"packet {h.index} is from iteration {h.iteration}, expected {iteration}")
         per.append(_decode_one(pkt, h, values, mask))
+        segs.append((h.start, h.entries, per[-1]))
     return Decoded(torch.from_numpy(values), torch.from_numpy(mask), per[0] if per else (),
                    len(packets), heads[0].count if heads else 0,
-                   heads[0].iteration if heads else None, heads[0].kind if heads else None, per)
+                   heads[0].iteration if heads else None, heads[0].kind if heads else None, per, segs)

@@ -71,6 +71,10 @@ def build_scheme(method: str, options: dict, *, n_workers: int, shapes, payload_
     if method not in SCHEMES:
         raise KeyError(f"unknown compression method {method!r}; known: {', '.join(sorted(SCHEMES))}")
     spec = METHODS[method]
+    unknown = sorted(set(options) - set(spec))
+    if unknown:
+        raise KeyError(f"unknown option {unknown[0]!r} for compression method {method!r}; "
+                       f"allowed: {', '.join(sorted(spec)) or 'none'}")
     full = {k: o.default for k, o in spec.items()}
     full.update(options)
     return SCHEMES[method](n_workers=n_workers, shapes=shapes, payload_bytes=payload_bytes,

@@ -1,0 +1,24 @@
+"""`fp16`: every coordinate as an IEEE half (2 bytes), dense; the mean goes back in fp16 too."""
+from __future__ import annotations
+
+from nodes.compression import codec
+from nodes.compression.none import DenseScheme
+from nodes.compression.registry import Option, register
+
+
+@register("fp16", downlink=Option("f16", str, choices=("f32", "f16"),
+                                  help="precision of the server's broadcast of the mean"))
+class FP16(DenseScheme):
+    downlink_dtype = "f16"
+
+    def stage(self, iteration):
+        return "dense"
+
+    def encode(self, worker, iteration, grad):
+        # values beyond the half range would become inf on the wire: refuse them by name
+        big = float(grad.abs().max()) if grad.numel() else 0.0
+        if big > 65504.0:
+            raise ValueError(f"fp16: worker w{worker} gradient entry {big:.3g} at iteration {iteration} "
+                             f"exceeds the half-precision range (65504); use method 'none'")
+        return codec.encode_dense(grad, payload_bytes=self.payload_bytes, dtype="f16",
+                                  method=self.name, iteration=iteration)

@@ -1,0 +1,146 @@
+"""`powersgd`: PowerSGD (Vogels et al., NeurIPS 2019), rank r, error feedback, warm start.
+
+Every layer of 2 or more dimensions is seen as a matrix M (shape[0] x the rest) when rank r
+saves bytes (r (rows + cols) < rows x cols); others go dense. Per iteration, over the PS:
+  round 1: M_i = G_i + e_i; P_i = M_i Q          -> Uplink P_i, Downlink mean P
+           every node orthogonalises the mean:  P^ = orth(mean P)   (same result everywhere)
+  round 2: Q_i = M_i^T P^ (+ the dense layers)    -> Uplink Q_i, Downlink mean Q (+ dense mean)
+  update:  P^ mean(Q)^T; error feedback e_i = M_i - P^ Q_i^T; the mean Q is the next
+           iteration's Q (warm start), so one power-iteration step per training step suffices.
+"""
+from __future__ import annotations
+
+import torch
+
+from nodes.compression import codec
+from nodes.compression.base import Scheme, check_finite
+from nodes.compression.none import counter_generator
+from nodes.compression.phases import Downlink, Uplink
+from nodes.compression.registry import Option, register
+
+
+@register("powersgd",
+          rank=Option(2, int, min=1, max=1024, help="rank r of the per-layer approximation"),
+          values=Option("f32", str, choices=("f32", "f16"), help="precision of P, Q and dense layers"))
+class PowerSGD(Scheme):
+    collective = "ps"
+
+    def __init__(self, *, rank: int = 2, values: str = "f32", **kw):
+        super().__init__(**kw)
+        if int(rank) < 1:
+            raise ValueError(f"rank={rank!r} not allowed; allowed >= 1")
+        if values not in ("f32", "f16"):
+            raise ValueError(f"values={values!r} not allowed; allowed 'f32', 'f16'")
+        self.rank, self.values_dtype = int(rank), values
+        # layout: per layer (offset, numel, rows, cols, r) with r = 0 for dense layers
+        self.layers = []
+        off = 0
+        for shape in self.shapes:
+            shape = torch.Size(shape)
+            numel = shape.numel()
+            rows = shape[0] if len(shape) >= 2 else numel
+            cols = numel // rows if len(shape) >= 2 and rows else 1
+            r = min(self.rank, rows, cols) if len(shape) >= 2 else 0
+            if r and r * (rows + cols) >= rows * cols:
+                r = 0
+            self.layers.append((off, numel, rows, cols, r))
+            off += numel
+        self.low = [l for l in self.layers if l[4]]
+        self.dense = [l for l in self.layers if not l[4]]
+        self.p_len = sum(rows * r for _, _, rows, _, r in self.low)
+        self.q_len = sum(cols * r for _, _, _, cols, r in self.low)
+        self.d_len = sum(numel for _, numel, _, _, _ in self.dense)
+        gen = counter_generator(self.seed, 0, 0, 19)
+        self.q = [torch.randn(cols, r, generator=gen) for _, _, _, cols, r in self.low]
+        self.errors: list[torch.Tensor | None] = [None] * self.n_workers
+
+    def stage(self, iteration):
+        return "lowrank"
+
+    def _send(self, vec, kind, iteration):
+        return codec.encode_dense(vec, payload_bytes=self.payload_bytes, dtype=self.values_dtype,
+                                  method=self.name, kind=kind, iteration=iteration)
+
+    def _wire(self, vec):
+        return vec.half().float() if self.values_dtype == "f16" else vec
+
+    def _mean(self, arrived, n, iteration, workers):
+        total, count = torch.zeros(n), torch.zeros(n)
+        for w in workers:
+            d = codec.decode(arrived.get(w, []), n, iteration=iteration)
+            total += d.values
+            count += d.mask
+        return total / count.clamp(min=1)
+
+    def exchange(self, iteration, grads):
+        check_finite(grads, iteration)
+        dev = grads[0].device if grads else self.device
+        workers = range(len(grads))
+        qs = [q.to(dev) for q in self.q]
+        mats = []
+        for w, g in enumerate(grads):
+            g = g.reshape(-1).float()
+            if self.errors[w] is None:
+                self.errors[w] = torch.zeros_like(g)
+            m = g + self.errors[w]
+            mats.append(m)
+        # round 1: P_i = M_i Q
+        msgs = {}
+        for w, m in enumerate(mats):
+            ps = [m[o:o + n].view(rows, cols) @ q for (o, n, rows, cols, r), q in zip(self.low, qs)]
+            vec = torch.cat([p.reshape(-1) for p in ps]) if ps else torch.zeros(0, device=dev)
+            msgs[w] = self._send(vec.cpu(), codec.KIND_P, iteration)
+        arrived = yield Uplink(msgs)
+        p_mean = self._wire(self._mean(arrived, self.p_len, iteration, workers))
+        down = self._send(p_mean, codec.KIND_P_MEAN, iteration)
+        yield Downlink(down)
+        p_mean = codec.decode(down.packets, self.p_len).values.to(dev)
+        p_hat, off = [], 0
+        for (_, _, rows, _, r) in self.low:
+            p_hat.append(torch.linalg.qr(p_mean[off:off + rows * r].view(rows, r)).Q)
+            off += rows * r
+        # round 2: Q_i = M_i^T P^, with the dense layers riding along
+        msgs, q_own = {}, []
+        for w, m in enumerate(mats):
+            qi = [m[o:o + n].view(rows, cols).T @ ph for (o, n, rows, cols, r), ph in zip(self.low, p_hat)]
+            q_own.append(qi)
+            parts = [q.reshape(-1) for q in qi] + [m[o:o + n] for o, n, _, _, _ in self.dense]
+            vec = torch.cat(parts) if parts else torch.zeros(0, device=dev)
+            msgs[w] = self._send(vec.cpu(), codec.KIND_Q, iteration)
+        arrived = yield Uplink(msgs)
+        q_mean = self._wire(self._mean(arrived, self.q_len + self.d_len, iteration, workers))
+        down = self._send(q_mean, codec.KIND_Q_MEAN, iteration)
+        yield Downlink(down)
+        q_mean = codec.decode(down.packets, self.q_len + self.d_len).values.to(dev)
+        # the update, the error feedback and the warm start
+        out = torch.zeros(self.numel, device=dev)
+        new_q, qoff = [], 0
+        for (o, n, rows, cols, r), ph in zip(self.low, p_hat):
+            qm = q_mean[qoff:qoff + cols * r].view(cols, r)
+            out[o:o + n] = (ph @ qm.T).reshape(-1)
+            new_q.append(qm.cpu().clone())
+            qoff += cols * r
+        doff = self.q_len
+        for o, n, _, _, _ in self.dense:
+            out[o:o + n] = q_mean[doff:doff + n]
+            doff += n
+        for w, m in enumerate(mats):
+            e = torch.zeros_like(m)  # dense layers go exactly (up to the wire's rounding)
+            for (o, n, rows, cols, r), ph, qi in zip(self.low, p_hat, q_own[w]):
+                e[o:o + n] = (m[o:o + n].view(rows, cols) - ph @ self._wire(qi).T).reshape(-1)
+            for o, n, _, _, _ in self.dense:
+                e[o:o + n] = m[o:o + n] - self._wire(m[o:o + n])
+            self.errors[w] = e
+        self.q = new_q
+        return out
+
+    def state_dict(self):
+        return {"q": [q.clone() for q in self.q],
+                "errors": [None if e is None else e.detach().cpu().clone() for e in self.errors]}
+
+    def load_state_dict(self, state):
+        if len(state["errors"]) != self.n_workers or len(state["q"]) != len(self.low):
+            raise ValueError(f"powersgd state for {len(state['errors'])} workers / {len(state['q'])} "
+                             f"matrices; this run has {self.n_workers} / {len(self.low)}")
+        self.q = [q.clone() for q in state["q"]]
+        self.errors = [None if e is None else e.clone().to(self.device) for e in state["errors"]]

@@ -1,0 +1,72 @@
+"""`randomk`: k coordinates chosen at random, the same for every worker, with error feedback.
+
+The coordinates come from a generator keyed by (seed, iteration) that every node runs, so no
+index goes on the wire: a message is just the k values, dense over positions 0..k-1 of the
+shared index list. Because all workers share the positions, the server's mean is dense over
+the same k positions too, and goes back the same way.
+"""
+from __future__ import annotations
+
+import torch
+
+from nodes.compression import codec
+from nodes.compression.base import Scheme, check_finite
+from nodes.compression.none import counter_generator
+from nodes.compression.phases import Downlink, Uplink
+from nodes.compression.registry import Option, register
+from nodes.compression.topk import ResidualMixin, k_of, round_to
+
+SHARED = 2**20  # the "worker" slot of the shared generator (no real worker has this id)
+
+
+@register("randomk",
+          ratio=Option(0.01, float, min=1e-6, max=1.0, help="fraction of coordinates sent"),
+          values=Option("f32", str, choices=("f32", "f16"), help="precision of the sent values"),
+          downlink=Option("f32", str, choices=("f32", "f16"), help="precision of the broadcast mean"))
+class RandomK(ResidualMixin, Scheme):
+    collective = "ps"
+
+    def __init__(self, *, ratio=0.01, values="f32", downlink="f32", **kw):
+        super().__init__(**kw)
+        if not 0 < ratio <= 1:
+            raise ValueError(f"ratio={ratio!r} not allowed; allowed (0, 1]")
+        for key, v in (("values", values), ("downlink", downlink)):
+            if v not in ("f32", "f16"):
+                raise ValueError(f"{key}={v!r} not allowed; allowed 'f32', 'f16'")
+        self.ratio, self.values_dtype, self.downlink_dtype = float(ratio), values, downlink
+        self.k = k_of(self.ratio, self.numel)
+        self._init_residuals()
+
+    def stage(self, iteration):
+        return "sparse"
+
+    def indices(self, iteration: int) -> torch.Tensor:
+        g = counter_generator(self.seed, SHARED, iteration, 17)
+        return torch.sort(torch.randperm(self.numel, generator=g)[: self.k]).values
+
+    def exchange(self, iteration, grads):
+        check_finite(grads, iteration)
+        dev = grads[0].device if grads else self.device
+        idx = self.indices(iteration).to(dev)
+        msgs = {}
+        for w, g in enumerate(grads):
+            corrected = g.reshape(-1).float() + self.residual(w, g.reshape(-1).float())
+            sent = round_to(corrected[idx], self.values_dtype)
+            corrected[idx] -= sent
+            self.residuals[w] = corrected
+            msgs[w] = codec.encode_dense(sent, payload_bytes=self.payload_bytes, dtype=self.values_dtype,
+                                         method=self.name, iteration=iteration)
+        arrived = yield Uplink(msgs)
+        total, count = torch.zeros(self.k), torch.zeros(self.k)
+        for w in range(len(grads)):
+            d = codec.decode(arrived.get(w, []), self.k, iteration=iteration)
+            total += d.values
+            count += d.mask
+        # a position lost from some workers is averaged over those whose packet arrived
+        mean = total / count.clamp(min=1)
+        down = codec.encode_dense(mean, payload_bytes=self.payload_bytes, dtype=self.downlink_dtype,
+                                  method=self.name, kind=codec.KIND_AGGREGATE, iteration=iteration)
+        yield Downlink(down)
+        out = torch.zeros(self.numel)
+        out[idx.cpu()] = codec.decode(down.packets, self.k).values
+        return out.to(dev)
