@@ -20,8 +20,11 @@ import torch
 
 from nodes.compression import codec
 from nodes.compression.base import Message, Scheme
+from nodes.compression.dgc import DGC, sampled_topk
 from nodes.compression.lgc_autoencoder import GradientAutoencoder, parse_channels
+from nodes.compression.none import counter_generator
 from nodes.compression.registry import Option
+from nodes.compression.topk import k_of
 
 # Message kinds inside one LGC message (the codec's `kind` byte; the method byte says LGC)
 KIND_SPARSE, KIND_AGGREGATE = codec.KIND_GRADIENT, codec.KIND_AGGREGATE
@@ -68,18 +71,6 @@ class Schedule:
         """True at the last AE-training iteration before an LGC iteration: ship the encoder."""
         return self.stage(it) == "ae_train" and self.stage(it + 1) == "lgc"
 
-    def density(self, it: int, final: float) -> float:
-        """DGC's sparsity warm-up: densities 25%, 6.25%, 1.5625%, 0.39% over four equal parts of
-        the warm-up, never below the final density; the final density afterwards."""
-        if it >= self.warmup_iters:
-            return final
-        part = min(3, 4 * it // max(1, self.warmup_iters))
-        return max(final, 0.25 ** (part + 1))
-
-
-def k_for(density: float, n: int) -> int:
-    return max(1, min(n, int(math.ceil(density * n))))
-
 
 def topk_indices(v: torch.Tensor, k: int) -> torch.Tensor:
     """Indices of the k largest |v|, sorted ascending (index order keeps neighbours together)."""
@@ -87,43 +78,47 @@ def topk_indices(v: torch.Tensor, k: int) -> torch.Tensor:
     return torch.sort(idx).values
 
 
-class WorkerState:
-    """DGC momentum correction with error feedback, one per worker.
+class DGCState:
+    """The workers' DGC state, *owned by a dgc.DGC instance* so warm-up runs DGC's own code.
 
-    u = m*u + g (local momentum); v = v + u (accumulated, i.e. the residual plus new
-    momentum); what is sent is read from v, and the sent coordinates of u and v are zeroed
-    (momentum factor masking). With momentum 0 this is plain error feedback (residual
-    accumulation). Local gradient clipping scales g to at most `clip_norm` (0 = off).
+    `select` is DGC's (clipping at clip_norm / sqrt(N), momentum correction u = m u + g,
+    v = v + u, sampled top-k, momentum factor masking). The LGC stage only needs the first half
+    (`accumulate`) and the masking of what the code carried (`mask`), on the same tensors.
     """
 
-    def __init__(self, n: int, momentum: float, clip_norm: float, device):
-        self.momentum, self.clip_norm = float(momentum), float(clip_norm)
-        self.u = torch.zeros(n, device=device)
-        self.v = torch.zeros(n, device=device)
+    def __init__(self, dgc: DGC):
+        self.dgc = dgc
 
-    def accumulate(self, g: torch.Tensor) -> torch.Tensor:
-        g = g.to(self.v.device, torch.float32)
-        if self.clip_norm > 0:
+    def _ensure(self, w: int, like: torch.Tensor) -> None:
+        if self.dgc.u[w] is None:
+            self.dgc.u[w] = torch.zeros_like(like)
+            self.dgc.v[w] = torch.zeros_like(like)
+
+    def select(self, w: int, it: int, g: torch.Tensor):
+        return self.dgc.select(w, it, g.reshape(-1).float())
+
+    def accumulate(self, w: int, g: torch.Tensor) -> torch.Tensor:
+        """DGC's clipping and momentum correction without its selection; returns v."""
+        d = self.dgc
+        g = g.reshape(-1).float()
+        self._ensure(w, g)
+        if d.clip_norm > 0:
+            cap = d.clip_norm / math.sqrt(d.n_workers)
             norm = float(g.norm())
-            if norm > self.clip_norm:
-                g = g * (self.clip_norm / norm)
-        if self.momentum > 0:
-            self.u.mul_(self.momentum).add_(g)
-            self.v.add_(self.u)
-        else:
-            self.v.add_(g)
-        return self.v
+            if norm > cap:
+                g = g * (cap / norm)
+        d.u[w].mul_(d.momentum).add_(g)
+        return d.v[w].add_(d.u[w])
 
-    def mask(self, idx: torch.Tensor) -> None:
-        self.u[idx] = 0.0
-        self.v[idx] = 0.0
+    def mask(self, w: int, idx: torch.Tensor) -> None:
+        self.dgc.u[w][idx] = 0.0
+        self.dgc.v[w][idx] = 0.0
 
-    def state_dict(self) -> dict:
-        return {"u": self.u.clone(), "v": self.v.clone()}
-
-    def load_state_dict(self, s: dict) -> None:
-        self.u.copy_(s["u"])
-        self.v.copy_(s["v"])
+    def topk(self, w: int, it: int, k: int, salt: int = 11) -> torch.Tensor:
+        """DGC's sampled top-k of v, sorted by index (neighbours stay neighbours for the AE)."""
+        v = self.dgc.v[w]
+        idx = sampled_topk(v, k, self.dgc.sample_fraction, counter_generator(self.dgc.seed, w, it, salt))
+        return torch.sort(idx).values
 
 
 class AETrainer:
@@ -255,7 +250,10 @@ COMMON_OPTIONS: dict[str, Option] = dict(
     density=Option(0.01, float, min=1e-6, max=1.0, help="final top-k density (fraction of coordinates)"),
     momentum=Option(0.9, float, min=0.0, max=0.999,
                     help="DGC momentum correction factor; 0 = plain error feedback"),
-    clip_norm=Option(0.0, float, min=0.0, help="local gradient clipping norm; 0 = off"),
+    clip_norm=Option(10.0, float, min=0.0,
+                     help="DGC's global gradient-norm cap (per worker clip_norm/sqrt(N)); 0 = off"),
+    sample_fraction=Option(0.01, float, min=1e-6, max=1.0,
+                           help="share of v DGC samples to estimate the top-k threshold"),
     warmup_iters=Option(50, int, min=0, help="iterations of DGC-style warm-up (sparsity warm-up)"),
     ae_iters=Option(20, int, min=1, help="iterations in which the autoencoder is trained online"),
     retrain_every=Option(0, int, min=0, help="re-train the AE every R LGC iterations; 0 = never"),
@@ -280,8 +278,9 @@ class LGCBase(Scheme):
     """Options, per-worker DGC state, the AE, its trainer and the deployed copies."""
 
     linear_encoder = False
+    handles_momentum = True  # DGC's momentum correction: the optimizer must not add momentum
 
-    def __init__(self, *, density=0.01, momentum=0.9, clip_norm=0.0, warmup_iters=50, ae_iters=20,
+    def __init__(self, *, density=0.01, momentum=0.9, clip_norm=10.0, sample_fraction=0.01, warmup_iters=50, ae_iters=20,
                  retrain_every=0, retrain_iters=5, ae_channels="16,16,16", ae_kernel=5,
                  latent_ratio=0.125, ae_lr=1e-3, ae_batch=16, ae_steps=25, ae_buffer=512,
                  ae_gflops=100.0, worker_gflops=10.0, latent_dtype="f16", leader=-1, **kw):
@@ -309,8 +308,12 @@ class LGCBase(Scheme):
         self.ae = GradientAutoencoder(**self._arch, seed=self.seed)
         self.trainer = AETrainer(self.ae, lr=float(ae_lr), batch=int(ae_batch),
                                  buffer=int(ae_buffer), seed=self.seed + 1)
-        self.workers = [WorkerState(self.numel, momentum, clip_norm, self.device)
-                        for _ in range(self.n_workers)]
+        # warm-up is DGC itself, with its exponential sparsity warm-up over warmup_iters
+        self.dgc = DGC(ratio=self.density, momentum=momentum, clip_norm=clip_norm,
+                       warmup_iterations=int(warmup_iters), sample_fraction=sample_fraction,
+                       n_workers=self.n_workers, shapes=self.shapes, payload_bytes=self.payload_bytes,
+                       seed=self.seed, device=self.device)
+        self.workers = DGCState(self.dgc)
         self.deployed: GradientAutoencoder | None = None   # aggregator's copy at shipping time
         self.worker_ae: GradientAutoencoder | None = None  # what the workers rebuilt from bytes
         self.ships = 0
@@ -322,7 +325,10 @@ class LGCBase(Scheme):
         return iteration % self.n_workers if self.leader < 0 else self.leader
 
     def k_final(self) -> int:
-        return k_for(self.density, self.numel)
+        return k_of(self.density, self.numel)
+
+    def k_at(self, iteration: int) -> int:
+        return k_of(self.dgc.density(iteration), self.numel)
 
     def _seconds(self, flops: float, gflops: float) -> float:
         return flops / (gflops * 1e9)
@@ -345,7 +351,7 @@ class LGCBase(Scheme):
         return z.detach().cpu().numpy().astype("<f2" if self.latent_dtype == "f16" else "<f4").tobytes()
 
     def state_dict(self) -> dict:
-        return {"workers": [w.state_dict() for w in self.workers],
+        return {"dgc": self.dgc.state_dict(),
                 "trainer": self.trainer.state_dict(),
                 "deployed": None if self.deployed is None else
                 {k: v.clone() for k, v in self.deployed.state_dict().items()},
@@ -354,10 +360,7 @@ class LGCBase(Scheme):
                 "ships": self.ships}
 
     def load_state_dict(self, state: dict) -> None:
-        if len(state["workers"]) != self.n_workers:
-            raise ValueError(f"state has {len(state['workers'])} workers, this run has {self.n_workers}")
-        for w, s in zip(self.workers, state["workers"]):
-            w.load_state_dict(s)
+        self.dgc.load_state_dict(state["dgc"])
         self.trainer.load_state_dict(state["trainer"])
         for attr in ("deployed", "worker_ae"):
             s = state[attr]

@@ -30,7 +30,7 @@ from nodes.compression import codec
 from nodes.compression.base import check_finite
 from nodes.compression.lgc_common import (COMMON_OPTIONS, KIND_INDICES, KIND_INNOVATION,
                                           KIND_LATENT, LGCBase, aggregate_message, by_kind,
-                                          indices_message, join, k_for, read_indices, rms,
+                                          indices_message, join, read_indices, rms,
                                           sparse_message, topk_indices, weights_message)
 from nodes.compression.phases import Downlink, ServerCompute, Uplink, WorkerCompute
 from nodes.compression.registry import Option, register
@@ -56,26 +56,25 @@ class LGCPS(LGCBase):
     def exchange(self, iteration, grads):
         check_finite(grads, iteration)
         out_device = grads[0].device
-        vs = [self.workers[w].accumulate(g.reshape(-1)) for w, g in enumerate(grads)]
         if self.stage(iteration) == "lgc" and self.worker_ae is not None:
+            vs = [self.workers.accumulate(w, g) for w, g in enumerate(grads)]
             avg = yield from self._lgc(iteration, vs)
         else:
-            avg = yield from self._sparse(iteration, vs)
+            avg = yield from self._sparse(iteration, grads)
         down = aggregate_message(avg, payload_bytes=self.payload_bytes, method=self.name,
                                  iteration=iteration)
         yield Downlink(down)
         return codec.decode(down.packets, self.numel).values.to(out_device)
 
-    def _sparse(self, it, vs):
-        """Warm-up and AE training: DGC-style top-k (index, value) messages."""
+    def _sparse(self, it, grads):
+        """Warm-up and AE training: DGC's own selection and (index, value) messages."""
         n, N = self.numel, self.n_workers
-        k = k_for(self.sched.density(it, self.density), n)
+        k = self.k_at(it)
         msgs = {}
-        for w, v in enumerate(vs):
-            idx = topk_indices(v, k)
-            msgs[w] = sparse_message(idx, v[idx].cpu(), n, payload_bytes=self.payload_bytes,
+        for w, g in enumerate(grads):
+            idx, sent = self.workers.select(w, it, g)
+            msgs[w] = sparse_message(idx.cpu(), sent.cpu(), n, payload_bytes=self.payload_bytes,
                                      method=self.name, iteration=it)
-            self.workers[w].mask(idx)
         arrived = yield Uplink(msgs)
         decoded = [codec.decode(arrived.get(w, []), n) for w in range(N)]
         avg = sum(d.values for d in decoded) / N
@@ -95,7 +94,7 @@ class LGCPS(LGCBase):
         mean = sum(d.values for d in decoded) / len(decoded)
         for d in decoded:
             idx = torch.nonzero(d.mask).reshape(-1)
-            if idx.numel() != k:  # part of this node's message was lost
+            if idx.numel() != k:  # part of this node's message was lost (or a value was 0)
                 continue
             s = rms(d.values[idx])
             self.trainer.add(d.values[idx] / s, mean[idx] / s)
@@ -112,7 +111,7 @@ class LGCPS(LGCBase):
             parts = [sparse_message(inn, v[inn].cpu(), n, payload_bytes=self.payload_bytes,
                                     method=self.name, iteration=it, kind=KIND_INNOVATION)]
             if w == L:
-                lead_idx = topk_indices(v, k)
+                lead_idx = self.workers.topk(w, it, k)
                 s = rms(v[lead_idx])
                 with torch.no_grad():
                     z = self.worker_ae.encode((v[lead_idx].cpu() / s)[None])[0]
@@ -143,5 +142,5 @@ class LGCPS(LGCBase):
             total += u
         for w in range(N):
             sent = torch.cat([lead_idx, innov[w]]) if used_common else innov[w]
-            self.workers[w].mask(sent)
+            self.workers.mask(w, sent)
         return (total / N).to(self.device)

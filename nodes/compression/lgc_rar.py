@@ -20,8 +20,7 @@ from __future__ import annotations
 import torch
 
 from nodes.compression.base import check_finite
-from nodes.compression.lgc_common import (COMMON_OPTIONS, LGCBase, indices_message, k_for, rms,
-                                          topk_indices, weights_message)
+from nodes.compression.lgc_common import COMMON_OPTIONS, LGCBase, indices_message, rms, weights_message
 from nodes.compression.phases import AllReduce, Broadcast, ServerCompute, WorkerCompute
 from nodes.compression.registry import register
 
@@ -36,11 +35,11 @@ class LGCRAR(LGCBase):
         check_finite(grads, iteration)
         out_device = grads[0].device
         n, N = self.numel, self.n_workers
-        vs = [self.workers[w].accumulate(g.reshape(-1)) for w, g in enumerate(grads)]
+        vs = [self.workers.accumulate(w, g) for w, g in enumerate(grads)]
         lgc = self.stage(iteration) == "lgc" and self.worker_ae is not None
-        k = k_for(self.sched.density(iteration, self.density), n)
+        k = self.k_at(iteration)  # DGC's sparsity warm-up, then the final density
         L = self.leader_of(iteration)
-        idx = topk_indices(vs[L], k)
+        idx = self.workers.topk(L, iteration, k)
         s = rms(vs[L][idx])
         yield Broadcast(L, indices_message(idx.cpu(), n, payload_bytes=self.payload_bytes,
                                            method=self.name, iteration=iteration, scale=s))
@@ -68,8 +67,8 @@ class LGCRAR(LGCBase):
                                           method=self.name, iteration=iteration)
                     yield Broadcast(self.trainer_node, msg)
                     self._deploy(self.received_bytes(msg.packets), encoder_only=False)
-        for w in self.workers:
-            w.mask(idx)
+        for w in range(N):
+            self.workers.mask(w, idx)
         avg = torch.zeros(n)
         avg[idx.cpu()] = mean_vals
         return avg.to(out_device)

@@ -1,0 +1,304 @@
+"""LGC-PS and LGC-RAR: autoencoder, stages, the cross-node gain, the ring, checkpoints."""
+from __future__ import annotations
+
+import io
+import math
+
+import pytest
+import torch
+
+from nodes.compression import codec
+from nodes.compression.ideal import run_exchange
+from nodes.compression.lgc_autoencoder import GradientAutoencoder, n_params
+from nodes.compression.lgc_common import KIND_INDICES, KIND_LATENT, KIND_WEIGHTS, Schedule, by_kind
+from nodes.compression.phases import (AllReduce, Broadcast, Downlink, ServerCompute, Uplink,
+                                      WorkerCompute)
+from nodes.compression.registry import build_scheme
+from nodes.compression.ring import ring_sum
+
+torch.set_num_threads(1)
+N_COORD, N_WORKERS, PAYLOAD = 4000, 4, 1400
+POS = torch.arange(N_COORD).float()
+
+
+def bumps(gen: torch.Generator) -> torch.Tensor:
+    """A gradient-like vector: a few smooth, localised bumps of random sign over faint noise."""
+    c = 0.02 * torch.randn(N_COORD, generator=gen)
+    for _ in range(10):
+        mu = float(torch.randint(0, N_COORD, (1,), generator=gen))
+        w = 4 + 8 * float(torch.rand(1, generator=gen))
+        c += float(torch.randn(1, generator=gen)) * torch.exp(-0.5 * ((POS - mu) / w) ** 2)
+    return c
+
+
+def grads(t: int, correlated: bool, sigma: float = 0.03) -> list[torch.Tensor]:
+    """Correlated: one shared component plus small per-node noise. Independent: one each."""
+    gen = torch.Generator().manual_seed(1000 + t)
+    if correlated:
+        c = bumps(gen)
+        return [c + sigma * torch.randn(N_COORD, generator=gen) for _ in range(N_WORKERS)]
+    return [bumps(gen) for _ in range(N_WORKERS)]
+
+
+LGC_OPTS = dict(density=0.05, warmup_iters=0, ae_iters=10, ae_steps=40, momentum=0.0, clip_norm=0.0,
+                ae_channels="16,16", latent_ratio=0.25, innovation_ratio=0.02, latent_dtype="f16")
+
+
+def scheme(method="lgc_ps", **over):
+    opts = {**LGC_OPTS, **over}
+    if method == "lgc_rar":
+        opts.pop("innovation_ratio")
+    return build_scheme(method, opts, n_workers=N_WORKERS, shapes=[(N_COORD,)],
+                        payload_bytes=PAYLOAD, seed=0)
+
+
+def rel_err(avg, gs):
+    target = sum(gs) / len(gs)
+    return float((avg - target).norm() / target.norm())
+
+
+# ---------------------------------------------------------------- the autoencoder
+
+def test_autoencoder_is_lightweight_and_its_latent_has_the_configured_ratio():
+    ae = GradientAutoencoder([16, 16, 16], kernel=5, latent_ratio=0.125)
+    assert 1000 < n_params(ae) < 20000
+    assert ae.latent_numel(800) == 100 and ae.encode(torch.randn(2, 800)).shape == (2, 100)
+    assert ae(torch.randn(3, 203)).shape == (3, 203)  # lengths that do not divide are padded
+    assert len(ae.encoder_bytes()) == 4 * n_params(ae.encoder)
+    ae2 = GradientAutoencoder([16, 16, 16], kernel=5, latent_ratio=0.125, seed=7)
+    ae2.load_full_bytes(ae.full_bytes())
+    x = torch.randn(2, 160)
+    assert torch.equal(ae(x), ae2(x))
+
+
+@pytest.mark.parametrize("over, key", [({"latent_ratio": 0.3}, "latent_ratio"),
+                                       ({"ae_kernel": 4}, "ae_kernel"),
+                                       ({"ae_channels": "16,x"}, "ae_channels"),
+                                       ({"leader": 9}, "leader")])
+def test_bad_options_name_the_key(over, key):
+    with pytest.raises(ValueError, match=key):
+        scheme(**over)
+
+
+def test_linear_encoder_sums_codes_exactly():
+    ae = GradientAutoencoder([8, 8], kernel=3, latent_ratio=0.25, linear_encoder=True)
+    x = torch.randn(4, 120)
+    with torch.no_grad():
+        assert torch.allclose(ae.encode(x).sum(0), ae.encode(x.sum(0, keepdim=True))[0], atol=1e-5)
+
+
+# ---------------------------------------------------------------- training and the cross-node gain
+
+def held_out_pairs(correlated=True):
+    """(x, target) pairs built by hand the way the server builds them: a node's top-k values
+    over their RMS, and the nodes' mean at those positions over the same RMS."""
+    xs, ts = [], []
+    k = math.ceil(0.05 * N_COORD)
+    for t in range(200, 204):
+        gs = grads(t, correlated)
+        mean = sum(gs) / N_WORKERS
+        for g in gs:
+            idx = torch.sort(torch.topk(g.abs(), k).indices).values
+            s = float(g[idx].pow(2).mean().sqrt())
+            xs.append(g[idx] / s)
+            ts.append(mean[idx] / s)
+    return torch.stack(xs), torch.stack(ts)
+
+
+def test_reconstruction_error_falls_during_the_ae_training_stage():
+    sch = scheme()
+    x, t = held_out_pairs()
+    before = sch.trainer.loss(x, t)
+    for it in range(10):
+        run_exchange(sch, it, grads(it, True))
+    after = sch.trainer.loss(x, t)
+    assert sch.trainer.steps_done == 10 * 40
+    assert after < 0.25 * before, (before, after)
+
+
+def one_shot(sch, state, gs):
+    """One LGC exchange from the trained state with empty residuals (no memory between trials)."""
+    sch.load_state_dict(state)
+    for w in range(N_WORKERS):
+        sch.dgc.u[w].zero_()
+        sch.dgc.v[w].zero_()
+    avg, st = run_exchange(sch, 10, gs)
+    assert st.phases == ["WorkerCompute", "Uplink", "ServerCompute", "Downlink"]
+    return rel_err(avg, gs), st.bits_up_total
+
+
+def topk_bits_for_error(target_err, trials):
+    """Fewest uplink bits with which per-node top-k reaches `target_err` on the same gradients."""
+    for ratio in (0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.07, 0.1, 0.2):
+        res = []
+        for gs in trials:
+            tk = build_scheme("topk", {"ratio": ratio}, n_workers=N_WORKERS, shapes=[(N_COORD,)],
+                              payload_bytes=PAYLOAD, seed=0)
+            avg, st = run_exchange(tk, 0, gs)
+            res.append((rel_err(avg, gs), st.bits_up_total))
+        if sum(e for e, _ in res) / len(res) <= target_err:
+            return sum(b for _, b in res) / len(res)
+    return float("inf")
+
+
+@pytest.mark.parametrize("correlated", [True, False])
+def test_lgc_ps_saves_bits_only_when_gradients_share_a_component(correlated):
+    sch = scheme()
+    for it in range(10):  # AE-training stage on this kind of gradients
+        run_exchange(sch, it, grads(it, correlated))
+    assert sch.stage(10) == "lgc"
+    state = sch.state_dict()
+    trials = [grads(100 + t, correlated) for t in range(4)]
+    res = [one_shot(sch, state, gs) for gs in trials]
+    err = sum(e for e, _ in res) / len(res)
+    bits = sum(b for _, b in res) / len(res)
+    needed = topk_bits_for_error(err, trials)
+    if correlated:
+        # the leader's code stands for every node: top-k needs several times the bits
+        assert err < 0.5 and needed > 3 * bits, (err, bits, needed)
+    else:
+        # one node's code says nothing about the others: top-k gets there with no more bits
+        assert err > 0.6 and needed <= bits, (err, bits, needed)
+
+
+def test_lgc_ps_copes_with_lost_packets():
+    sch = scheme()
+    for it in range(10):
+        run_exchange(sch, it, grads(it, True))
+    drop_first = lambda w, pk: pk[1:]  # noqa: E731  (the leader loses part of its indices)
+    avg, st = run_exchange(sch, 10, grads(10, True), deliver=drop_first)
+    assert st.packets_lost == N_WORKERS and torch.isfinite(avg).all()
+
+
+# ---------------------------------------------------------------- LGC-RAR
+
+def drive(sch, it, gs, record):
+    """Run one exchange, summing AllReduce buffers with ring_sum and keeping every phase."""
+    gen = sch.exchange(it, gs)
+    result = None
+    try:
+        while True:
+            phase = gen.send(result)
+            record.append(phase)
+            result = ring_sum([phase.buffers[w] for w in sorted(phase.buffers)], phase.dtype) \
+                if isinstance(phase, AllReduce) else None
+    except StopIteration as stop:
+        return stop.value
+
+
+def test_lgc_rar_decodes_the_sum_of_the_latents_that_travelled_the_ring():
+    sch = scheme("lgc_rar", density=0.05, ae_iters=3, ae_steps=10)
+    for it in range(3):
+        drive(sch, it, grads(it, True), [])
+    assert sch.stage(3) == "lgc" and sch.worker_ae is not None
+    phases = []
+    avg = drive(sch, 3, grads(3, True), phases)
+    assert [type(p) for p in phases] == [Broadcast, WorkerCompute, AllReduce]
+    bc, ar = phases[0], phases[2]
+    assert bc.src == 3 % N_WORKERS  # cyclic leader
+    d = codec.decode(bc.message.packets, N_COORD)
+    idx, s = torch.nonzero(d.mask).reshape(-1), d.scalars[0]
+    k = idx.numel()
+    assert k == math.ceil(0.05 * N_COORD) or k == round(0.05 * N_COORD)
+    assert ar.dtype == "f16" and set(ar.buffers) == set(range(N_WORKERS))
+    assert all(len(b) == 2 * sch.worker_ae.latent_numel(k) for b in ar.buffers.values())
+    # by hand: add the four latents as they are on the wire, decode once, rescale
+    lat = [torch.frombuffer(bytearray(b), dtype=torch.float16).float() for b in ar.buffers.values()]
+    total = ring_sum(list(ar.buffers.values()), "f16")
+    assert torch.allclose(total, sum(lat), atol=2e-2 * float(sum(lat).abs().max()))
+    with torch.no_grad():
+        expect = s * sch.worker_ae.decode(total[None] / N_WORKERS, k)[0]
+    assert torch.allclose(avg[idx], expect, atol=1e-6)
+    off = torch.ones(N_COORD, dtype=torch.bool)
+    off[idx] = False
+    assert torch.count_nonzero(avg[off]) == 0
+
+
+def test_lgc_rar_trains_without_extra_traffic_and_ships_the_whole_ae_once():
+    sch = scheme("lgc_rar", ae_iters=2, ae_steps=5)
+    seen = []
+    for it in range(4):
+        rec = []
+        drive(sch, it, grads(it, True), rec)
+        seen.append(rec)
+    assert [type(p) for p in seen[0]] == [Broadcast, AllReduce, ServerCompute]
+    assert [type(p) for p in seen[1]] == [Broadcast, AllReduce, ServerCompute, Broadcast]
+    weights = seen[1][3].message
+    floats = n_params(sch.ae)
+    per = (PAYLOAD - codec.HEADER_BYTES) // 4
+    assert weights.nbytes == 4 * floats + codec.HEADER_BYTES * math.ceil(floats / per)
+    assert all(codec.read_header(p).kind == KIND_WEIGHTS for p in weights.packets)
+    assert sum(isinstance(p, Broadcast) and p.src == 0 and len(p.message.packets) > 1
+               for rec in seen for p in rec) == 1
+
+
+# ---------------------------------------------------------------- stages, cost, checkpoints
+
+def test_stages_switch_at_the_configured_iterations():
+    sched = Schedule(warmup_iters=3, ae_iters=2, retrain_every=4, retrain_iters=1)
+    expect = ["warmup"] * 3 + ["ae_train"] * 2 + ["lgc"] * 3 + ["ae_train"] + ["lgc"] * 3 + ["ae_train"]
+    assert [sched.stage(i) for i in range(13)] == expect
+    sch = scheme(warmup_iters=3, ae_iters=2, retrain_every=4, retrain_iters=1, ae_steps=2)
+    kinds = []
+    for it in range(13):
+        _, st = run_exchange(sch, it, grads(it, True))
+        kinds.append(st.phases)
+        if it == 0:  # DGC's sparsity warm-up: 25% of the coordinates at first
+            sent = codec.decode(st.uplinks[0][0].packets, N_COORD).mask.sum()
+            assert int(sent) == N_COORD // 4
+    assert [sch.stage(i) for i in range(13)] == expect
+    warm, train, ship, lgc = (["Uplink", "Downlink"], ["Uplink", "ServerCompute", "Downlink"],
+                              ["Uplink", "ServerCompute", "Downlink", "Downlink"],
+                              ["WorkerCompute", "Uplink", "ServerCompute", "Downlink"])
+    assert kinds == [warm] * 3 + [train, ship] + [lgc] * 3 + [ship] + [lgc] * 3 + [ship]
+    assert sch.ships == 3
+
+
+def test_ae_training_time_is_its_flops_over_ae_gflops():
+    sch = scheme(ae_channels="4", ae_kernel=3, latent_ratio=0.5, ae_steps=3, ae_batch=2,
+                 ae_gflops=2.0, ae_iters=2)
+    _, st = run_exchange(sch, 0, grads(0, True))
+    k = round(0.05 * N_COORD)  # 200, a multiple of the stride: no padding
+    h = k // 2
+    # by hand: conv 1->4 (k3, /2), 1x1 4->1 | 1x1 1->4, convT 4->4 (k3, x2), 1x1 4->1
+    fwd = 2 * (1 * 4 * 3 * h + 4 * 1 * h + 1 * 4 * h + 4 * 4 * 3 * h + 4 * 1 * k)
+    samples = N_WORKERS  # one pair per node: batch = min(ae_batch, samples) = 2
+    flops = 3 * fwd * min(2, samples) * 3
+    assert st.compute_s == pytest.approx(flops / 2e9, rel=1e-12)
+
+
+@pytest.mark.parametrize("method", ["lgc_ps", "lgc_rar"])
+def test_state_dict_round_trip_mid_run_reproduces_the_continuation(method):
+    opts = dict(warmup_iters=2, ae_iters=3, ae_steps=5, momentum=0.9, clip_norm=10.0,
+                retrain_every=3, retrain_iters=1)
+    a = scheme(method, **opts)
+    outs = {}
+    for it in range(9):
+        if it == 3:  # in the middle of AE training
+            buf = io.BytesIO()
+            torch.save(a.state_dict(), buf)
+        outs[it] = run_exchange(a, it, grads(it, True))[0]
+    b = scheme(method, **opts)
+    buf.seek(0)
+    b.load_state_dict(torch.load(buf, weights_only=False))
+    for it in range(3, 9):
+        got = run_exchange(b, it, grads(it, True))[0]
+        assert torch.equal(got, outs[it]), it
+    assert b.stage(5) == "lgc" and b.ships == a.ships
+
+
+def test_lgc_ps_leader_message_carries_indices_latent_and_innovation():
+    sch = scheme(leader=2)
+    for it in range(10):
+        run_exchange(sch, it, grads(it, True))
+    _, st = run_exchange(sch, 10, grads(10, True))
+    up = st.uplinks[0]
+    kinds = {w: set(by_kind(m.packets)) for w, m in up.items()}
+    assert KIND_INDICES in kinds[2] and KIND_LATENT in kinds[2]
+    assert all(KIND_LATENT not in kinds[w] for w in (0, 1, 3))
+    k = round(0.05 * N_COORD)
+    lat = codec.decode(by_kind(up[2].packets)[KIND_LATENT])
+    assert lat.values.numel() == k // 4  # latent_ratio 0.25
+    # non-leaders send only their innovation: ceil(0.02 * k) = 4 (index, value) pairs
+    assert all(int(codec.decode(up[w].packets, N_COORD).mask.sum()) == 4 for w in (0, 1, 3))
+    assert up[0].nbytes < up[2].nbytes / 5
