@@ -29,18 +29,24 @@ def step_flops(model: nn.Module, input_shape, batch_size: int) -> tuple[int, int
         raise ValueError(f"batch_size = {batch_size!r}: must be >= 1")
     key = _key(model, input_shape, batch_size)
     if key not in _CACHE:
-        # Count on a CPU copy: the original's weights, BatchNorm statistics and
-        # .grad fields stay untouched.
-        probe = copy.deepcopy(model).cpu().train()
-        params = [p for p in probe.parameters() if p.requires_grad]
-        x = torch.zeros(int(batch_size), *input_shape)
-        y = torch.zeros(int(batch_size), dtype=torch.int64)
-        with FlopCounterMode(display=False) as fwd:
-            loss = F.cross_entropy(probe(x), y)
-        with FlopCounterMode(display=False) as bwd:
-            torch.autograd.grad(loss, params, allow_unused=True)
-        _CACHE[key] = (int(fwd.get_total_flops()), int(bwd.get_total_flops()))
+        try:   # shapes alone decide the count: on the meta device nothing is computed
+            _CACHE[key] = _count(model, input_shape, int(batch_size), "meta")
+        except Exception:   # an op without a meta kernel or data-dependent code: really run it
+            _CACHE[key] = _count(model, input_shape, int(batch_size), "cpu")
     return _CACHE[key]
+
+
+def _count(model: nn.Module, input_shape, batch_size: int, device: str) -> tuple[int, int]:
+    # Count on a copy: the original's weights, BatchNorm statistics and .grad stay untouched.
+    probe = copy.deepcopy(model).to(device).train()
+    params = [p for p in probe.parameters() if p.requires_grad]
+    x = torch.zeros(batch_size, *input_shape, device=device)
+    y = torch.zeros(batch_size, dtype=torch.int64, device=device)
+    with FlopCounterMode(display=False) as fwd:
+        loss = F.cross_entropy(probe(x), y)
+    with FlopCounterMode(display=False) as bwd:
+        torch.autograd.grad(loss, params, allow_unused=True)
+    return int(fwd.get_total_flops()), int(bwd.get_total_flops())
 
 
 def train_step_flops(model: nn.Module, input_shape, batch_size: int) -> int:

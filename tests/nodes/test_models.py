@@ -105,3 +105,20 @@ def test_flops_scale_with_batch_and_leave_the_model_alone():
             + conv(16, 32, 16) + 5 * conv(32, 32, 16)
             + conv(32, 64, 8) + 5 * conv(64, 64, 8) + 64 * 10)
     assert step_flops(model, (3, 32, 32), 1)[0] == 2 * macs == 81_102_080
+
+
+class _ValueDependent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 4)
+
+    def forward(self, x):                       # reads a value: impossible on the meta device
+        return self.fc(x) if float(x.sum()) >= 0 else self.fc(-x)
+
+
+def test_flops_fall_back_to_a_real_run_and_are_cached(monkeypatch):
+    import nodes.flops as flops
+    model = _ValueDependent()
+    assert flops.step_flops(model, (6,), 3) == (2 * 3 * 6 * 4, 2 * 3 * 6 * 4)
+    monkeypatch.setattr(flops, "_count", lambda *a: (_ for _ in ()).throw(AssertionError("recounted")))
+    assert flops.train_step_flops(model, (6,), 3) == 4 * 3 * 6 * 4      # from the cache
