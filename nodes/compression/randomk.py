@@ -2,7 +2,10 @@
 
 The coordinates come from a generator keyed by (seed, iteration) that every node runs, so no
 index goes on the wire: a message is just the k values, dense over positions 0..k-1 of the
-shared index list. Because all workers share the positions, the server's mean is dense over
+shared index list. Random coordinates carry far less of the gradient than the largest ones,
+so the default ratio is 0.1 (top-k's 0.01 hardly trains), and error feedback plus heavy
+momentum is unstable here (a coordinate's residual piles up for ~1/ratio iterations, then
+momentum amplifies the burst): train it with momentum <= 0.5. Because all workers share the positions, the server's mean is dense over
 the same k positions too, and goes back the same way.
 """
 from __future__ import annotations
@@ -20,13 +23,14 @@ SHARED = 2**20  # the "worker" slot of the shared generator (no real worker has 
 
 
 @register("randomk",
-          ratio=Option(0.01, float, min=1e-6, max=1.0, help="fraction of coordinates sent"),
+          ratio=Option(0.1, float, min=1e-6, max=1.0,
+                       help="fraction of coordinates sent (random-k needs far more than top-k)"),
           values=Option("f32", str, choices=("f32", "f16"), help="precision of the sent values"),
           downlink=Option("f32", str, choices=("f32", "f16"), help="precision of the broadcast mean"))
 class RandomK(ResidualMixin, Scheme):
     collective = "ps"
 
-    def __init__(self, *, ratio=0.01, values="f32", downlink="f32", **kw):
+    def __init__(self, *, ratio=0.1, values="f32", downlink="f32", **kw):
         super().__init__(**kw)
         if not 0 < ratio <= 1:
             raise ValueError(f"ratio={ratio!r} not allowed; allowed (0, 1]")

@@ -43,7 +43,7 @@ def test_all_methods_registered_with_defaults():
 HAND_BYTES = {
     "none": 6 * 30 + 2000 * 4,                    # 342 floats per packet -> 6 packets
     "fp16": 3 * 30 + 2000 * 2,                    # 685 halves per packet -> 3 packets
-    "randomk": 30 + 20 * 4,                       # k = 1% of 2000 = 20 values, no indices
+    "randomk": 30 + 200 * 4,                      # k = 10% of 2000 = 200 values, no indices
     # 4 buckets of 512 x 6 bits (s=16: ceil(log2 33)) = 384 B + 4 B norm -> 3 per packet
     "qsgd": 2 * 30 + 4 * 4 + 2000 * 6 // 8,
     "terngrad": 30 + 4 * 4 + 2000 * 2 // 8,       # 2 bits, 4 buckets -> one packet
