@@ -1,0 +1,123 @@
+"""Block fading: path loss + shadowing + Rayleigh/Rician gain redrawn per coherence interval.
+
+SNR = P_tx - (L_ref + 10 n log10(d)) - shadowing - (N_0 + 10 log10(B) + NF)   [dB]
+      times the block's power gain X (E[X] = 1).
+Rate: Shannon `efficiency * B * log2(1 + SNR)` or the highest MCS whose threshold the SNR meets.
+Packet error rate: Shannon rate is adapted to the block, so a packet is lost only below
+`outage_snr_db` (if set); with an MCS table PER = 1 / (1 + 9 exp(slope (SNR_dB - threshold))),
+i.e. 10% at the MCS threshold, falling off as a waterfall above it.
+"""
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from channels.errors import ChannelConfigError
+from channels.randomness import IndexedStream
+
+
+@dataclass(frozen=True)
+class McsTable:
+    rate_mbps: np.ndarray   # at 20 MHz
+    min_snr_db: np.ndarray
+
+
+def load_mcs_table(path: str | None = None) -> McsTable:
+    if path is None:
+        text = resources.files("channels").joinpath("data/mcs_80211.csv").read_text()
+        name = "channels/data/mcs_80211.csv"
+    else:
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            raise ChannelConfigError("network.link.loss.mcs_table", path, f"a readable CSV file ({e.strerror})")
+        name = path
+    rows = [ln for ln in text.splitlines()]
+    rates, snrs = [], []
+    reader = csv.reader(rows)
+    header = None
+    for lineno, row in enumerate(reader, start=1):
+        if not row or row[0].lstrip().startswith("#"):
+            continue
+        if header is None:
+            header = [c.strip() for c in row]
+            if "rate_mbps" not in header or "min_snr_db" not in header:
+                raise ChannelConfigError(f"{name}:{lineno}", ",".join(row),
+                                         "a header with columns rate_mbps and min_snr_db")
+            continue
+        try:
+            rates.append(float(row[header.index("rate_mbps")]))
+            snrs.append(float(row[header.index("min_snr_db")]))
+        except (ValueError, IndexError):
+            raise ChannelConfigError(f"{name}:{lineno}", ",".join(row), "numbers in rate_mbps and min_snr_db")
+    if not rates:
+        raise ChannelConfigError(name, "", "at least one MCS row")
+    order = np.argsort(snrs)
+    return McsTable(np.asarray(rates)[order], np.asarray(snrs)[order])
+
+
+def mean_snr_db(p: dict, distance_m: float, shadow_db: float) -> float:
+    path_loss = p["reference_loss_db"] + 10 * p["path_loss_exponent"] * math.log10(max(distance_m, 1e-3))
+    noise = p["noise_dbm_per_hz"] + 10 * math.log10(p["channel_bandwidth_mhz"] * 1e6) + p["noise_figure_db"]
+    return p["tx_power_dbm"] - path_loss - shadow_db - noise
+
+
+class FadingChannel:
+    def __init__(self, params: dict, distance_m: float, seed: int):
+        self.p = params
+        self.coherence_s = params["coherence_ms"] / 1000.0
+        self.bandwidth_hz = params["channel_bandwidth_mhz"] * 1e6
+        shadow = float(np.random.default_rng(seed).standard_normal()) * params["shadowing_db"]
+        self.mean_snr_db = mean_snr_db(params, distance_m, shadow)
+        self.mean_snr = 10 ** (self.mean_snr_db / 10)
+        self._gains = IndexedStream(seed + 1, "normal", width=2)
+        self.mcs = load_mcs_table(params.get("mcs_table")) if params["rate"] == "mcs" else None
+        self.min_rate_bps = params["min_rate_mbps"] * 1e6
+
+    def block(self, t):
+        return np.floor(np.asarray(t, dtype=float) / self.coherence_s).astype(np.int64)
+
+    def gain(self, blocks) -> np.ndarray:
+        """Power gain X of each block, E[X] = 1."""
+        z = self._gains.get(blocks)
+        kind = self.p["fading"]
+        if kind == "none":
+            return np.ones(len(z))
+        if kind == "rayleigh":
+            return (z[:, 0] ** 2 + z[:, 1] ** 2) / 2
+        k = self.p["k_factor"]
+        re = math.sqrt(k / (k + 1)) + z[:, 0] * math.sqrt(1 / (2 * (k + 1)))
+        im = z[:, 1] * math.sqrt(1 / (2 * (k + 1)))
+        return re ** 2 + im ** 2
+
+    def snr(self, t) -> np.ndarray:
+        t = np.atleast_1d(np.asarray(t, dtype=float))
+        return self.mean_snr * self.gain(self.block(t))
+
+    def _mcs_index(self, snr_db):
+        i = np.searchsorted(self.mcs.min_snr_db, snr_db, side="right") - 1
+        return np.maximum(i, 0)
+
+    def rate_bps(self, t) -> np.ndarray:
+        snr = self.snr(t)
+        if self.mcs is None:
+            rate = self.p["efficiency"] * self.bandwidth_hz * np.log2(1 + snr)
+        else:
+            i = self._mcs_index(10 * np.log10(snr))
+            rate = self.mcs.rate_mbps[i] * 1e6 * (self.bandwidth_hz / 20e6)
+        return np.maximum(rate, self.min_rate_bps)
+
+    def per(self, t) -> np.ndarray:
+        snr_db = 10 * np.log10(self.snr(t))
+        if self.mcs is None:
+            out = self.p.get("outage_snr_db")
+            if out is None:
+                return np.zeros(snr_db.shape)
+            return (snr_db < out).astype(float)
+        thr = self.mcs.min_snr_db[self._mcs_index(snr_db)]
+        return 1.0 / (1.0 + 9.0 * np.exp(np.clip(self.p["per_slope_db"] * (snr_db - thr), -50, 50)))

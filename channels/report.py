@@ -1,0 +1,75 @@
+"""What a call on the network returns: per-packet arrivals, per-node and per-link figures.
+
+All times are absolute virtual seconds."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class FlowReport:
+    src: str
+    dst: str
+    arrived: np.ndarray          # bool per packet, in the order of `sizes`
+    arrival_s: np.ndarray        # float per packet, nan if lost
+    completion_s: float          # when the last packet arrived (or would have: best-effort)
+    packets_sent: int            # transmissions on the first hop, retransmissions included
+    packets_lost: int            # transmissions lost (any hop, channel or queue)
+    retransmissions: int
+    bytes_on_wire: int           # payload + headers of every transmission on the first hop
+
+
+@dataclass
+class NodeStats:
+    completion_s: float
+    packets_sent: int = 0
+    packets_lost: int = 0
+    retransmissions: int = 0
+    bytes_on_wire: int = 0
+
+
+@dataclass
+class LinkStats:
+    bytes: int = 0
+    packets: int = 0
+    lost: int = 0
+    retransmitted: int = 0
+    busy_s: float = 0.0
+
+
+@dataclass
+class CollectiveReport:
+    pattern: str
+    start_s: float
+    end_s: float
+    flows: list[FlowReport] = field(default_factory=list)
+    nodes: dict[str, NodeStats] = field(default_factory=dict)
+    links: dict[tuple[str, str], LinkStats] = field(default_factory=dict)
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+    @property
+    def lost_fraction(self) -> float:
+        sent = sum(s.packets for s in self.links.values())
+        return sum(s.lost for s in self.links.values()) / sent if sent else 0.0
+
+
+def build_report(pattern: str, start_s: float, flows: list[FlowReport],
+                 links: dict[tuple[str, str], LinkStats]) -> CollectiveReport:
+    """Node figures from the flows: a node completes when every flow it sends or receives has."""
+    nodes: dict[str, NodeStats] = {}
+    for f in flows:
+        for name in (f.src, f.dst):
+            ns = nodes.setdefault(name, NodeStats(completion_s=start_s))
+            ns.completion_s = max(ns.completion_s, f.completion_s)
+        s = nodes[f.src]
+        s.packets_sent += f.packets_sent
+        s.packets_lost += f.packets_lost
+        s.retransmissions += f.retransmissions
+        s.bytes_on_wire += f.bytes_on_wire
+    end = max([start_s, *(f.completion_s for f in flows)])
+    return CollectiveReport(pattern, start_s, end, flows, nodes, links)
