@@ -57,8 +57,10 @@ def directed_links(graph: dict | None) -> list[tuple[str, str]]:
 def link_targets(graph: dict | None) -> list[str]:
     """The targets a user may pick for this topology: all links, each edge, each direction."""
     links = directed_links(graph)
-    edges = list(dict.fromkeys(tuple(sorted(l)) for l in links))
-    return [ALL_LINKS] + [f"{u}-{v}" for u, v in edges] + [f"{u}->{v}" for u, v in links]
+    edges: dict[frozenset, tuple[str, str]] = {}
+    for u, v in links:
+        edges.setdefault(frozenset((u, v)), (u, v))
+    return [ALL_LINKS] + [f"{u}-{v}" for u, v in edges.values()] + [f"{u}->{v}" for u, v in links]
 
 
 def _split_pair(text: str, sep: str, nodes: set[str]) -> tuple[str, str] | None:

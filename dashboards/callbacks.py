@@ -1,0 +1,352 @@
+"""What each part of the page shows, computed from the store, and the Dash wiring.
+
+`Dashboard` holds one store connection (behind a lock: Flask serves callbacks from several
+threads) and one method per callback, callable without Dash (tests, benchmarks). `register()`
+wires those methods to the page's components.
+
+Live updates append: the live view keeps, per run, the last iteration, eval and event it has
+sent (in a dcc.Store on the page) and answers each tick with `Patch` objects that extend each
+trace by the new points only. Long runs are drawn in bins of `stride` iterations (at most
+`max_points` points per trace on first load, see dashboards/queries.py); the cursor only moves
+over complete bins, so a bin is drawn once, when it is full.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from dash import Input, Output, Patch, State, no_update
+
+from dashboards import figures as F
+from dashboards import queries as Q
+from testbed.controls import ControlError, link_targets, validate_control
+from testbed.store import RunNotFound, Store
+
+LIVE_FIGURES = ["accuracy", "rate", "latency", "links", "topology"]
+SERIES_FIGURES = ["accuracy", "rate", "latency", "links"]
+NO_EVAL_TEXT = "No evaluation yet: accuracy appears after the first test pass."
+
+
+class Dashboard:
+    def __init__(self, store_path: str | Path, *, max_points: int = 600, topology_window: int = 10,
+                 dead_check_s: float = 10.0):
+        self.path = Path(store_path)
+        self.max_points = max_points
+        self.topology_window = topology_window
+        self.dead_check_s = dead_check_s
+        self._store: Store | None = None
+        self._lock = threading.Lock()
+        self._last_dead_check = 0.0
+
+    @contextmanager
+    def store(self):
+        with self._lock:
+            if self._store is None:
+                self._store = Store(self.path)
+            yield self._store
+
+    def close(self) -> None:
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+    # ------------------------------------------------------------------ runs table
+    def runs_view(self, current_run: int | None):
+        """(table rows, run picker options, picker value, message)."""
+        with self.store() as store:
+            if time.monotonic() - self._last_dead_check > self.dead_check_s:
+                store.mark_dead_runs()  # a killed writer's run shows as failed, not running
+                self._last_dead_check = time.monotonic()
+            runs = store.runs()
+        rows = F.runs_table_rows(runs)
+        options = [{"label": f"#{r['id']} {r['name']} · {r['method'] or '?'} · {r['status']}",
+                    "value": r["id"]} for r in reversed(runs)]
+        ids = {r["id"] for r in runs}
+        if current_run in ids:
+            value = no_update
+        else:
+            running = [r["id"] for r in runs if r["status"] == "running"]
+            value = (running or [r["id"] for r in runs] or [None])[-1]
+        if not runs:
+            message = (f"The store {self.path} has no runs yet. Start one with "
+                       f"`testbed run experiments/quickstart.toml --store {self.path}`; "
+                       "it appears here within seconds.")
+        else:
+            n_running = sum(r["status"] == "running" for r in runs)
+            message = f"{len(runs)} run(s), {n_running} running. Tick runs to compare them."
+        return rows, options, value, message
+
+    # ------------------------------------------------------------------ one run, live
+    def _upto(self, store: Store, run: dict, stride: int) -> int:
+        """Last iteration to read now: the end of the last complete bin (or the very last
+        iteration once the run has ended); -1 when there is none."""
+        last = Q.last_iteration(store.db, run["id"])
+        if last is None:
+            return -1
+        if run["status"] == "running":
+            return (last + 1) // stride * stride - 1
+        return last
+
+    @staticmethod
+    def _message(run: dict, has_iter: bool, has_eval: bool, upto: int) -> tuple[str, str]:
+        name = f"Run #{run['id']} {run['name']} ({run.get('method') or '?'})"
+        status = run["status"]
+        if status == "failed":
+            return f"{name} failed: {run.get('error') or 'no error recorded'}", "error"
+        if upto < 0:
+            return (f"{name} is {status} and has written no iteration yet.",
+                    "info" if status == "running" else "warn")
+        tail = "" if has_eval else " No evaluation yet."
+        if status == "running":
+            return f"{name} is running: iteration {upto}.{tail}", "info"
+        return f"{name} {status} after iteration {upto}.{tail}", "info"
+
+    def _empty(self, text: str):
+        return tuple(F.empty_figure(text, as_dict=True) for _ in LIVE_FIGURES)
+
+    def live_view(self, run_id: int | None, x: str | None, state: dict | None):
+        """(figures in LIVE_FIGURES order, new state, message, level)."""
+        x = x or "iteration"
+        if run_id is None:
+            return self._empty("No run to show."), None, "No run to show: the store is empty.", "warn"
+        with self.store() as store:
+            try:
+                run = store.run(run_id)
+            except RunNotFound:
+                return (self._empty("Run not found."), None,
+                        f"Run {run_id} is not in the store {self.path}.", "warn")
+            if not state or state.get("run_id") != run["id"]:
+                return self._full(store, run, x)
+            if state.get("x") != x:
+                return self._switch_x(store, run, x, state)
+            return self._tick(store, run, x, state)
+
+    def _switch_x(self, store: Store, run: dict, x: str, state: dict):
+        """Redraw only the accuracy figure against the other x axis, from the rows already sent."""
+        rid, stride, upto = run["id"], state["stride"], state["iter"]
+        its = Q.iterations(store.db, rid, -1, upto, stride)
+        evals = [e for e in store.evals(rid) if e["iteration"] <= state["eval"]]
+        events = [e for e in store.events(rid) if e["id"] <= state["event"]]
+        note = f"mean per {stride} iterations" if stride > 1 else ""
+        acc = F.accuracy_figure(its, evals, events, x, uirevision=rid, note=note, as_dict=True)
+        figs = tuple(acc if name == "accuracy" else no_update for name in LIVE_FIGURES)
+        state = dict(state, x=x, uids=dict(state["uids"], accuracy=[t["uid"] for t in acc["data"]]))
+        msg, level = self._message(run, state["has_iter"], state["has_eval"], upto)
+        return figs, state, msg, level
+
+    def _window(self, store: Store, run_id: int, upto: int) -> list[dict]:
+        rows = store.links(run_id, after=upto - self.topology_window)
+        return [r for r in rows if r["iteration"] <= upto]
+
+    def _full(self, store: Store, run: dict, x: str):
+        rid = run["id"]
+        last = Q.last_iteration(store.db, rid)
+        stride = max(1, math.ceil((last + 1) / self.max_points)) if last is not None else 1
+        upto = self._upto(store, run, stride)
+        its = Q.iterations(store.db, rid, -1, upto, stride)
+        nodes = Q.node_iterations(store.db, rid, -1, upto, stride)
+        links = Q.links(store.db, rid, -1, upto, stride)
+        evals = store.evals(rid)
+        events = store.events(rid)
+        note = f"mean per {stride} iterations" if stride > 1 else ""
+        figs = {
+            "accuracy": F.accuracy_figure(its, evals, events, x, uirevision=rid, note=note, as_dict=True),
+            "rate": F.rate_figure(its, nodes, events, uirevision=rid, note=note, as_dict=True),
+            "latency": F.latency_figure(its, events, uirevision=rid, note=note, as_dict=True),
+            "links": F.links_figure(links, events, uirevision=rid, note=note, as_dict=True),
+            "topology": self._topology(store, run, upto),
+        }
+        cum = F.rate_series(its, ())["cum_bytes"][1]
+        state = {
+            "run_id": rid, "x": x, "stride": stride, "iter": upto,
+            "eval": evals[-1]["iteration"] if evals else -1,
+            "event": max((e["id"] for e in events), default=0),
+            "cum_bytes": cum[-1] if cum else 0.0,
+            "has_iter": bool(its), "has_eval": bool(evals), "has_links": bool(links),
+            "uids": {name: [t["uid"] for t in figs[name]["data"]] for name in SERIES_FIGURES},
+        }
+        msg, level = self._message(run, bool(its), bool(evals), upto)
+        return tuple(figs[n] for n in LIVE_FIGURES), state, msg, level
+
+    def _topology(self, store: Store, run: dict, upto: int):
+        window = self._window(store, run["id"], upto) if upto >= 0 else []
+        label = f"over iterations {max(0, upto - self.topology_window + 1)}-{upto}" if upto >= 0 else ""
+        return F.topology_figure(run.get("graph"), window, label, uirevision=run["id"], as_dict=True)
+
+    def _tick(self, store: Store, run: dict, x: str, state: dict):
+        rid, stride, after = run["id"], state["stride"], state["iter"]
+        upto = max(after, self._upto(store, run, stride))
+        new = upto > after
+        its = Q.iterations(store.db, rid, after, upto, stride) if new else []
+        nodes = Q.node_iterations(store.db, rid, after, upto, stride) if new else []
+        links = Q.links(store.db, rid, after, upto, stride) if new else []
+        evals = store.evals(rid, after=state["eval"])
+        events = store.events(rid)
+        new_events = [e for e in events if e["id"] > state["event"]]
+        # A figure drawn with a "no data yet" note is redrawn whole when its data arrives.
+        if ((its and not state["has_iter"]) or (evals and not state["has_eval"])
+                or (links and not state["has_links"])):
+            return self._full(store, run, x)
+        series = {
+            "accuracy": F.accuracy_series(its, evals, x),
+            "rate": F.rate_series(its, nodes, start_bytes=state["cum_bytes"]),
+            "latency": F.latency_series(its),
+            "links": F.links_series(links),
+        }
+        for name, s in series.items():
+            if any(xy[0] and uid not in state["uids"][name] for uid, xy in s.items()):
+                return self._full(store, run, x)  # a new node or link: new traces
+        out: dict[str, Any] = {}
+        for name, s in series.items():
+            patch, changed = Patch(), False
+            uids = state["uids"][name]
+            for uid, (xs, ys) in s.items():
+                if xs:
+                    i = uids.index(uid)
+                    patch["data"][i]["x"].extend(xs)
+                    patch["data"][i]["y"].extend(ys)
+                    changed = True
+            if new_events:
+                shapes, notes = F.event_marks(events, x if name == "accuracy" else "iteration")
+                if name == "accuracy" and not (state["has_eval"] or evals):
+                    notes = [F.placeholder_note(NO_EVAL_TEXT)] + notes
+                patch["layout"]["shapes"] = shapes
+                patch["layout"]["annotations"] = notes
+                changed = True
+            out[name] = patch if changed else no_update
+        out["topology"] = self._topology(store, run, upto) if (new or new_events) else no_update
+        cum = series["rate"]["cum_bytes"][1]
+        state = dict(state, iter=upto, eval=evals[-1]["iteration"] if evals else state["eval"],
+                     event=max([state["event"]] + [e["id"] for e in new_events]),
+                     cum_bytes=cum[-1] if cum else state["cum_bytes"],
+                     has_eval=state["has_eval"] or bool(evals))
+        msg, level = self._message(run, state["has_iter"], state["has_eval"], upto)
+        return tuple(out[n] for n in LIVE_FIGURES), state, msg, level
+
+    # ------------------------------------------------------------------ steering
+    def controls_view(self, run_id: int | None):
+        """(control requests table rows, target options, apply disabled?, hint)."""
+        if run_id is None:
+            return [], [{"label": "all links", "value": "*"}], True, "No run selected."
+        with self.store() as store:
+            try:
+                run = store.run(run_id)
+            except RunNotFound:
+                return [], [{"label": "all links", "value": "*"}], True, f"Run {run_id} not found."
+            controls = store.controls(run["id"])
+        rows = [{"id": c["id"], "target": c["target"],
+                 "changes": ", ".join(f"{k}={v:g}" for k, v in c["changes"].items()),
+                 "status": c["status"], "iteration": c["applied_iteration"],
+                 "message": c["message"] or ""} for c in reversed(controls)]
+        options = [{"label": "all links" if t == "*" else t.replace("->", " → "), "value": t}
+                   for t in link_targets(run.get("graph"))]
+        running = run["status"] == "running"
+        hint = ("Changes reach the run at its next iteration." if running else
+                f"This run is {run['status']}: steering works only while a run is running.")
+        return rows, options, not running, hint
+
+    def submit_control(self, run_id, target, bandwidth_mbps, delay_ms, loss_p):
+        """Validate and write one control request: (message, level)."""
+        if run_id is None:
+            return "Pick a run first.", "warn"
+        changes = {k: v for k, v in (("bandwidth_mbps", bandwidth_mbps), ("delay_ms", delay_ms),
+                                     ("loss_p", loss_p)) if v not in (None, "")}
+        if not changes:
+            return "Enter a bandwidth, a delay or a loss probability to change.", "warn"
+        with self.store() as store:
+            try:
+                run = store.run(run_id)
+                target, changes = validate_control(run, target or "*", changes)
+            except (RunNotFound, ControlError) as e:
+                return str(e), "error"
+            cid = store.request_control(run["id"], target, changes)
+        what = ", ".join(f"{k}={v:g}" for k, v in changes.items())
+        return (f"Control #{cid} requested: {'all links' if target == '*' else target}: {what}. "
+                "The run applies it at its next iteration."), "ok"
+
+    # ------------------------------------------------------------------ compare
+    def compare_view(self, run_ids: list[int] | None, target: float | None, x: str | None):
+        """(figure, summary rows, message) for the chosen runs; `target` in [0, 1]."""
+        x = x or "virtual_time_s"
+        run_ids = list(run_ids or [])
+        if target is None or not (0 < target <= 1):
+            return (F.compare_figure([], x, as_dict=True), [],
+                    f"Target accuracy {target!r} is out of range: enter a percentage in (0, 100].")
+        with self.store() as store:
+            entries = [self._entry(store, rid) for rid in run_ids]
+            entries = [e for e in entries if e is not None]
+            baseline = next((e for e in entries if e["run"].get("method") == "none"), None)
+            if baseline is None:
+                base_id = Q.newest_run_id(store.db, method="none")
+                baseline = self._entry(store, base_id) if base_id is not None else None
+        if not entries:
+            return (F.compare_figure([], x, as_dict=True), [],
+                    "Tick one or more runs in the table above to compare them.")
+        rows = F.compare_summary(entries, target, baseline)
+        if baseline is None:
+            note = "No fp32 run (method 'none') in the store: the compression ratio is left blank."
+        else:
+            b = baseline["run"]
+            note = f"Compression ratio: bits per iteration of fp32 run #{b['id']} {b['name']} over each run's."
+        return F.compare_figure(entries, x, target, as_dict=True), rows, f"{len(entries)} run(s). {note}"
+
+    def _entry(self, store: Store, run_id: int) -> dict | None:
+        try:
+            run = store.run(run_id)
+        except RunNotFound:
+            return None
+        last = Q.last_iteration(store.db, run["id"])
+        stride = max(1, math.ceil((last + 1) / self.max_points)) if last is not None else 1
+        its = Q.iterations(store.db, run["id"], -1, last if last is not None else -1, stride)
+        return {"run": run, "iterations": its, "evals": store.evals(run["id"])}
+
+
+def _level_class(level: str) -> str:
+    return f"message {level}"
+
+
+def register(app, board: Dashboard) -> None:
+    """Wire the page's components (dashboards/layout.py ids) to `board`."""
+    live_outputs = [Output(f"{name}-graph", "figure") for name in LIVE_FIGURES]
+
+    @app.callback(Output("runs-table", "data"), Output("run-select", "options"),
+                  Output("run-select", "value"), Output("runs-message", "children"),
+                  Input("runs-interval", "n_intervals"), State("run-select", "value"))
+    def _runs(_n, current):
+        return board.runs_view(current)
+
+    @app.callback(*live_outputs, Output("live-state", "data"), Output("live-message", "children"),
+                  Output("live-message", "className"),
+                  Input("live-interval", "n_intervals"), Input("run-select", "value"),
+                  Input("x-mode", "value"), State("live-state", "data"))
+    def _live(_n, run_id, x, state):
+        figs, state, message, level = board.live_view(run_id, x, state)
+        return (*figs, state, message, _level_class(level))
+
+    @app.callback(Output("controls-table", "data"), Output("control-target", "options"),
+                  Output("control-apply", "disabled"), Output("steer-hint", "children"),
+                  Input("live-interval", "n_intervals"), Input("run-select", "value"))
+    def _controls(_n, run_id):
+        return board.controls_view(run_id)
+
+    @app.callback(Output("control-message", "children"), Output("control-message", "className"),
+                  Input("control-apply", "n_clicks"),
+                  State("run-select", "value"), State("control-target", "value"),
+                  State("control-bandwidth", "value"), State("control-delay", "value"),
+                  State("control-loss", "value"), prevent_initial_call=True)
+    def _steer(_clicks, run_id, target, bandwidth, delay, loss):
+        message, level = board.submit_control(run_id, target, bandwidth, delay, loss)
+        return message, _level_class(level)
+
+    @app.callback(Output("compare-graph", "figure"), Output("compare-table", "data"),
+                  Output("compare-message", "children"),
+                  Input("runs-table", "selected_row_ids"), Input("target-accuracy", "value"),
+                  Input("compare-x", "value"), Input("view-tabs", "value"))
+    def _compare(run_ids, target_pct, x, _tab):
+        target = None if target_pct is None else float(target_pct) / 100
+        return board.compare_view(run_ids, target, x)

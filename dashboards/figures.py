@@ -1,0 +1,515 @@
+"""Pure figure builders: store rows (lists of dicts, as `testbed.store.Store` returns them) in,
+plotly Figures out. No Dash, no store access, so `testbed export` reuses them.
+
+Every time-series figure is made of named series: `*_series(rows)` returns {uid: (x, y)} and the
+matching `*_figure(rows)` draws exactly those series as traces with the same `uid`, in a fixed
+order. The live dashboard appends only new points to each trace (Dash `Patch`) by calling the
+series function on the new rows, and rebuilds a figure only when a new series appears.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Iterable, Sequence
+
+import plotly.graph_objects as go
+from plotly.colors import qualitative, sample_colorscale
+
+from testbed.controls import graph_edges, graph_nodes
+
+Series = dict[str, tuple[list, list]]
+
+X_AXES = {"iteration": "iteration", "virtual_time_s": "virtual time (s)"}
+LATENCY_PARTS = [("compute_s", "compute"), ("uplink_s", "uplink"),
+                 ("aggregation_s", "aggregation"), ("downlink_s", "downlink")]
+PALETTE = qualitative.Plotly
+LOAD_SCALE = "YlOrRd"
+GRID = "#e5ecf6"
+# A small template (the full plotly_white one costs more to copy than the data).
+TEMPLATE = {"layout": {"paper_bgcolor": "white", "plot_bgcolor": "white", "colorway": PALETTE,
+                       "font": {"color": "#2a3f5f"}, "hoverlabel": {"align": "left"}}}
+
+# Event kinds drawn as vertical marks on the time-series figures: colour, dash.
+MARKS = {"control": ("#d62728", "dash"), "stage": ("#7f7f7f", "dot"),
+         "target_reached": ("#2ca02c", "dashdot"), "error": ("#000000", "solid")}
+
+
+def _check_x(x: str) -> str:
+    if x not in X_AXES:
+        raise ValueError(f"x axis {x!r} is unknown; allowed: {', '.join(X_AXES)}")
+    return x
+
+
+def _points(rows: Iterable[dict], xkey: str, ykey, scale: float = 1.0) -> tuple[list, list]:
+    """(x, y) of the rows whose x and y are both known; `ykey` is a column or a function."""
+    xs, ys = [], []
+    for r in rows:
+        xv = r.get(xkey)
+        yv = ykey(r) if callable(ykey) else r.get(ykey)
+        if xv is None or yv is None:
+            continue
+        xs.append(xv)
+        ys.append(yv * scale if scale != 1.0 else yv)
+    return xs, ys
+
+
+def _line(uid: str, name: str, xy: tuple[list, list], row: int = 1, **kw) -> dict:
+    """A scatter trace as a plain dict (plotly's object validation is what makes big figures
+    slow to build; these dicts are checked by the tests instead)."""
+    kw.setdefault("mode", "lines")
+    axis = "" if row == 1 else str(row)
+    return dict(type="scatter", uid=uid, name=name, x=list(xy[0]), y=list(xy[1]),
+                xaxis=f"x{axis}", yaxis=f"y{axis}", **kw)
+
+
+def _axis(**kw) -> dict:
+    return dict(gridcolor=GRID, zerolinecolor=GRID, automargin=True, **kw)
+
+
+def _grid2(top: float = 0.55, gap: float = 0.08, x_title: str = "") -> dict:
+    """Two stacked subplots sharing one x axis (what make_subplots would write, cheaper)."""
+    bottom = 1 - top - gap
+    return {"xaxis": _axis(anchor="y", domain=[0, 1], matches="x2", showticklabels=False),
+            "xaxis2": _axis(anchor="y2", domain=[0, 1], title=dict(text=x_title)),
+            "yaxis": _axis(anchor="x", domain=[bottom + gap, 1]),
+            "yaxis2": _axis(anchor="x2", domain=[0, bottom])}
+
+
+def _layout(title: str, height: int, uirevision, grid: dict | None = None, **kw) -> dict:
+    """Common layout; `grid` axes first, then `kw` (axis dicts merge into the grid's)."""
+    layout = dict(title=dict(text=title, x=0.01, font=dict(size=15)), template=TEMPLATE,
+                  height=height, margin=dict(l=60, r=20, t=45, b=40),
+                  legend=dict(orientation="h", y=-0.15, x=0), uirevision=uirevision,
+                  hovermode="x unified", shapes=[], annotations=[], **(grid or {}))
+    for key, value in kw.items():  # merge axis settings into the grid's axes
+        if isinstance(value, dict) and isinstance(layout.get(key), dict):
+            layout[key] = {**layout[key], **value}
+        else:
+            layout[key] = value
+    return layout
+
+
+def _figure(traces: list[dict], layout: dict, as_dict: bool = False) -> go.Figure | dict:
+    """A Figure, or with `as_dict` the same figure as the plain dict Dash sends (no copy)."""
+    if as_dict:
+        return {"data": traces, "layout": layout}
+    return go.Figure(data=traces, layout=layout, _validate=False)
+
+
+def placeholder_note(text: str) -> dict:
+    """A layout annotation that writes `text` in the middle of a figure."""
+    return dict(text=text, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False,
+                font=dict(size=14, color="#666"))
+
+
+def placeholder(fig: go.Figure, text: str) -> go.Figure:
+    """Write `text` in the middle of an empty figure (no data is not an error)."""
+    fig.layout.annotations = tuple(fig.layout.annotations or ()) + (placeholder_note(text),)
+    return fig
+
+
+def empty_figure(text: str, height: int = 300, as_dict: bool = False) -> go.Figure | dict:
+    return _figure([], _layout("", height, None, annotations=[placeholder_note(text)],
+                               xaxis=_axis(visible=False), yaxis=_axis(visible=False)), as_dict)
+
+
+# ------------------------------------------------------------------ event marks
+def event_label(event: dict) -> str:
+    detail = event.get("detail") or {}
+    kind = event.get("kind", "")
+    if kind == "control":
+        parts = []
+        changes = detail.get("changes") or {}
+        if "bandwidth_mbps" in changes:
+            parts.append(f"bw {changes['bandwidth_mbps']:g} Mb/s")
+        if "delay_ms" in changes:
+            parts.append(f"delay {changes['delay_ms']:g} ms")
+        if "loss_p" in changes:
+            parts.append(f"loss {100 * changes['loss_p']:g}%")
+        target = detail.get("target", "*")
+        where = "all links" if target == "*" else target
+        return f"{where}: {', '.join(parts)}" if parts else where
+    if kind == "stage":
+        return f"stage {detail.get('stage', '?')}"
+    if kind == "target_reached":
+        acc = detail.get("accuracy")
+        return f"target reached {100 * acc:.1f}%" if isinstance(acc, (int, float)) else "target reached"
+    return kind
+
+
+def event_marks(events: Sequence[dict], x: str = "iteration") -> tuple[list[dict], list[dict]]:
+    """Vertical lines and labels (layout shapes, annotations) for the events worth marking."""
+    _check_x(x)
+    shapes, notes = [], []
+    for e in events:
+        style = MARKS.get(e.get("kind"))
+        xv = e.get(x)
+        if style is None or xv is None:
+            continue
+        color, dash = style
+        shapes.append(dict(type="line", xref="x", yref="paper", x0=xv, x1=xv, y0=0, y1=1,
+                           line=dict(color=color, dash=dash, width=1)))
+        notes.append(dict(x=xv, xref="x", y=1, yref="paper", text=event_label(e), showarrow=False,
+                          xanchor="left", yanchor="top", textangle=-90,
+                          font=dict(size=10, color=color)))
+    return shapes, notes
+
+
+def _add_marks(layout: dict, events: Sequence[dict], x: str) -> dict:
+    shapes, notes = event_marks(events, x)
+    layout["shapes"] = list(layout.get("shapes") or []) + shapes
+    layout["annotations"] = list(layout.get("annotations") or []) + notes
+    return layout
+
+
+def _title(text: str, note: str) -> str:
+    return f"{text} · {note}" if note else text
+
+
+# ------------------------------------------------------------------ accuracy and loss
+def accuracy_series(iterations: Sequence[dict], evals: Sequence[dict],
+                    x: str = "iteration") -> Series:
+    _check_x(x)
+    return {"test_accuracy": _points(evals, x, "test_accuracy"),
+            "train_loss": _points(iterations, x, "train_loss"),
+            "test_loss": _points(evals, x, "test_loss")}
+
+
+def accuracy_figure(iterations: Sequence[dict], evals: Sequence[dict], events: Sequence[dict] = (),
+                    x: str = "iteration", uirevision=None, note: str = "",
+                    as_dict: bool = False) -> go.Figure | dict:
+    """Test accuracy (top) and train/test loss (bottom) against iteration or virtual time."""
+    s = accuracy_series(iterations, evals, x)
+    traces = [
+        _line("test_accuracy", "test accuracy", s["test_accuracy"], mode="lines+markers",
+              line=dict(color=PALETTE[0])),
+        _line("train_loss", "train loss", s["train_loss"], row=2, line=dict(color=PALETTE[1], width=1)),
+        _line("test_loss", "test loss", s["test_loss"], row=2, mode="lines+markers",
+              line=dict(color=PALETTE[2])),
+    ]
+    grid = _grid2(x_title=X_AXES[x])
+    layout = _layout(_title(f"Accuracy and loss vs {X_AXES[x]}", note), 440, uirevision, grid=grid,
+                     yaxis=dict(title=dict(text="test accuracy"), tickformat=".0%", rangemode="tozero"),
+                     yaxis2=dict(title=dict(text="loss"), rangemode="tozero"))
+    if not iterations:
+        layout["annotations"].append(placeholder_note("No iterations yet: the run has not written its first step."))
+    elif not evals:
+        layout["annotations"].append(placeholder_note("No evaluation yet: accuracy appears after the first test pass."))
+    return _figure(traces, _add_marks(layout, events, x), as_dict)
+
+
+# ------------------------------------------------------------------ rate
+def _bits(r: dict) -> int | None:
+    up, down = r.get("bits_up"), r.get("bits_down")
+    if up is None and down is None:
+        return None
+    return (up or 0) + (down or 0)
+
+
+def _bits_sum(r: dict) -> int | None:
+    """Total bits a row stands for: a binned row (dashboards.queries) carries `bits_sum`."""
+    return r["bits_sum"] if "bits_sum" in r else _bits(r)
+
+
+def rate_series(iterations: Sequence[dict], nodes: Sequence[dict], start_bytes: float = 0.0) -> Series:
+    """Bits per iteration (total and per node) and cumulative bytes from `start_bytes` on."""
+    out: Series = {"bits_total": _points(iterations, "iteration", _bits)}
+    per_node: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
+    for r in nodes:
+        b = _bits(r)
+        if b is not None:
+            xs, ys = per_node[str(r["node"])]
+            xs.append(r["iteration"])
+            ys.append(b)
+    for name in sorted(per_node, key=lambda n: (len(n), n)):
+        out[f"node:{name}"] = per_node[name]
+    total = start_bytes
+    cum_x, cum_y = [], []
+    for r in iterations:
+        b = _bits_sum(r)
+        if b is None:
+            continue
+        total += b / 8
+        cum_x.append(r["iteration"])
+        cum_y.append(total)
+    out["cum_bytes"] = (cum_x, cum_y)
+    return out
+
+
+def rate_figure(iterations: Sequence[dict], nodes: Sequence[dict], events: Sequence[dict] = (),
+                uirevision=None, note: str = "", as_dict: bool = False) -> go.Figure | dict:
+    s = rate_series(iterations, nodes)
+    traces = [_line("bits_total", "all nodes", s["bits_total"], line=dict(color="#222", width=2))]
+    node_keys = [k for k in s if k.startswith("node:")]
+    for i, key in enumerate(node_keys):
+        traces.append(_line(key, key[5:], s[key], line=dict(color=PALETTE[i % len(PALETTE)], width=1)))
+    traces.append(_line("cum_bytes", "cumulative bytes", s["cum_bytes"], row=2, fill="tozeroy",
+                        line=dict(color=PALETTE[0])))
+    layout = _layout(_title("Rate: bits per iteration (up + down) and cumulative bytes", note), 440,
+                     uirevision, grid=_grid2(top=0.5, x_title="iteration"),
+                     yaxis=dict(title=dict(text="bits / iteration"), rangemode="tozero"),
+                     yaxis2=dict(title=dict(text="cumulative bytes"), rangemode="tozero"))
+    if not iterations:
+        layout["annotations"].append(placeholder_note("No iterations yet."))
+    return _figure(traces, _add_marks(layout, events, "iteration"), as_dict)
+
+
+# ------------------------------------------------------------------ latency
+def latency_series(iterations: Sequence[dict]) -> Series:
+    return {key: _points(iterations, "iteration", lambda r, k=key: r.get(k) or 0.0)
+            for key, _ in LATENCY_PARTS}
+
+
+def latency_figure(iterations: Sequence[dict], events: Sequence[dict] = (), uirevision=None,
+                   note: str = "", as_dict: bool = False) -> go.Figure | dict:
+    """Virtual seconds per iteration split into compute / uplink / aggregation / downlink."""
+    s = latency_series(iterations)
+    traces = [_line(key, label, s[key], stackgroup="latency", line=dict(width=0.5, color=PALETTE[i]))
+              for i, (key, label) in enumerate(LATENCY_PARTS)]
+    layout = _layout(_title("Latency per iteration (virtual time, stacked)", note), 340, uirevision,
+                     xaxis=_axis(title=dict(text="iteration")),
+                     yaxis=_axis(title=dict(text="virtual seconds"), rangemode="tozero"))
+    if not iterations:
+        layout["annotations"].append(placeholder_note("No iterations yet."))
+    return _figure(traces, _add_marks(layout, events, "iteration"), as_dict)
+
+
+# ------------------------------------------------------------------ per-link loss
+def _link_name(r: dict) -> str:
+    return f"{r['src']}->{r['dst']}"
+
+
+def links_series(links: Sequence[dict]) -> Series:
+    """Lost packets and retransmissions per one-way link per iteration."""
+    by_link: dict[str, list[dict]] = defaultdict(list)
+    for r in links:
+        by_link[_link_name(r)].append(r)
+    out: Series = {}
+    names = sorted(by_link)
+    for name in names:
+        out[f"lost:{name}"] = _points(by_link[name], "iteration", "lost")
+    for name in names:
+        out[f"retx:{name}"] = _points(by_link[name], "iteration", "retransmitted")
+    return out
+
+
+def links_figure(links: Sequence[dict], events: Sequence[dict] = (), uirevision=None,
+                 note: str = "", as_dict: bool = False) -> go.Figure | dict:
+    s = links_series(links)
+    names = [k[5:] for k in s if k.startswith("lost:")]
+    color = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
+    # Trace order equals the series order: every `lost:` trace, then every `retx:` trace.
+    traces = [_line(f"lost:{n}", n.replace("->", "→"), s[f"lost:{n}"], legendgroup=n,
+                    line=dict(color=color[n], width=1)) for n in names]
+    traces += [_line(f"retx:{n}", n.replace("->", "→"), s[f"retx:{n}"], row=2, legendgroup=n,
+                     showlegend=False, line=dict(color=color[n], width=1, dash="dot")) for n in names]
+    layout = _layout(_title("Packet loss and retransmissions per link", note), 440, uirevision,
+                     grid=_grid2(top=0.5, x_title="iteration"),
+                     yaxis=dict(title=dict(text="lost packets"), rangemode="tozero"),
+                     yaxis2=dict(title=dict(text="retransmissions"), rangemode="tozero"))
+    if not links:
+        layout["annotations"].append(placeholder_note("No link traffic recorded yet."))
+    return _figure(traces, _add_marks(layout, events, "iteration"), as_dict)
+
+
+# ------------------------------------------------------------------ topology
+def _positions(nodes: list[dict], edges: list[dict]) -> dict[str, tuple[float, float]]:
+    """Recorded positions when every node has one; otherwise a star or a seeded spring layout."""
+    if nodes and all(n.get("pos") is not None for n in nodes):
+        return {str(n["id"]): (float(n["pos"][0]), float(n["pos"][1])) for n in nodes}
+    servers = [str(n["id"]) for n in nodes if n.get("role") == "server"]
+    if len(servers) == 1 and all(servers[0] in (str(e["source"]), str(e["target"])) for e in edges):
+        # A star: the server in the middle, the others on a circle.
+        others = [str(n["id"]) for n in nodes if str(n["id"]) != servers[0]]
+        pos = {servers[0]: (0.0, 0.0)}
+        for i, n in enumerate(others):
+            a = 2 * math.pi * i / max(1, len(others)) + math.pi / 2
+            pos[n] = (math.cos(a), math.sin(a))
+        return pos
+    import networkx as nx
+
+    g = nx.Graph()
+    g.add_nodes_from(str(n["id"]) for n in nodes)
+    g.add_edges_from((str(e["source"]), str(e["target"])) for e in edges)
+    return {n: (float(p[0]), float(p[1])) for n, p in nx.spring_layout(g, seed=7).items()}
+
+
+def link_loads(links: Sequence[dict]) -> dict[frozenset, float]:
+    """Bytes carried per undirected edge (both directions) over the given link rows."""
+    load: dict[frozenset, float] = defaultdict(float)
+    for r in links:
+        load[frozenset((str(r["src"]), str(r["dst"])))] += r.get("bytes") or 0
+    return dict(load)
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def topology_figure(graph: dict | None, links: Sequence[dict] = (), window: str = "",
+                    uirevision=None, as_dict: bool = False) -> go.Figure | dict:
+    """The network: every link coloured by its load in `links` (the latest window of link
+    rows) and labelled with its bandwidth; nodes drawn by role."""
+    nodes, edges = graph_nodes(graph), graph_edges(graph)
+    layout = _layout(f"Topology: link load{' ' + window if window else ''}", 440, uirevision,
+                     hovermode="closest", showlegend=False, xaxis=_axis(visible=False),
+                     yaxis=_axis(visible=False, scaleanchor="x", scaleratio=1))
+    if not nodes:
+        layout["annotations"].append(placeholder_note("No topology recorded for this run."))
+        return _figure([], layout, as_dict)
+    pos = _positions(nodes, edges)
+    loads = link_loads(links)
+    peak = max(loads.values(), default=0)
+    traces: list[dict] = []
+    mid_x, mid_y, mid_load, labels, hovers = [], [], [], [], []
+    for e in edges:
+        u, v = str(e["source"]), str(e["target"])
+        if u not in pos or v not in pos:
+            continue
+        load = loads.get(frozenset((u, v)), 0)
+        frac = load / peak if peak else 0.0
+        color = sample_colorscale(LOAD_SCALE, [0.15 + 0.85 * frac])[0] if peak else "#bbbbbb"
+        (x0, y0), (x1, y1) = pos[u], pos[v]
+        traces.append(dict(type="scatter", x=[x0, x1], y=[y0, y1], mode="lines", hoverinfo="skip",
+                           line=dict(color=color, width=2 + 6 * frac)))
+        bw = e.get("bandwidth_mbps")
+        label = f"{bw:g} Mb/s" if isinstance(bw, (int, float)) else ""
+        mid_x.append((x0 + x1) / 2)
+        mid_y.append((y0 + y1) / 2)
+        mid_load.append(load)
+        labels.append(label)
+        delay = e.get("delay_ms")
+        hovers.append(f"{u} – {v}<br>{label or 'bandwidth unknown'}"
+                      + (f", {delay:g} ms" if isinstance(delay, (int, float)) else "")
+                      + f"<br>load {_fmt_bytes(load)}")
+    traces.append(dict(
+        type="scatter", uid="link_labels", x=mid_x, y=mid_y, mode="markers+text", text=labels,
+        textposition="top center", hovertext=hovers, hoverinfo="text", textfont=dict(size=11),
+        marker=dict(size=9, color=mid_load, colorscale=LOAD_SCALE, cmin=0, cmax=max(peak, 1),
+                    showscale=True, colorbar=dict(title=dict(text="bytes"), thickness=12))))
+    symbols = {"server": "square", "relay": "diamond", "worker": "circle"}
+    traces.append(dict(
+        type="scatter", uid="nodes", x=[pos[str(n["id"])][0] for n in nodes],
+        y=[pos[str(n["id"])][1] for n in nodes], mode="markers+text",
+        text=[str(n["id"]) for n in nodes], textposition="bottom center",
+        hovertext=[f"{n['id']} ({n.get('role', 'node')})" for n in nodes], hoverinfo="text",
+        marker=dict(size=18, color=["#444" if n.get("role") == "server" else "#1f77b4" for n in nodes],
+                    symbol=[symbols.get(n.get("role"), "circle") for n in nodes],
+                    line=dict(color="white", width=1))))
+    return _figure(traces, layout, as_dict)
+
+
+# ------------------------------------------------------------------ compare
+def _run_label(run: dict) -> str:
+    return f"{run.get('name')} #{run.get('id')} ({run.get('method') or '?'})"
+
+
+def compare_figure(entries: Sequence[dict], x: str = "virtual_time_s", target: float | None = None,
+                   as_dict: bool = False) -> go.Figure | dict:
+    """Chosen runs overlaid: test accuracy (top) and cumulative bits (bottom, log) vs `x`.
+
+    `entries`: dicts with `run` (a run dict), `iterations` (raw or binned rows) and `evals`.
+    """
+    _check_x(x)
+    traces = []
+    for i, entry in enumerate(entries):
+        run, color = entry["run"], PALETTE[i % len(PALETTE)]
+        label = _run_label(run)
+        traces.append(_line(f"acc:{run['id']}", label, _points(entry["evals"], x, "test_accuracy"),
+                            mode="lines+markers", legendgroup=str(run["id"]), line=dict(color=color)))
+        cum_x, cum_y, total = [], [], 0
+        for r in entry["iterations"]:
+            b = _bits_sum(r)
+            if b is None or r.get(x) is None:
+                continue
+            total += b
+            cum_x.append(r[x])
+            cum_y.append(total)
+        traces.append(_line(f"bits:{run['id']}", label, (cum_x, cum_y), row=2,
+                            legendgroup=str(run["id"]), showlegend=False, line=dict(color=color)))
+    layout = _layout(f"Compare: accuracy and bits vs {X_AXES[x]}", 520, None,
+                     grid=_grid2(top=0.6, x_title=X_AXES[x]),
+                     yaxis=dict(title=dict(text="test accuracy"), tickformat=".0%", rangemode="tozero"),
+                     yaxis2=dict(title=dict(text="cumulative bits"), type="log"))
+    if target is not None:
+        layout["shapes"].append(dict(type="line", xref="x domain", x0=0, x1=1, yref="y", y0=target,
+                                     y1=target, line=dict(color="#999", dash="dash", width=1)))
+    if not entries:
+        layout["annotations"].append(placeholder_note("Tick runs in the table above to compare them."))
+    return _figure(traces, layout, as_dict)
+
+
+def time_to_accuracy(evals: Sequence[dict], target: float) -> tuple[int | None, float | None]:
+    """(iteration, virtual seconds) of the first eval at or above `target`; (None, None) if never."""
+    for r in evals:
+        acc = r.get("test_accuracy")
+        if acc is not None and acc >= target:
+            return r.get("iteration"), r.get("virtual_time_s")
+    return None, None
+
+
+def compare_summary(entries: Sequence[dict], target: float, baseline: dict | None = None) -> list[dict]:
+    """One row per run: final and best accuracy, total bits, bits per iteration, compression
+    ratio against the fp32 run (method "none") and virtual time to `target` accuracy.
+
+    The ratio is the baseline's bits per iteration over this run's, so runs of different
+    lengths compare fairly. `baseline` is an entry like the others; by default the first
+    entry whose method is "none".
+    """
+    if baseline is None:
+        baseline = next((e for e in entries if e["run"].get("method") == "none"), None)
+
+    def totals(entry: dict) -> tuple[int, int]:
+        """(total bits, iterations) of an entry's rows, raw or binned."""
+        bits = n = 0
+        for r in entry["iterations"]:
+            b = _bits_sum(r)
+            if b is not None:
+                bits += b
+                n += r.get("n", 1)
+        return bits, n
+
+    def bits_per_iteration(entry: dict) -> float | None:
+        bits, n = totals(entry)
+        return bits / n if n else None
+
+    base_bpi = bits_per_iteration(baseline) if baseline else None
+    rows = []
+    for entry in entries:
+        run, evals = entry["run"], entry["evals"]
+        bpi = bits_per_iteration(entry)
+        accs = [r["test_accuracy"] for r in evals if r.get("test_accuracy") is not None]
+        it_target, vt_target = time_to_accuracy(evals, target)
+        rows.append({
+            "id": run["id"], "name": run.get("name"), "method": run.get("method"),
+            "status": run.get("status"),
+            "final_accuracy": accs[-1] if accs else None,
+            "best_accuracy": max(accs) if accs else None,
+            "total_bits": totals(entry)[0],
+            "bits_per_iteration": bpi,
+            "compression_ratio": (base_bpi / bpi) if (base_bpi and bpi) else None,
+            "iterations_to_target": it_target,
+            "time_to_target_s": vt_target,
+        })
+    return rows
+
+
+# ------------------------------------------------------------------ runs table
+def runs_table_rows(runs: Sequence[dict]) -> list[dict]:
+    """Rows of `Store.runs()` shaped for the runs table (numbers stay numbers: it sorts)."""
+    rows = []
+    for r in runs:
+        bits = r.get("total_bits")
+        rows.append({
+            "id": r["id"], "name": r.get("name"), "method": r.get("method"),
+            "topology": r.get("topology"), "workers": r.get("workers"),
+            "bandwidth_mbps": r.get("bandwidth_mbps"), "status": r.get("status"),
+            "last_iteration": r.get("last_iteration"),
+            "best_accuracy": r.get("best_accuracy"),
+            "total_mbit": None if bits is None else bits / 1e6,
+            "virtual_time_s": r.get("virtual_time_s"),
+        })
+    return rows

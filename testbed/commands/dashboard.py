@@ -1,0 +1,31 @@
+"""`testbed dashboard --store PATH [--host 127.0.0.1 --port 8050]`: serve the live dashboard."""
+from __future__ import annotations
+
+import sys
+
+from testbed.commands import add_store_arg, fail
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def register(sub) -> None:
+    p = sub.add_parser("dashboard", help="serve the dashboard over a store (watch, compare, steer runs)")
+    add_store_arg(p)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8050, help="TCP port (default 8050)")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    if not 0 < args.port < 65536:
+        return fail(f"--port {args.port} is out of range; allowed: 1..65535", 2)
+    if args.host not in LOOPBACK:
+        print(f"testbed: warning: binding {args.host}: anyone who can reach this address can "
+              "steer running experiments (the dashboard has no login)", file=sys.stderr)
+    # The CLI is the one place that imports the dashboard (and only when asked to serve it).
+    from dashboards.app import serve
+
+    print(f"dashboard: http://{args.host}:{args.port} (store {args.store})", flush=True)
+    serve(args.store, host=args.host, port=args.port)
+    return 0
