@@ -1,9 +1,10 @@
 """Every baseline compressor in real bytes: rate and codec speed, and (full) training on digits.
 
 Per method: bits one worker sends per iteration, the compression ratio against fp32 (the same
-vector as raw 4-byte floats, headers included on both sides), and the wall milliseconds to
-encode (all of a worker's compression work: selection, quantisation, error feedback, bytes)
-and to decode (the server's decoding, aggregation and downlink encoding, per worker) for a
+vector as raw 4-byte floats, headers included on both sides), and the wall milliseconds per
+iteration to encode (one worker's share of the worker-side work: selection, quantisation,
+error feedback, bytes, decoding the broadcast; workers run in parallel) and to decode (the
+server: decoding all workers' packets, aggregating, encoding the broadcast) for a
 gradient of the small CNN's size and for 1M elements; then final test accuracy of the small
 CNN on digits with 4 workers. Run: `python -m benchmarks compression` (quick) or `--full`.
 """
@@ -49,8 +50,9 @@ def measure(method: str, shapes, reps: int = 3, options: dict | None = None) -> 
         _, st = run_exchange(scheme, it, grads)
         if it == 0:
             continue  # first call pays for lazy state allocation
-        enc.append(st.wall_s[0] / WORKERS + sum(st.wall_s[2:-1:2]) / WORKERS)
-        dec.append((st.wall_s[1] + sum(st.wall_s[3::2])) / WORKERS if len(st.wall_s) > 2 else 0.0)
+        # between yields the scheme alternates: workers (even slots), server (odd slots)
+        enc.append(sum(st.wall_s[0::2]) / WORKERS)
+        dec.append(sum(st.wall_s[1::2]))
         bits.append(st.bits_up[0])
     fp32_bits = 8 * (4 * n + 30 * -(-4 * n // (PAYLOAD - 30)))
     b = statistics.median(bits)

@@ -87,8 +87,17 @@ def pack_uint(values: np.ndarray, width: int) -> bytes:
         return np.packbits(values.astype(np.uint8)).tobytes()
     if width == 8:
         return values.astype(np.uint8).tobytes()
-    if width <= 8:
-        bits = np.unpackbits(values.astype(np.uint8)[:, None], axis=1)[:, 8 - width:]
+    if width < 8:
+        # 8 codes of `width` bits are exactly `width` bytes: build one 64-bit word per 8 codes
+        m = values.size
+        v = np.zeros(-(-m // 8) * 8, dtype=np.uint64)
+        v[:m] = values
+        g = v.reshape(-1, 8)
+        word = np.zeros(g.shape[0], dtype=np.uint64)
+        for j in range(8):
+            word |= g[:, j] << np.uint64(width * (7 - j))
+        out = word.astype(">u8").view(np.uint8).reshape(-1, 8)[:, 8 - width:]
+        return out.reshape(-1)[: -(-(m * width) // 8)].tobytes()
     else:
         be = values.astype(">u4").view(np.uint8).reshape(-1, 4)
         bits = np.unpackbits(be, axis=1)[:, 32 - width:]
@@ -107,11 +116,17 @@ def unpack_uint(buf: bytes | np.ndarray, width: int, count: int) -> np.ndarray:
         return np.unpackbits(raw[:need])[:count].astype(np.uint32)
     if width == 8:
         return raw[:count].astype(np.uint32)
+    if width < 8:
+        groups = -(-count // 8)
+        buf8 = np.zeros((groups, 8), dtype=np.uint8)
+        flat = np.zeros(groups * width, dtype=np.uint8)
+        flat[:need] = raw[:need]
+        buf8[:, 8 - width:] = flat.reshape(groups, width)
+        word = buf8.view(">u8").reshape(-1).astype(np.uint64)
+        mask = np.uint64((1 << width) - 1)
+        codes = np.stack([(word >> np.uint64(width * (7 - j))) & mask for j in range(8)], axis=1)
+        return codes.reshape(-1)[:count].astype(np.uint32)
     bits = np.unpackbits(raw[:need])[: count * width].reshape(count, width)
-    if width <= 8:
-        padded = np.zeros((count, 8), dtype=np.uint8)
-        padded[:, 8 - width:] = bits
-        return np.packbits(padded, axis=1).reshape(-1).astype(np.uint32)
     padded = np.zeros((count, 32), dtype=np.uint8)
     padded[:, 32 - width:] = bits
     return np.packbits(padded, axis=1).view(">u4").reshape(-1).astype(np.uint32)

@@ -76,12 +76,14 @@ class BucketScheme(DenseScheme):
 
     def decode(self, worker, iteration, packets) -> Decoded:
         d = codec.decode(packets, self.numel, iteration=iteration)
-        out = torch.zeros(self.numel)
-        for start, count, sc in d.segments:
-            rows = torch.tensor(sc, dtype=torch.float32).view(-1, self.nscalars)
-            per = rows.repeat_interleave(self.bucket, dim=0)[:count]
-            out[start:start + count] = self.dequantize(d.values[start:start + count], per)
-        d.values = out
+        nb = -(-self.numel // self.bucket)
+        rows = torch.zeros(nb, self.nscalars)
+        for start, _, sc in d.segments:  # packets hold whole buckets, their scalars in order
+            r = torch.tensor(sc, dtype=torch.float32).view(-1, self.nscalars)
+            first = start // self.bucket
+            rows[first:first + len(r)] = r
+        per = rows.repeat_interleave(self.bucket, dim=0)[: self.numel]
+        d.values = torch.where(d.mask, self.dequantize(d.values, per), torch.zeros(()))
         return d
 
 
