@@ -1,0 +1,177 @@
+"""Dashboard views over a real store file: append-only live updates, binning, steering, compare,
+and the messages for an empty store, a failed run and a run with no eval."""
+import os
+
+import pytest
+from dash import no_update
+
+from dashboards.callbacks import LIVE_FIGURES, Dashboard
+from testbed.store import Store
+
+GRAPH = {"nodes": [{"id": "server", "role": "server"}, {"id": "w0", "role": "worker"}],
+         "edges": [{"source": "w0", "target": "server", "bandwidth_mbps": 10.0}]}
+
+
+def write_iterations(store, rid, first, last, bits_up=800):
+    for i in range(first, last + 1):
+        store.append_iteration(
+            rid, {"iteration": i, "virtual_time_s": float(i + 1), "train_loss": 1.0,
+                  "bits_up": bits_up, "bits_down": 200, "compute_s": 0.1, "uplink_s": float(i),
+                  "aggregation_s": 0.0, "downlink_s": 0.1},
+            nodes=[{"iteration": i, "node": "w0", "bits_up": bits_up, "bits_down": 200}],
+            links=[{"iteration": i, "src": "w0", "dst": "server", "bytes": 100, "packets": 1,
+                    "lost": i % 2, "retransmitted": i % 2}])
+    store.flush()
+
+
+@pytest.fixture
+def store(tmp_path):
+    with Store(tmp_path / "runs.db") as s:
+        yield s
+
+
+def new_run(store, name="live", method="topk", **kw):
+    # pid = this process: the run counts as alive (a dead writer's run is marked failed).
+    return store.create_run(name, {}, method=method, topology="star", workers=1, graph=GRAPH,
+                            pid=os.getpid(), **kw)
+
+
+def ops(patch):
+    return [(o["operation"], o["location"], o["params"].get("value"))
+            for o in patch.to_plotly_json()["operations"]]
+
+
+def test_empty_store_says_so(tmp_path):
+    board = Dashboard(tmp_path / "empty.db")
+    rows, options, value, message = board.runs_view(None)
+    assert rows == [] and options == [] and value is None
+    assert "has no runs yet" in message and "testbed run" in message
+    figs, state, message, level = board.live_view(None, "iteration", None)
+    assert state is None and level == "warn" and len(figs) == len(LIVE_FIGURES)
+    board.close()
+
+
+def test_live_view_appends_only_new_points(store):
+    rid = new_run(store)
+    write_iterations(store, rid, 0, 2)
+    store.append_eval(rid, {"iteration": 2, "virtual_time_s": 3.0, "test_loss": 0.5, "test_accuracy": 0.4})
+    store.flush()
+    board = Dashboard(store.path)
+    figs, state, message, level = board.live_view(rid, "iteration", None)
+    acc = dict(zip(LIVE_FIGURES, figs))["accuracy"]
+    assert [t["x"] for t in acc["data"]] == [[2], [0, 1, 2], [2]]
+    assert state["iter"] == 2 and state["stride"] == 1 and "running: iteration 2" in message
+
+    # Nothing new: nothing is sent.
+    figs, state2, _, _ = board.live_view(rid, "iteration", state)
+    assert all(f is no_update for f in figs[:4]) and state2["iter"] == 2
+
+    # Two more iterations, one eval and a control event: only those points travel.
+    write_iterations(store, rid, 3, 4)
+    store.append_eval(rid, {"iteration": 4, "virtual_time_s": 5.0, "test_loss": 0.4, "test_accuracy": 0.6})
+    store.append_event(rid, "control", {"target": "*", "changes": {"bandwidth_mbps": 2.0}},
+                       iteration=3, virtual_time_s=4.0)
+    store.flush()
+    figs, state3, _, _ = board.live_view(rid, "iteration", state2)
+    live = dict(zip(LIVE_FIGURES, figs))
+    acc_ops = ops(live["accuracy"])
+    assert ("Extend", ["data", 0, "x"], [4]) in acc_ops and ("Extend", ["data", 0, "y"], [0.6]) in acc_ops
+    assert ("Extend", ["data", 1, "x"], [3, 4]) in acc_ops
+    shapes = [v for op, loc, v in acc_ops if loc == ["layout", "shapes"]][0]
+    assert [s["x0"] for s in shapes] == [3]
+    rate_ops = ops(live["rate"])
+    # cumulative bytes continue from 3 x 125 bytes: 500, 625.
+    cum_index = state["uids"]["rate"].index("cum_bytes")
+    assert ("Extend", ["data", cum_index, "y"], [500.0, 625.0]) in rate_ops
+    lat_ops = ops(live["latency"])
+    assert ("Extend", ["data", 1, "y"], [3.0, 4.0]) in lat_ops  # uplink_s of iterations 3, 4
+    assert isinstance(live["topology"], dict)  # small: redrawn whole with the new window
+    assert state3["iter"] == 4 and state3["eval"] == 4 and state3["event"] >= 1
+    board.close()
+
+
+def test_long_runs_are_drawn_in_complete_bins(store):
+    rid = new_run(store)
+    write_iterations(store, rid, 0, 6)  # 7 iterations
+    board = Dashboard(store.path, max_points=3)  # stride ceil(7 / 3) = 3
+    figs, state, _, _ = board.live_view(rid, "iteration", None)
+    lat = dict(zip(LIVE_FIGURES, figs))["latency"]
+    uplink = lat["data"][1]
+    # Bins 0-2 and 3-5 are complete; 6 waits for 7 and 8 while the run goes on.
+    assert uplink["x"] == [2, 5] and uplink["y"] == [1.0, 4.0]  # means of 0,1,2 and 3,4,5
+    assert state["stride"] == 3 and state["iter"] == 5
+    write_iterations(store, rid, 7, 8)
+    figs, state, _, _ = board.live_view(rid, "iteration", state)
+    assert ("Extend", ["data", 1, "y"], [7.0]) in ops(dict(zip(LIVE_FIGURES, figs))["latency"])
+    board.close()
+
+
+def test_failed_run_and_run_without_eval_show_messages(store):
+    rid = new_run(store)
+    write_iterations(store, rid, 0, 1)
+    board = Dashboard(store.path)
+    _, _, message, level = board.live_view(rid, "iteration", None)
+    assert "No evaluation yet" in message and level == "info"
+    store.finish_run(rid, "failed", "ExperimentError: gradient is NaN at iteration 1")
+    _, _, message, level = board.live_view(rid, "iteration", None)
+    assert level == "error" and "failed: ExperimentError: gradient is NaN at iteration 1" in message
+    _, _, message, level = board.live_view(999, "iteration", None)
+    assert "Run 999 is not in the store" in message
+    board.close()
+
+
+def test_switching_x_redraws_only_the_accuracy_figure(store):
+    rid = new_run(store)
+    write_iterations(store, rid, 0, 2)
+    board = Dashboard(store.path)
+    _, state, _, _ = board.live_view(rid, "iteration", None)
+    figs, state, _, _ = board.live_view(rid, "virtual_time_s", state)
+    assert figs[0]["data"][1]["x"] == [1.0, 2.0, 3.0]
+    assert all(f is no_update for f in figs[1:]) and state["x"] == "virtual_time_s"
+    board.close()
+
+
+def test_steering_writes_validated_requests(store):
+    rid = new_run(store)
+    board = Dashboard(store.path)
+    rows, options, disabled, hint = board.controls_view(rid)
+    assert [o["value"] for o in options] == ["*", "w0-server", "w0->server", "server->w0"]
+    assert disabled is False
+    message, level = board.submit_control(rid, "w0->server", 2.5, None, 0.1)
+    assert level == "ok" and "next iteration" in message
+    (pending,) = store.pending_controls(rid)
+    assert pending["target"] == "w0->server" and pending["changes"] == {"bandwidth_mbps": 2.5, "loss_p": 0.1}
+    message, level = board.submit_control(rid, "w9->server", 2.5, None, None)
+    assert level == "error" and "'w9->server' is not a link" in message
+    message, level = board.submit_control(rid, "*", -1, None, None)
+    assert level == "error" and "bandwidth_mbps=-1.0 is out of range" in message
+    message, level = board.submit_control(rid, "*", None, None, None)
+    assert level == "warn"
+    store.finish_run(rid, "completed")
+    message, level = board.submit_control(rid, "*", 5, None, None)
+    assert level == "error" and "controls apply only to a running run" in message
+    assert board.controls_view(rid)[2] is True  # Apply disabled once the run ended
+    assert len(store.controls(rid)) == 1
+    board.close()
+
+
+def test_compare_view_against_the_fp32_run(store):
+    fp32 = new_run(store, "fp32", method="none")
+    write_iterations(store, fp32, 0, 3, bits_up=800)  # 1000 bits per iteration
+    store.append_eval(fp32, {"iteration": 3, "virtual_time_s": 4.0, "test_accuracy": 0.9})
+    topk = new_run(store, "topk", method="topk")
+    write_iterations(store, topk, 0, 1, bits_up=50)  # 250 bits per iteration
+    store.flush()
+    board = Dashboard(store.path)
+    fig, rows, message = board.compare_view([topk], 0.8, "virtual_time_s")
+    # The fp32 run is not chosen but is in the store: it is still the baseline.
+    assert rows[0]["compression_ratio"] == 4.0 and "fp32 run #1" in message
+    fig, rows, message = board.compare_view([fp32, topk], 0.8, "iteration")
+    assert [r["name"] for r in rows] == ["fp32", "topk"]
+    assert rows[0]["iterations_to_target"] == 3 and rows[1]["time_to_target_s"] is None
+    assert len(fig["data"]) == 4
+    _, rows, message = board.compare_view([], 0.8, "iteration")
+    assert rows == [] and "Tick one or more runs" in message
+    _, _, message = board.compare_view([fp32], 1.5, "iteration")
+    assert "out of range" in message
+    board.close()

@@ -1,0 +1,146 @@
+"""Figure builders: hand-made rows in, the exact points and marks expected out."""
+import plotly.graph_objects as go
+import pytest
+
+from dashboards import figures as F
+
+
+def its(n, bits_up=800, bits_down=200, uplink=0.5):
+    return [{"iteration": i, "virtual_time_s": 2.0 * (i + 1), "train_loss": 1.0 / (i + 1),
+             "bits_up": bits_up, "bits_down": bits_down, "compute_s": 0.1, "uplink_s": uplink,
+             "aggregation_s": 0.01, "downlink_s": 0.2} for i in range(n)]
+
+
+EVALS = [{"iteration": 1, "virtual_time_s": 4.0, "test_loss": 0.9, "test_accuracy": 0.5},
+         {"iteration": 3, "virtual_time_s": 8.0, "test_loss": 0.5, "test_accuracy": 0.8}]
+CONTROL = {"id": 7, "iteration": 2, "virtual_time_s": 6.0, "kind": "control",
+           "detail": {"target": "w0->server", "changes": {"bandwidth_mbps": 5.0, "loss_p": 0.02}}}
+STAR = {"nodes": [{"id": "server", "role": "server"}, {"id": "w0", "role": "worker"},
+                  {"id": "w1", "role": "worker"}],
+        "edges": [{"source": "w0", "target": "server", "bandwidth_mbps": 10.0, "delay_ms": 2.0},
+                  {"source": "w1", "target": "server", "bandwidth_mbps": 2.5}]}
+
+
+def by_uid(fig):
+    return {t.uid: t for t in fig.data}
+
+
+def validated(fig):
+    """Plotly's own validation of everything the builders wrote as plain dicts."""
+    return go.Figure(fig.to_dict())
+
+
+def test_accuracy_against_iteration_and_virtual_time():
+    rows = its(4)
+    fig = validated(F.accuracy_figure(rows, EVALS, [CONTROL], "iteration"))
+    t = by_uid(fig)
+    assert list(t["test_accuracy"].x) == [1, 3] and list(t["test_accuracy"].y) == [0.5, 0.8]
+    assert list(t["train_loss"].y) == [1.0, 0.5, 1 / 3, 0.25]
+    assert list(t["test_loss"].y) == [0.9, 0.5]
+    assert t["train_loss"].yaxis == "y2"  # loss in the lower subplot
+    fig = F.accuracy_figure(rows, EVALS, [CONTROL], "virtual_time_s")
+    assert list(by_uid(fig)["test_accuracy"].x) == [4.0, 8.0]
+    assert list(by_uid(fig)["train_loss"].x) == [2.0, 4.0, 6.0, 8.0]
+    # The control is marked at its virtual time and labelled with what changed.
+    (shape,) = fig.layout.shapes
+    assert shape.x0 == shape.x1 == 6.0
+    assert any(a.text == "w0->server: bw 5 Mb/s, loss 2%" for a in fig.layout.annotations)
+    with pytest.raises(ValueError, match="x axis 'wall' is unknown"):
+        F.accuracy_figure(rows, EVALS, x="wall")
+
+
+def test_no_data_and_no_eval_say_so():
+    assert "No iterations yet" in F.accuracy_figure([], []).layout.annotations[0].text
+    assert "No evaluation yet" in F.accuracy_figure(its(2), []).layout.annotations[0].text
+    assert not F.accuracy_figure(its(2), EVALS).layout.annotations
+
+
+def test_rate_totals_per_node_and_cumulative_bytes():
+    nodes = [{"iteration": i, "node": n, "bits_up": 400, "bits_down": 100}
+             for i in range(3) for n in ("w1", "w0", "w10")]
+    fig = validated(F.rate_figure(its(3), nodes))
+    t = by_uid(fig)
+    assert [tr.uid for tr in fig.data] == ["bits_total", "node:w0", "node:w1", "node:w10", "cum_bytes"]
+    assert list(t["bits_total"].y) == [1000, 1000, 1000]
+    assert list(t["node:w1"].y) == [500, 500, 500]
+    assert list(t["cum_bytes"].y) == [125.0, 250.0, 375.0]  # 1000 bits = 125 bytes each
+    # Appending later rows continues the cumulative sum from where it stopped.
+    more = F.rate_series(its(5)[3:], [], start_bytes=375.0)
+    assert more["cum_bytes"] == ([3, 4], [500.0, 625.0])
+
+
+def test_binned_rows_keep_per_iteration_means_and_total_bits():
+    binned = [{"iteration": 4, "bits_up": 800.0, "bits_down": 200.0, "bits_sum": 5000, "n": 5}]
+    s = F.rate_series(binned, [])
+    assert s["bits_total"] == ([4], [1000.0])
+    assert s["cum_bytes"] == ([4], [625.0])
+
+
+def test_latency_is_four_stacked_parts():
+    fig = validated(F.latency_figure(its(2, uplink=0.5)))
+    assert [t.uid for t in fig.data] == ["compute_s", "uplink_s", "aggregation_s", "downlink_s"]
+    assert {t.stackgroup for t in fig.data} == {"latency"}
+    assert list(by_uid(fig)["uplink_s"].y) == [0.5, 0.5]
+    # A missing part counts as zero, so the stack still adds up.
+    assert F.latency_series([{"iteration": 0, "compute_s": 1.0}])["downlink_s"] == ([0], [0.0])
+
+
+def test_loss_and_retransmissions_per_link():
+    rows = [{"iteration": i, "src": s, "dst": d, "bytes": 10, "packets": 4, "lost": lost, "retransmitted": r}
+            for i, (s, d, lost, r) in enumerate([("w0", "server", 1, 2), ("server", "w0", 0, 0),
+                                                 ("w0", "server", 3, 3)])]
+    fig = validated(F.links_figure(rows))
+    assert [t.uid for t in fig.data] == ["lost:server->w0", "lost:w0->server",
+                                         "retx:server->w0", "retx:w0->server"]
+    t = by_uid(fig)
+    assert (list(t["lost:w0->server"].x), list(t["lost:w0->server"].y)) == ([0, 2], [1, 3])
+    assert list(t["retx:w0->server"].y) == [2, 3] and t["retx:w0->server"].yaxis == "y2"
+
+
+def test_topology_colours_by_load_and_labels_bandwidth():
+    window = [{"iteration": 9, "src": "w0", "dst": "server", "bytes": 300},
+              {"iteration": 9, "src": "server", "dst": "w0", "bytes": 100},
+              {"iteration": 9, "src": "w1", "dst": "server", "bytes": 100}]
+    assert F.link_loads(window) == {frozenset({"w0", "server"}): 400, frozenset({"w1", "server"}): 100}
+    fig = validated(F.topology_figure(STAR, window))
+    lines = [t for t in fig.data if t.mode == "lines"]
+    assert len(lines) == 2
+    assert lines[0].line.width > lines[1].line.width  # w0's link carries 4x the load
+    labels = by_uid(fig)["link_labels"]
+    assert list(labels.text) == ["10 Mb/s", "2.5 Mb/s"] and list(labels.marker.color) == [400, 100]
+    nodes = by_uid(fig)["nodes"]
+    assert list(nodes.text) == ["server", "w0", "w1"]
+    # A star without recorded positions: the server sits in the middle.
+    assert (nodes.x[0], nodes.y[0]) == (0.0, 0.0)
+    assert "No topology" in F.topology_figure(None).layout.annotations[0].text
+
+
+def test_compare_summary_ratio_and_time_to_target():
+    fp32 = {"run": {"id": 1, "name": "fp32", "method": "none"}, "iterations": its(4, 800, 200),
+            "evals": EVALS}
+    topk = {"run": {"id": 2, "name": "topk", "method": "topk"}, "iterations": its(2, 80, 20),
+            "evals": [{"iteration": 1, "virtual_time_s": 3.0, "test_accuracy": 0.85}]}
+    rows = {r["name"]: r for r in F.compare_summary([fp32, topk], target=0.8)}
+    assert rows["fp32"]["compression_ratio"] == 1.0
+    assert rows["topk"]["compression_ratio"] == 10.0  # 1000 vs 100 bits per iteration
+    assert rows["fp32"]["total_bits"] == 4000 and rows["topk"]["total_bits"] == 200
+    assert (rows["fp32"]["iterations_to_target"], rows["fp32"]["time_to_target_s"]) == (3, 8.0)
+    assert rows["topk"]["time_to_target_s"] == 3.0
+    assert rows["fp32"]["final_accuracy"] == 0.8 and rows["fp32"]["best_accuracy"] == 0.8
+    never = F.compare_summary([topk], target=0.9)[0]
+    assert never["time_to_target_s"] is None and never["compression_ratio"] is None
+    fig = validated(F.compare_figure([fp32, topk], "virtual_time_s", target=0.8))
+    assert list(by_uid(fig)["bits:2"].y) == [100, 200]
+    assert list(by_uid(fig)["acc:1"].x) == [4.0, 8.0]
+
+
+def test_dict_and_figure_forms_agree():
+    a = F.rate_figure(its(3), [], as_dict=True)
+    b = F.rate_figure(its(3), []).to_dict()
+    assert [t["y"] for t in a["data"]] == [list(t["y"]) for t in b["data"]]
+
+
+def test_runs_table_rows_keep_numbers():
+    row = F.runs_table_rows([{"id": 1, "name": "a", "status": "running", "total_bits": 2_500_000,
+                              "best_accuracy": 0.5}])[0]
+    assert row["total_mbit"] == 2.5 and row["best_accuracy"] == 0.5 and row["status"] == "running"
