@@ -1,0 +1,433 @@
+"""Multi-process runs: one torch.distributed rank per worker, in lockstep, real bytes between them.
+
+Every rank builds the same Experiment from the same file and seed (same model init, same scheme
+object, same seeded network object). Rank r is worker r:
+- it computes only worker r's gradient, on its own device (cuda:LOCAL_RANK or the CPU), with
+  worker r's own batch generator, so the gradient is the one the single-process run computes;
+  the other workers' entries are zeros (the scheme encodes garbage for them, never used);
+- at every Uplink / Broadcast / AllReduce phase the ranks exchange their own worker's real
+  message bytes (`Comm.all_gather_packets`), so every rank's phase then holds every worker's
+  real bytes and the server-side decode - which only depends on received bytes - is identical on
+  every rank: every replica takes the same optimizer step, and a Downlink needs no transfer;
+- only rank 0 runs the link layer and broadcasts each CollectiveReport, so the seeded network
+  draws (loss pattern, timing) are the ones a single process makes;
+- only rank 0 writes the store, reads steering controls and applies them to its network (the
+  only network that runs), decides to stop, and evaluates (the result is broadcast).
+
+Failure: collectives time out after `timeout_s`; before each collective a rank records where it
+is in the rendezvous store, so when a collective fails the ranks that never reached it (dead or
+hung) are named in the error, which rank 0 writes into the store (run marked failed).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import signal
+import time
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from testbed.experiment import Experiment, ExperimentError
+
+# Methods whose per-worker state, in one process, reads state it would not have in another
+# process (another worker's top-k positions instead of the ones it received). They keep
+# replicas consistent or not, but would silently train differently from the single-process run.
+NOT_MULTIPROCESS_SAFE = {
+    "lgc_rar": "every node uses the leader's top-k positions it computed itself instead of the "
+               "ones its Broadcast delivered",
+    "lgc_ps": "in the lgc stage each worker masks its error feedback at the leader's positions "
+              "it computed itself instead of the ones it received",
+}
+
+# Test-only fault injection: "RANK:ITERATION:exit" (os._exit) or "RANK:ITERATION:hang" (sleep).
+FAULT_ENV = "TESTBED_TEST_FAULT_INJECTION"
+
+
+class WorkerFailure(ExperimentError):
+    """Another rank died, hung, or failed: this rank cannot go on."""
+
+
+class NullStore:
+    """What ranks other than 0 write to: nothing (rank 0 owns the store)."""
+
+    db = None
+
+    def create_run(self, *a, **k) -> int:
+        return 0
+
+    def pending_controls(self, run_id) -> list:
+        return []
+
+    def __getattr__(self, name):  # append_iteration, append_event, flush, finish_run, close...
+        return lambda *a, **k: None
+
+
+def _first_line(err: BaseException, limit: int = 200) -> str:
+    text = str(err).strip().splitlines()
+    line = text[0] if text else type(err).__name__
+    line = re.sub(r"^\[[^\]]*\.(cc|cpp|h):\d+\]\s*", "", line)  # Gloo's "[/src/pair.cc:537] "
+    return line[:limit]
+
+
+class Comm:
+    """This process's place in the job and the few collectives the lockstep run needs.
+
+    Every collective is wrapped: the rank first records (sequence number, iteration, what) in the
+    rendezvous store; if the collective fails or times out, `_failure` names the ranks that are
+    behind (never reached it: dead or hung) or that reported an error of their own.
+    """
+
+    def __init__(self, *, backend: str, timeout_s: float, device: torch.device):
+        self.rank = dist.get_rank()
+        self.world = dist.get_world_size()
+        self.backend = backend
+        self.timeout_s = float(timeout_s)
+        self.device = device  # where tensors for collectives live (cuda:LOCAL_RANK with NCCL)
+        self.seq = 0
+        self.iteration: int | None = None
+        self.failing = False  # set while a failure is being explained (SIGTERM then waits)
+        self.store = None
+        try:  # the rendezvous store (torchrun's agent keeps it alive when a worker dies)
+            from torch.distributed.distributed_c10d import _get_default_store
+            self.store = _get_default_store()
+        except Exception:  # no store: failures are still reported, without the culprit
+            self.store = None
+        self._mark("start")
+
+    # ------------------------------------------------------------------ set-up
+    @classmethod
+    def init(cls, *, device: torch.device, timeout_s: float) -> "Comm":
+        """init_process_group from torchrun's environment: NCCL for a GPU, Gloo for the CPU."""
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        kwargs: dict[str, Any] = {"timeout": timedelta(seconds=float(timeout_s))}
+        if backend == "nccl":
+            # a timed-out NCCL collective raises (instead of the watchdog killing the process)
+            os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")
+            kwargs["device_id"] = device
+        dist.init_process_group(backend=backend, **kwargs)
+        return cls(backend=backend, timeout_s=timeout_s, device=device)
+
+    def close(self) -> None:
+        self._mark("done")
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    # ------------------------------------------------------------------ progress and failure
+    def _key(self, what: str, rank: int) -> str:
+        return f"testbed/{what}/{rank}"
+
+    def _mark(self, what: str) -> None:
+        if self.store is None:
+            return
+        try:
+            self.store.set(self._key("at", self.rank), json.dumps(
+                {"seq": self.seq if what != "done" else 1 << 62, "iteration": self.iteration,
+                 "what": what}))
+        except Exception:
+            self.store = None
+
+    def report_failure(self, err: BaseException) -> None:
+        """Tell the other ranks why this one stops (they name it in their error)."""
+        if self.store is None:
+            return
+        try:
+            self.store.set(self._key("failed", self.rank), json.dumps(
+                {"primary": not isinstance(err, WorkerFailure), "error": _first_line(err, 400),
+                 "iteration": self.iteration}))
+        except Exception:
+            pass
+
+    def _read(self, what: str, rank: int) -> dict | None:
+        key = self._key(what, rank)
+        if not self.store.check([key]):
+            return None
+        return json.loads(self.store.get(key))
+
+    def culprits(self, seq: int, grace_s: float = 2.0) -> list[str]:
+        """Why the job broke, as seen from here: ranks that failed on their own, else ranks that
+        did not reach collective `seq` (waiting `grace_s` for ranks that are merely busy)."""
+        if self.store is None:
+            return []
+        try:
+            self.store.set_timeout(timedelta(seconds=5))
+            deadline = time.monotonic() + grace_s
+            while True:
+                others = [r for r in range(self.world) if r != self.rank]
+                failed = {r: f for r in others if (f := self._read("failed", r)) is not None}
+                primary = [f"rank {r} (worker w{r}) failed at iteration {f['iteration']}: {f['error']}"
+                           for r, f in failed.items() if f["primary"]]
+                if primary:
+                    return primary
+                at = {r: self._read("at", r) for r in others}
+                behind = {r: a for r, a in at.items() if a is None or a["seq"] < seq}
+                if not behind or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.2)
+            return [f"rank {r} (worker w{r}) did not reach it (last seen at iteration "
+                    f"{a['iteration'] if a else '?'}, {a['what'] if a else 'start-up'}): "
+                    "it died or hung" for r, a in sorted(behind.items())]
+        except Exception:
+            return []
+
+    def _failure(self, seq: int, what: str, err: BaseException) -> WorkerFailure:
+        self.failing = True
+        where = f"iteration {self.iteration}, {what}" if self.iteration is not None else what
+        who = self.culprits(seq)
+        cause = "; ".join(who) if who else "a peer process left or stopped answering"
+        return WorkerFailure(f"rank {self.rank} lost the other workers at {where}: {cause} "
+                             f"[{self.backend}: {_first_line(err, 120)}]")
+
+    def _collective(self, what: str, fn):
+        self.seq += 1
+        self._mark(what)
+        try:
+            return fn()
+        except Exception as e:  # RuntimeError / DistBackendError / DistNetworkError
+            raise self._failure(self.seq, what, e) from e
+
+    # ------------------------------------------------------------------ collectives
+    def all_gather_packets(self, packets: list[bytes] | None, what: str) -> list[list[bytes] | None]:
+        """Every rank's packet list (None: that rank had nothing to send), as real bytes.
+
+        Two collectives: (packet count, total bytes) of every rank, then one uint8 tensor per
+        rank holding its packet sizes (int64) followed by the concatenated payload, padded to
+        the longest."""
+        n, total = (-1, 0) if packets is None else (len(packets), sum(len(p) for p in packets))
+        head = torch.tensor([n, total], dtype=torch.int64, device=self.device)
+        heads = [torch.empty_like(head) for _ in range(self.world)]
+        self._collective(f"{what} (sizes)", lambda: dist.all_gather(heads, head))
+        shape = [(int(h[0]), int(h[1])) for h in heads]
+        width = max(8 * max(c, 0) + t for c, t in shape)
+        buf = np.zeros(width, dtype=np.uint8)
+        if packets is not None:
+            buf[:8 * n] = np.asarray([len(p) for p in packets], dtype="<i8").view(np.uint8)
+            buf[8 * n:8 * n + total] = np.frombuffer(b"".join(packets), dtype=np.uint8)
+        mine = torch.from_numpy(buf).to(self.device)
+        bufs = [torch.empty_like(mine) for _ in range(self.world)]
+        self._collective(f"{what} (bytes)", lambda: dist.all_gather(bufs, mine))
+        out: list[list[bytes] | None] = []
+        for (c, t), b in zip(shape, bufs):
+            if c < 0:
+                out.append(None)
+                continue
+            raw = b.cpu().numpy()
+            sizes = raw[:8 * c].view("<i8")
+            data = raw[8 * c:8 * c + t].tobytes()
+            ends = np.cumsum(sizes)
+            out.append([data[e - s:e] for s, e in zip(sizes.tolist(), ends.tolist())])
+        return out
+
+    def broadcast_packets(self, packets: list[bytes] | None, src: int, what: str) -> list[bytes]:
+        """Rank `src`'s packet list on every rank (same layout as all_gather_packets)."""
+        sizes = [len(p) for p in packets] if self.rank == src else []
+        head = torch.tensor([len(sizes), sum(sizes)], dtype=torch.int64, device=self.device)
+        self._collective(f"{what} (sizes)", lambda: dist.broadcast(head, src))
+        c, t = int(head[0]), int(head[1])
+        buf = np.zeros(8 * c + t, dtype=np.uint8)
+        if self.rank == src:
+            buf[:8 * c] = np.asarray(sizes, dtype="<i8").view(np.uint8)
+            buf[8 * c:] = np.frombuffer(b"".join(packets), dtype=np.uint8)
+        tensor = torch.from_numpy(buf).to(self.device)
+        self._collective(f"{what} (bytes)", lambda: dist.broadcast(tensor, src))
+        raw = tensor.cpu().numpy()
+        data = raw[8 * c:].tobytes()
+        ends = np.cumsum(raw[:8 * c].view("<i8")).tolist()
+        starts = [0] + ends[:-1]
+        return [data[a:b] for a, b in zip(starts, ends)]
+
+    def all_gather_floats(self, values: list[float], what: str) -> list[list[float]]:
+        """Every rank's row of float64 values."""
+        mine = torch.tensor(values, dtype=torch.float64, device=self.device)
+        rows = [torch.empty_like(mine) for _ in range(self.world)]
+        self._collective(what, lambda: dist.all_gather(rows, mine))
+        return [r.cpu().tolist() for r in rows]
+
+    def all_gather_ints(self, values: list[int], what: str) -> list[list[int]]:
+        mine = torch.tensor(values, dtype=torch.int64, device=self.device)
+        rows = [torch.empty_like(mine) for _ in range(self.world)]
+        self._collective(what, lambda: dist.all_gather(rows, mine))
+        return [r.cpu().tolist() for r in rows]
+
+    def broadcast_object(self, obj: Any, src: int, what: str) -> Any:
+        box = [obj if self.rank == src else None]
+        device = self.device if self.backend == "nccl" else None
+        self._collective(what, lambda: dist.broadcast_object_list(box, src, device=device))
+        return box[0]
+
+
+def aggregate_checksum(agg: torch.Tensor) -> list[int]:
+    """Two int64 sums of the aggregate's bit patterns (plain and position-weighted), computed on
+    its device: any bit that differs between replicas changes them."""
+    bits = agg.detach().float().contiguous().view(torch.int32).to(torch.int64)
+    weights = torch.arange(bits.numel(), device=bits.device) % 251 + 1
+    return [int(bits.sum()), int((bits * weights).sum())]
+
+
+class DistributedExperiment(Experiment):
+    """The Experiment as one rank of a torchrun job: this rank is worker `comm.rank`."""
+
+    def __init__(self, cfg, store, comm: Comm, *, progress=None, should_stop=None,
+                 check_replicas: bool = True):
+        self.comm = comm
+        self.check_replicas = check_replicas
+        self._fault = _parse_fault(os.environ.get(FAULT_ENV))
+        super().__init__(cfg, store if comm.rank == 0 else NullStore(), progress=progress,
+                         should_stop=should_stop)
+        self._local_should_stop = self.should_stop
+        self.should_stop = self._should_stop_all
+
+    # ------------------------------------------------------------------ setup
+    def _setup(self) -> None:
+        method = self.cfg.compression.method
+        if method in NOT_MULTIPROCESS_SAFE:
+            raise ExperimentError(
+                f"compression.method = {method!r} cannot run with one process per worker yet: "
+                f"{NOT_MULTIPROCESS_SAFE[method]}; use --launcher local")
+        super()._setup()
+        r, n = self.comm.rank, len(self.workers)
+        if n != self.comm.world:
+            raise ExperimentError(
+                f"the file's network has {n} workers but torchrun started {self.comm.world} "
+                f"processes; start exactly one process per worker (--nproc-per-node x --nnodes "
+                f"= {n})")
+        # This rank computes worker r only: keep worker r's own sampler (its shard and its
+        # seeded batch order, worker_seed(seed, r)), so the gradient is the single-process one.
+        self.pool.samplers = [self.pool.samplers[r]]
+
+    # ------------------------------------------------------------------ the three seams
+    def _worker_gradients(self):
+        it = self.pool.iteration
+        self.comm.iteration = it
+        if self._fault and self._fault[0] == self.comm.rank and self._fault[1] == it:
+            _inject(self._fault[2])
+        w0 = time.perf_counter()
+        grads, losses = self.pool.gradients()
+        wall = time.perf_counter() - w0
+        g = grads[0]
+        bad = float(not bool(torch.isfinite(g).all()))
+        rows = self.comm.all_gather_floats([losses[0], bad, wall], "loss exchange")
+        from nodes.compression.base import GradientError
+
+        for w, row in enumerate(rows):  # every rank stops on the same worker's bad gradient
+            if row[1]:
+                raise GradientError(w, it)
+        full = [g if w == self.comm.rank else torch.zeros_like(g) for w in range(len(rows))]
+        # The orchestrator charges one wall time per worker: the mean, as in one process.
+        return full, [row[0] for row in rows], float(np.mean([row[2] for row in rows]))
+
+    def _share(self, phase):
+        from nodes.compression import phases as ph
+        from nodes.compression.base import Message
+
+        r = self.comm.rank
+        if isinstance(phase, ph.Uplink):
+            mine = phase.messages[r].packets if r in phase.messages else None
+            got = self.comm.all_gather_packets(mine, "uplink")
+            return dataclasses.replace(phase, messages={w: Message(got[w]) for w in phase.messages})
+        if isinstance(phase, ph.AllReduce):
+            mine = [phase.buffers[r]] if r in phase.buffers else None
+            got = self.comm.all_gather_packets(mine, "all-reduce buffers")
+            return dataclasses.replace(phase, buffers={w: got[w][0] for w in phase.buffers})
+        if isinstance(phase, ph.Broadcast):
+            packets = self.comm.broadcast_packets(phase.message.packets if r == phase.src else None,
+                                                  phase.src, f"broadcast from w{phase.src}")
+            return dataclasses.replace(phase, message=Message(packets))
+        return phase  # Downlink: computed identically on every rank from the bytes received
+
+    def _net(self, pattern: str, *args, **kwargs):
+        """Rank 0 runs the link layer; every rank gets its report (or its error)."""
+        outcome, error = None, None
+        if self.comm.rank == 0:
+            try:
+                outcome = ("ok", super()._net(pattern, *args, **kwargs))
+            except Exception as e:
+                outcome, error = ("error", f"{type(e).__name__}: {e}"), e
+        outcome = self.comm.broadcast_object(outcome, 0, f"network {pattern}")
+        if error is not None:
+            raise error
+        if outcome[0] == "error":
+            raise WorkerFailure(f"the link layer on rank 0 failed: {outcome[1]}")
+        return outcome[1]
+
+    # ------------------------------------------------------------------ rank-0 decisions
+    def _should_stop_all(self) -> bool:
+        self.comm.iteration = self.pool.iteration  # the first collective of an iteration
+        stop = bool(self._local_should_stop()) if self.comm.rank == 0 else False
+        return bool(self.comm.broadcast_object(stop, 0, "stop decision"))
+
+    def _evaluate(self) -> tuple[float, float]:
+        result = super()._evaluate() if self.comm.rank == 0 else None
+        return self.comm.broadcast_object(result, 0, "evaluation")
+
+    def _apply_gradient(self, it: int, agg: torch.Tensor) -> None:
+        if self.check_replicas:
+            sums = self.comm.all_gather_ints(aggregate_checksum(agg), "replica check")
+            odd = [r for r, s in enumerate(sums) if s != sums[0]]
+            if odd:
+                raise ExperimentError(
+                    f"replicas diverged at iteration {it}: the aggregated gradient of rank(s) "
+                    f"{', '.join(map(str, odd))} differs from rank 0's; method "
+                    f"{self.cfg.compression.method!r} must decode only from the bytes it received")
+        super()._apply_gradient(it, agg)
+
+    def start(self) -> int:
+        super().start()
+        if self.comm.rank == 0:
+            self.store.append_event(self.run_id, "distributed", {
+                "world_size": self.comm.world, "backend": self.comm.backend,
+                "hosts": self._hosts()}, iteration=0, virtual_time_s=0.0)
+            self.store.flush()
+        else:
+            self._hosts()
+        self.run_id = self.comm.broadcast_object(self.run_id, 0, "run id")
+        return self.run_id
+
+    def _hosts(self) -> list[str]:
+        box = [None] * self.comm.world
+        self.comm._collective("hosts", lambda: dist.all_gather_object(box, os.uname().nodename))
+        return box
+
+
+def _parse_fault(spec: str | None):
+    """`RANK:ITERATION:exit|hang` -> (rank, iteration, action); None when unset."""
+    if not spec:
+        return None
+    try:
+        rank, it, action = spec.split(":")
+        if action not in ("exit", "hang"):
+            raise ValueError
+        return int(rank), int(it), action
+    except ValueError:
+        raise ExperimentError(f"{FAULT_ENV} = {spec!r}: expected RANK:ITERATION:exit or "
+                              "RANK:ITERATION:hang") from None
+
+
+def _inject(action: str) -> None:
+    """Test only: die at once (no clean-up, like a crash) or stop answering."""
+    if action == "exit":
+        os._exit(17)
+    while True:
+        time.sleep(3600)
+
+
+def install_sigterm(comm: Comm) -> None:
+    """torchrun ends the other ranks with SIGTERM when one fails: turn it into an error that
+    names the rank that failed, so rank 0 marks the run failed with the reason."""
+    def handler(signum, frame):
+        if comm.failing:  # already on the way out with the reason: let it finish
+            return
+        comm.failing = True
+        who = comm.culprits(comm.seq + 1, grace_s=0.5)
+        raise WorkerFailure(f"rank {comm.rank} was stopped by torchrun (SIGTERM) at iteration "
+                            f"{comm.iteration}: " + ("; ".join(who) if who else "another rank failed"))
+    signal.signal(signal.SIGTERM, handler)
+
+
+__all__ = ["Comm", "DistributedExperiment", "NullStore", "WorkerFailure", "aggregate_checksum",
+           "install_sigterm", "FAULT_ENV", "NOT_MULTIPROCESS_SAFE"]
