@@ -11,7 +11,7 @@ LOSSES = [
     {"model": "bernoulli", "p": 0.15},
     {"model": "gilbert_elliott", "p_good_to_bad": 0.1, "p_bad_to_good": 0.3, "loss_good": 0.02, "loss_bad": 0.6},
     {"model": "fading", "fading": "rayleigh", "coherence_ms": 3.0, "rate": "mcs", "distance_m": 30.0},
-    {"model": "fading", "fading": "rician", "coherence_ms": 1.0, "outage_snr_db": 31.0, "distance_m": 25.0},
+    {"model": "fading", "fading": "rician", "coherence_ms": 1.0, "outage_snr_db": 27.0, "distance_m": 25.0},
 ]
 
 

@@ -1,0 +1,159 @@
+"""`testbed probe FILE --payload-bytes N`: run only the link layer of an experiment file.
+
+Users tune channel parameters with it before spending training time; it is also how the link
+layer is checked from outside. Only `[run] seed` and `[network]` are read.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import tomllib
+from pathlib import Path
+
+PATTERNS = ("p2p", "gather", "broadcast", "allgather", "allreduce")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("probe", help="run only the emulated network of an experiment file and report timings")
+    p.add_argument("file", help="experiment TOML ([run] seed and [network] are enough)")
+    p.add_argument("--payload-bytes", type=int, required=True, metavar="N",
+                   help="bytes each sender sends (split into packets of the path's payload size)")
+    p.add_argument("--pattern", choices=PATTERNS, default="p2p")
+    p.add_argument("--src", help="p2p source / broadcast source (default w0 / server)")
+    p.add_argument("--dst", help="p2p destination / gather destination (default server)")
+    p.add_argument("--repeat", type=int, default=1, metavar="R", help="repetitions with seeds seed, seed+1, ...")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=main)
+
+
+def _fail(msg: str, code: int) -> int:
+    print(f"testbed probe: error: {msg}", file=sys.stderr)
+    return code
+
+
+def _resolve_paths(net: dict, base: Path) -> dict:
+    """Trace and graph files named relative to the experiment file work from any directory."""
+    def fix(path):
+        if path and not Path(path).is_absolute() and not Path(path).exists() and (base / path).exists():
+            return str(base / path)
+        return path
+    net = dict(net)
+    if "file" in net:
+        net["file"] = fix(net["file"])
+    if isinstance(net.get("link"), dict) and "trace" in net["link"]:
+        net["link"] = {**net["link"], "trace": fix(net["link"]["trace"])}
+    if isinstance(net.get("links"), list):
+        net["links"] = [{**o, "trace": fix(o["trace"])} if isinstance(o, dict) and "trace" in o else o
+                        for o in net["links"]]
+    return net
+
+
+def load_probe_config(path: str) -> tuple[int, dict]:
+    from channels.config import validate_network
+
+    p = Path(path)
+    try:
+        raw = tomllib.loads(p.read_text())
+    except OSError as e:
+        raise FileNotFoundError(f"{path}: {e.strerror}")
+    seed = raw.get("run", {}).get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        from channels.errors import ChannelConfigError
+        raise ChannelConfigError("run.seed", seed, "an integer")
+    return seed, validate_network(_resolve_paths(raw.get("network", {}), p.parent))
+
+
+def _one(network: dict, seed: int, args):
+    import numpy as np
+
+    from channels.network import Network
+    from channels.topology import build_topology
+
+    g = build_topology(network, seed)
+    net = Network(g, medium=network["medium"], sharing=network["sharing"], engine=network["engine"],
+                  rng=np.random.default_rng([seed, 0xC4A7]))
+    roles = {n: a.get("role", "worker") for n, a in g.nodes(data=True)}
+    workers = sorted((n for n, r in roles.items() if r == "worker"), key=lambda n: (len(str(n)), str(n)))
+    servers = [n for n, r in roles.items() if r == "server"]
+    server = servers[0] if servers else None
+    N = args.payload_bytes
+
+    def packets(src, dst):
+        per = net.payload_bytes(src, dst)
+        q, r = divmod(N, per)
+        return [per] * q + ([r] if r else [])
+
+    pattern = args.pattern
+    if pattern == "p2p":
+        src = args.src or workers[0]
+        dst = args.dst or (server if server is not None and server != src else workers[1])
+        return net.transfer(src, dst, packets(src, dst), at=0.0)
+    if pattern == "gather":
+        dst = args.dst or server
+        if dst is None:
+            raise ValueError("this topology has no server: give --dst NODE")
+        return net.gather({w: packets(w, dst) for w in workers if w != dst}, dst, at=0.0)
+    if pattern == "broadcast":
+        src = args.src or server or workers[0]
+        dsts = [w for w in workers if w != src]
+        return net.broadcast(src, dsts, packets(src, dsts[0]), at=0.0)
+    if pattern == "allgather":
+        return net.allgather({w: packets(w, server or workers[(i + 1) % len(workers)])
+                              for i, w in enumerate(workers)}, at=0.0)
+    return net.ring_allreduce(workers, N, at=0.0)
+
+
+def probe_report(network: dict, seed: int, args) -> dict:
+    reps = [_one(network, seed + i, args) for i in range(max(args.repeat, 1))]
+    rep = reps[0]
+    durations = [r.end_s - r.start_s for r in reps]
+    mean = sum(durations) / len(durations)
+    std = math.sqrt(sum((d - mean) ** 2 for d in durations) / (len(durations) - 1)) if len(durations) > 1 else 0.0
+    return {
+        "pattern": args.pattern,
+        "payload_bytes": args.payload_bytes,
+        "completion_s": rep.end_s - rep.start_s,
+        "lost_fraction": rep.lost_fraction,
+        "nodes": {str(n): {"completion_s": s.completion_s - rep.start_s, "packets_sent": s.packets_sent,
+                           "packets_lost": s.packets_lost, "retransmissions": s.retransmissions,
+                           "bytes_on_wire": s.bytes_on_wire} for n, s in rep.nodes.items()},
+        "repeats": {"n": len(durations), "mean_s": mean, "std_s": std},
+        "seed": seed,
+        "topology": network["topology"], "medium": network["medium"], "sharing": network["sharing"],
+    }
+
+
+def main(args) -> int:
+    from channels.errors import ChannelConfigError, DeliveryError
+
+    if args.payload_bytes < 0:
+        return _fail(f"--payload-bytes = {args.payload_bytes} is not allowed: >= 0", 2)
+    if args.repeat < 1:
+        return _fail(f"--repeat = {args.repeat} is not allowed: >= 1", 2)
+    try:
+        seed, network = load_probe_config(args.file)
+        out = probe_report(network, seed, args)
+    except FileNotFoundError as e:
+        return _fail(str(e), 2)
+    except tomllib.TOMLDecodeError as e:
+        return _fail(f"{args.file}: {e}", 2)
+    except ChannelConfigError as e:
+        return _fail(str(e), 2)
+    except DeliveryError as e:
+        return _fail(str(e), 1)
+    except ValueError as e:
+        return _fail(str(e), 2)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"{out['pattern']} of {out['payload_bytes']} bytes on {out['topology']} ({out['medium']}): "
+          f"{out['completion_s'] * 1e3:.3f} ms, lost fraction {out['lost_fraction']:.4f}")
+    print(f"{'node':<10} {'done ms':>10} {'sent':>8} {'lost':>6} {'retx':>6} {'bytes':>10}")
+    for n, s in out["nodes"].items():
+        print(f"{n:<10} {s['completion_s'] * 1e3:>10.3f} {s['packets_sent']:>8} {s['packets_lost']:>6} "
+              f"{s['retransmissions']:>6} {s['bytes_on_wire']:>10}")
+    r = out["repeats"]
+    if r["n"] > 1:
+        print(f"{r['n']} repeats: mean {r['mean_s'] * 1e3:.3f} ms, std {r['std_s'] * 1e3:.3f} ms")
+    return 0

@@ -1,0 +1,88 @@
+"""`testbed probe`: the link layer from outside, against hand-computed timings."""
+import json
+
+import pytest
+
+from testbed.commands.probe import register
+
+
+def _run(argv, capsys):
+    import argparse
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(argv)
+    code = args.func(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _write(tmp_path, body):
+    p = tmp_path / "exp.toml"
+    p.write_text("[run]\nseed = 1\n" + body)
+    return str(p)
+
+
+STAR = """[network]
+topology = "star"
+workers = 3
+medium = "shared"
+[network.link]
+bandwidth_mbps = 10.0
+delay_ms = 5.0
+"""
+
+
+def test_probe_gather_json_shape_and_times(tmp_path, capsys):
+    f = _write(tmp_path, STAR)
+    code, out, _ = _run(["probe", f, "--payload-bytes", "14600", "--pattern", "gather", "--json", "--repeat", "3"], capsys)
+    assert code == 0
+    rep = json.loads(out)
+    assert {"pattern", "payload_bytes", "completion_s", "nodes", "repeats", "lost_fraction"} <= rep.keys()
+    # 3 stations x 10 packets of 1500 B at 10 Mb/s share the cell: 30 x 1.2 ms + 5 ms
+    assert rep["completion_s"] == pytest.approx(30 * 1.2e-3 + 0.005)
+    assert set(rep["nodes"]) == {"server", "w0", "w1", "w2"}
+    for w in ("w0", "w1", "w2"):
+        n = rep["nodes"][w]
+        assert n.keys() == {"completion_s", "packets_sent", "packets_lost", "retransmissions", "bytes_on_wire"}
+        assert n["packets_sent"] == 10 and n["bytes_on_wire"] == 15000
+    assert rep["repeats"]["n"] == 3 and rep["repeats"]["std_s"] == 0.0
+    assert rep["lost_fraction"] == 0.0
+
+
+def test_probe_p2p_and_allreduce(tmp_path, capsys):
+    f = _write(tmp_path, STAR.replace('"star"', '"ring"').replace('"shared"', '"dedicated"'))
+    code, out, _ = _run(["probe", f, "--payload-bytes", "2920", "--src", "w0", "--dst", "w1", "--json"], capsys)
+    assert code == 0 and json.loads(out)["completion_s"] == pytest.approx(2 * 1.2e-3 + 0.005)
+    code, out, _ = _run(["probe", f, "--payload-bytes", str(3 * 14600), "--pattern", "allreduce", "--json"], capsys)
+    # 2(N-1) steps of (S/N/B + d), S/N = 10 packets
+    assert json.loads(out)["completion_s"] == pytest.approx(4 * (10 * 1.2e-3 + 0.005))
+
+
+def test_probe_full_loss(tmp_path, capsys):
+    lossy = STAR + 'loss = { model = "bernoulli", p = 1.0 }\nretry_limit = 2\n'
+    code, _, err = _run(["probe", _write(tmp_path, lossy), "--payload-bytes", "3000"], capsys)
+    assert code == 1 and "retry_limit" in err
+    be = lossy + 'delivery = "best_effort"\n'
+    code, out, _ = _run(["probe", _write(tmp_path, be), "--payload-bytes", "3000", "--json"], capsys)
+    assert code == 0 and json.loads(out)["lost_fraction"] == 1.0
+
+
+@pytest.mark.parametrize("bad,words", [
+    ("bandwidth_mbps = -1.0", ["network.link.bandwidth_mbps", "-1"]),
+    ('loss = { model = "bernoulli", p = 1.5 }', ["network.link.loss.p", "1.5", "[0, 1]"]),
+    ("bandwith_mbps = 3.0", ["network.link.bandwith_mbps", "did you mean 'bandwidth_mbps'"]),
+])
+def test_probe_bad_input_names_the_key(tmp_path, capsys, bad, words):
+    f = _write(tmp_path, STAR.replace("bandwidth_mbps = 10.0", bad))
+    code, _, err = _run(["probe", f, "--payload-bytes", "100"], capsys)
+    assert code == 2
+    assert all(w in err for w in words), err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_probe_trace_relative_to_file(tmp_path, capsys):
+    (tmp_path / "cell.trace").write_text("1\n2\n")
+    body = STAR.replace('"shared"', '"dedicated"') + 'trace = "cell.trace"\n'
+    code, out, _ = _run(["probe", _write(tmp_path, body), "--payload-bytes", "4380", "--json"], capsys)
+    # three packets on the opportunities at 1, 2 and 3 ms, + 5 ms
+    assert code == 0 and json.loads(out)["completion_s"] == pytest.approx(0.008)
