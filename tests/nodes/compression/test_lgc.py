@@ -11,8 +11,7 @@ from nodes.compression import codec
 from nodes.compression.ideal import run_exchange
 from nodes.compression.lgc_autoencoder import GradientAutoencoder, n_params
 from nodes.compression.lgc_common import KIND_INDICES, KIND_LATENT, KIND_WEIGHTS, Schedule, by_kind
-from nodes.compression.phases import (AllReduce, Broadcast, Downlink, ServerCompute, Uplink,
-                                      WorkerCompute)
+from nodes.compression.phases import AllReduce, Broadcast, ServerCompute, WorkerCompute
 from nodes.compression.registry import build_scheme
 from nodes.compression.ring import ring_sum
 
