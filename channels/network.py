@@ -79,8 +79,9 @@ class Network:
     def link_state(self, u, v) -> LinkState:
         return self._links[(u, v)]
 
-    def set_link(self, u=None, v=None, **changes) -> list[tuple[str, str]]:
-        """Steer links: u=None every link; v=None every link of u; else the edge u-v, both ways."""
+    def set_link(self, u=None, v=None, *, one_way: bool = False, **changes) -> list[tuple[str, str]]:
+        """Steer links: u=None every link; v=None every link of u; else the edge u-v, both ways
+        (or only u->v with `one_way=True`)."""
         for k in changes:
             if k not in STEERABLE:
                 raise ChannelConfigError(f"set_link.{k}", changes[k], "one of " + ", ".join(STEERABLE))
@@ -92,7 +93,8 @@ class Network:
             if not self.graph.has_edge(u, v):
                 raise ChannelConfigError("set_link", f"{u}-{v}", "an edge of the topology")
         chosen = [(a, b) for (a, b) in self._links
-                  if u is None or (v is None and u in (a, b)) or {a, b} == {u, v}]
+                  if u is None or (v is None and u in (a, b))
+                  or ((a, b) == (u, v) if one_way else {a, b} == {u, v})]
         for key in chosen:
             st = self._links[key]
             st.set_spec(st.spec.with_changes(**checked), reset_loss=False)

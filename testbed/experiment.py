@@ -232,15 +232,18 @@ class Experiment:
             self._refresh_graph_json()
 
     def _steer(self, target: str, changes: dict) -> list[str]:
-        from testbed.controls import resolve_target
+        from testbed.controls import ALL_LINKS, resolve_target
 
         kwargs = dict(changes)
         if "loss_p" in kwargs:
             p = kwargs.pop("loss_p")
             kwargs["loss"] = {"model": "none"} if p == 0 else {"model": "bernoulli", "p": p}
         links = resolve_target(self.run_info["graph"], target)
-        for u, v in links:
-            self.network.set_link(u, v, **kwargs)
+        if target == ALL_LINKS:
+            self.network.set_link(None, None, **kwargs)
+        else:
+            for u, v in links:
+                self.network.set_link(u, v, one_way=True, **kwargs)
         return [f"{u}->{v}" for u, v in links]
 
     def _refresh_graph_json(self) -> None:
@@ -322,22 +325,47 @@ class Experiment:
             traffic.uplink_done[flow.src] = float(flow.completion_s)
         return report, "uplink", delivered
 
+    def _reliable_broadcast(self, src: str, dsts: list[str], sizes: list[int], at: float) -> list:
+        """A broadcast every receiver gets whole: packets a receiver missed (best-effort links)
+        are sent again, as the link layer times them, until all have them; model updates must
+        arrive everywhere or the replicas would drift apart. On a shared cell one resend of the
+        union reaches everyone; on dedicated links each receiver gets only what it missed."""
+        reports = [self._net("broadcast", src, dsts, sizes, at=at)]
+        missing = {f.dst: set(np.flatnonzero(~f.arrived).tolist()) for f in reports[0].flows}
+        shared = self.cfg.network.get("medium") == "shared"
+        for _ in range(self.MAX_REBROADCASTS):
+            missing = {d: m for d, m in missing.items() if m}
+            if not missing:
+                return reports
+            t = max(float(r.end_s) for r in reports)
+            sends = ([(list(missing), sorted(set().union(*missing.values())))] if shared else
+                     [([d], sorted(m)) for d, m in missing.items()])
+            for targets, idx in sends:
+                report = self._net("broadcast", src, targets, [sizes[i] for i in idx], at=t)
+                reports.append(report)
+                for f in report.flows:
+                    missing[f.dst] &= {idx[j] for j in np.flatnonzero(~f.arrived)}
+        raise ExperimentError(f"broadcast from {src} still lost packets after "
+                              f"{self.MAX_REBROADCASTS} resends; the downlink loss is too high")
+
+    MAX_REBROADCASTS = 50
+
     def _downlink(self, phase, ready, first, compute_end, traffic):
-        report = self._net("broadcast", self.server, list(self.workers), phase.message.sizes,
-                           at=self.clock)
+        reports = self._reliable_broadcast(self.server, list(self.workers), phase.message.sizes,
+                                           at=self.clock)
         for n in self.workers:
             traffic.add_bits(traffic.bits_down, n, phase.message.nbits)
-        return report, "downlink", None
+        return reports, "downlink", None
 
     def _broadcast(self, phase, ready, first, compute_end, traffic):
         src = self.workers[phase.src]
         dsts = [n for n in self.workers if n != src]
-        report = self._net("broadcast", src, dsts, phase.message.sizes,
-                           at=ready[src] if first else self.clock)
+        reports = self._reliable_broadcast(src, dsts, phase.message.sizes,
+                                           at=ready[src] if first else self.clock)
         traffic.add_bits(traffic.bits_up, src, phase.message.nbits)
         for n in dsts:
             traffic.add_bits(traffic.bits_down, n, phase.message.nbits)
-        return report, "uplink", None
+        return reports, "uplink", None
 
     def _allreduce(self, phase, ready, first, compute_end, traffic):
         from nodes.compression.ring import ring_sum
@@ -355,14 +383,17 @@ class Experiment:
             traffic.add_bits(traffic.bits_up, name, 8 * sent)
         return report, "uplink", ring_sum(buffers, phase.dtype)
 
-    def _advance(self, report, timing: IterationTiming, kind: str, compute_end: float,
+    def _advance(self, reports, timing: IterationTiming, kind: str, compute_end: float,
                  first: bool, traffic: _Traffic) -> None:
-        end = float(report.end_s)
+        """Charge a phase's network time to `kind` and move the clock to its end."""
+        reports = reports if isinstance(reports, list) else [reports]
+        end = max(float(r.end_s) for r in reports)
         start = max(self.clock, compute_end) if first else self.clock
         dt = max(0.0, end - start)
         setattr(timing, f"{kind}_s", getattr(timing, f"{kind}_s") + dt)
         self.clock = max(self.clock, end)
-        traffic.add_links(report)
+        for r in reports:
+            traffic.add_links(r)
 
     def _evaluate(self) -> tuple[float, float]:
         from nodes.workers import evaluate

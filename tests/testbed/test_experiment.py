@@ -126,3 +126,36 @@ def test_kill_minus_9_of_a_real_run_leaves_earlier_rows_and_marks_it_failed(tiny
         assert run["status"] == "failed"
         its = [r["iteration"] for r in store.iterations(1)]
         assert its == list(range(len(its))) and len(its) >= n
+
+
+def test_best_effort_downlink_resends_until_every_worker_has_every_packet(tiny_experiment, tmp_path):
+    """Under 30% loss the model update still reaches each worker whole: on every server->w link
+    the packets that got through equal the message's packet count (fp32 sends the same-size
+    dense vector both ways), while the uplink keeps its losses (best-effort)."""
+    path = tiny_experiment(method="none", compression="", iterations=4, delivery="best_effort",
+                           loss='{ model = "bernoulli", p = 0.3 }')
+    store, rid, _ = run_file(path, tmp_path / "s.db")
+    links = store.links(rid)
+    for it in range(4):
+        rows = {(l["src"], l["dst"]): l for l in links if l["iteration"] == it}
+        up_packets = rows[("w0", "server")]["packets"]
+        assert rows[("w0", "server")]["lost"] > 0
+        for w in ("w0", "w1"):
+            down = rows[("server", w)]
+            assert down["lost"] > 0 and down["packets"] - down["lost"] == up_packets
+    store.close()
+
+
+def test_one_way_control_changes_only_that_direction(tiny_experiment, tmp_path):
+    path = tiny_experiment(method="none", compression="", iterations=4)
+    store = Store(tmp_path / "s.db")
+    exp = Experiment(load_config(path), store)
+    exp.start()
+    store.request_control(exp.run_id, "w0->server", {"bandwidth_mbps": 5.0})
+    exp.run()
+    specs = {(u, v): s for u, v, s in exp.network.links()}
+    assert specs[("w0", "server")].bandwidth_mbps == 5.0
+    assert specs[("server", "w0")].bandwidth_mbps == 10.0
+    assert specs[("w1", "server")].bandwidth_mbps == 10.0
+    (row,) = [r for r in store.node_iterations(exp.run_id) if r["iteration"] == 0 and r["node"] == "w0"]
+    store.close()
