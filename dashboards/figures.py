@@ -34,6 +34,12 @@ MARKS = {"control": ("#d62728", "dash"), "stage": ("#7f7f7f", "dot"),
          "target_reached": ("#2ca02c", "dashdot"), "error": ("#000000", "solid")}
 
 
+def series_uid(kind: str, name: str) -> str:
+    """The trace uid of a per-node / per-link / per-run series. plotly.js puts uids into CSS
+    class names, so they must be CSS-safe whatever the node is called: hex-encode the name."""
+    return f"{kind}_{str(name).encode().hex()}"
+
+
 def _check_x(x: str) -> str:
     if x not in X_AXES:
         raise ValueError(f"x axis {x!r} is unknown; allowed: {', '.join(X_AXES)}")
@@ -211,6 +217,10 @@ def _bits_sum(r: dict) -> int | None:
     return r["bits_sum"] if "bits_sum" in r else _bits(r)
 
 
+def _node_order(names) -> list[str]:
+    return sorted(names, key=lambda n: (len(n), n))  # w2 before w10
+
+
 def rate_series(iterations: Sequence[dict], nodes: Sequence[dict], start_bytes: float = 0.0) -> Series:
     """Bits per iteration (total and per node) and cumulative bytes from `start_bytes` on."""
     out: Series = {"bits_total": _points(iterations, "iteration", _bits)}
@@ -221,8 +231,8 @@ def rate_series(iterations: Sequence[dict], nodes: Sequence[dict], start_bytes: 
             xs, ys = per_node[str(r["node"])]
             xs.append(r["iteration"])
             ys.append(b)
-    for name in sorted(per_node, key=lambda n: (len(n), n)):
-        out[f"node:{name}"] = per_node[name]
+    for name in _node_order(per_node):
+        out[series_uid("node", name)] = per_node[name]
     total = start_bytes
     cum_x, cum_y = [], []
     for r in iterations:
@@ -240,9 +250,9 @@ def rate_figure(iterations: Sequence[dict], nodes: Sequence[dict], events: Seque
                 uirevision=None, note: str = "", as_dict: bool = False) -> go.Figure | dict:
     s = rate_series(iterations, nodes)
     traces = [_line("bits_total", "all nodes", s["bits_total"], line=dict(color="#222", width=2))]
-    node_keys = [k for k in s if k.startswith("node:")]
-    for i, key in enumerate(node_keys):
-        traces.append(_line(key, key[5:], s[key], line=dict(color=PALETTE[i % len(PALETTE)], width=1)))
+    for i, name in enumerate(_node_order({str(r["node"]) for r in nodes if _bits(r) is not None})):
+        traces.append(_line(series_uid("node", name), name, s[series_uid("node", name)],
+                            line=dict(color=PALETTE[i % len(PALETTE)], width=1)))
     traces.append(_line("cum_bytes", "cumulative bytes", s["cum_bytes"], row=2, fill="tozeroy",
                         line=dict(color=PALETTE[0])))
     layout = _layout(_title("Rate: bits per iteration (up + down) and cumulative bytes", note), 440,
@@ -287,22 +297,23 @@ def links_series(links: Sequence[dict]) -> Series:
     out: Series = {}
     names = sorted(by_link)
     for name in names:
-        out[f"lost:{name}"] = _points(by_link[name], "iteration", "lost")
+        out[series_uid("lost", name)] = _points(by_link[name], "iteration", "lost")
     for name in names:
-        out[f"retx:{name}"] = _points(by_link[name], "iteration", "retransmitted")
+        out[series_uid("retx", name)] = _points(by_link[name], "iteration", "retransmitted")
     return out
 
 
 def links_figure(links: Sequence[dict], events: Sequence[dict] = (), uirevision=None,
                  note: str = "", as_dict: bool = False) -> go.Figure | dict:
     s = links_series(links)
-    names = [k[5:] for k in s if k.startswith("lost:")]
+    names = sorted({_link_name(r) for r in links})
     color = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
-    # Trace order equals the series order: every `lost:` trace, then every `retx:` trace.
-    traces = [_line(f"lost:{n}", n.replace("->", "→"), s[f"lost:{n}"], legendgroup=n,
-                    line=dict(color=color[n], width=1)) for n in names]
-    traces += [_line(f"retx:{n}", n.replace("->", "→"), s[f"retx:{n}"], row=2, legendgroup=n,
-                     showlegend=False, line=dict(color=color[n], width=1, dash="dot")) for n in names]
+    # Trace order equals the series order: every `lost` trace, then every `retx` trace.
+    traces = [_line(series_uid("lost", n), n.replace("->", "→"), s[series_uid("lost", n)],
+                    legendgroup=n, line=dict(color=color[n], width=1)) for n in names]
+    traces += [_line(series_uid("retx", n), n.replace("->", "→"), s[series_uid("retx", n)], row=2,
+                     legendgroup=n, showlegend=False, line=dict(color=color[n], width=1, dash="dot"))
+               for n in names]
     layout = _layout(_title("Packet loss and retransmissions per link", note), 440, uirevision,
                      grid=_grid2(top=0.5, x_title="iteration"),
                      yaxis=dict(title=dict(text="lost packets"), rangemode="tozero"),
@@ -418,7 +429,7 @@ def compare_figure(entries: Sequence[dict], x: str = "virtual_time_s", target: f
     for i, entry in enumerate(entries):
         run, color = entry["run"], PALETTE[i % len(PALETTE)]
         label = _run_label(run)
-        traces.append(_line(f"acc:{run['id']}", label, _points(entry["evals"], x, "test_accuracy"),
+        traces.append(_line(series_uid("acc", run["id"]), label, _points(entry["evals"], x, "test_accuracy"),
                             mode="lines+markers", legendgroup=str(run["id"]), line=dict(color=color)))
         cum_x, cum_y, total = [], [], 0
         for r in entry["iterations"]:
@@ -428,7 +439,7 @@ def compare_figure(entries: Sequence[dict], x: str = "virtual_time_s", target: f
             total += b
             cum_x.append(r[x])
             cum_y.append(total)
-        traces.append(_line(f"bits:{run['id']}", label, (cum_x, cum_y), row=2,
+        traces.append(_line(series_uid("bits", run["id"]), label, (cum_x, cum_y), row=2,
                             legendgroup=str(run["id"]), showlegend=False, line=dict(color=color)))
     layout = _layout(f"Compare: accuracy and bits vs {X_AXES[x]}", 520, None,
                      grid=_grid2(top=0.6, x_title=X_AXES[x]),

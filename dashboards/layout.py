@@ -9,7 +9,7 @@ from dash.dash_table.Format import Format, Scheme
 
 from dashboards.callbacks import LIVE_FIGURES
 
-GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
+GRAPH_CONFIG = {"displaylogo": False}
 
 
 def _num(precision: int, scheme=Scheme.fixed) -> dict:

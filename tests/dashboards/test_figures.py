@@ -21,6 +21,16 @@ STAR = {"nodes": [{"id": "server", "role": "server"}, {"id": "w0", "role": "work
                   {"source": "w1", "target": "server", "bandwidth_mbps": 2.5}]}
 
 
+uid = F.series_uid
+
+
+def test_uids_are_css_safe_and_distinct():
+    # plotly.js builds CSS selectors from trace uids: "w0->server" would break them.
+    import re
+    uids = {uid("lost", n) for n in ("w0->server", "w0-server", "a b", "ü:1")}
+    assert len(uids) == 4 and all(re.fullmatch(r"[A-Za-z0-9_]+", u) for u in uids)
+
+
 def by_uid(fig):
     return {t.uid: t for t in fig.data}
 
@@ -60,9 +70,11 @@ def test_rate_totals_per_node_and_cumulative_bytes():
              for i in range(3) for n in ("w1", "w0", "w10")]
     fig = validated(F.rate_figure(its(3), nodes))
     t = by_uid(fig)
-    assert [tr.uid for tr in fig.data] == ["bits_total", "node:w0", "node:w1", "node:w10", "cum_bytes"]
+    assert [tr.uid for tr in fig.data] == ["bits_total", uid("node", "w0"), uid("node", "w1"),
+                                           uid("node", "w10"), "cum_bytes"]
+    assert [tr.name for tr in fig.data[1:4]] == ["w0", "w1", "w10"]
     assert list(t["bits_total"].y) == [1000, 1000, 1000]
-    assert list(t["node:w1"].y) == [500, 500, 500]
+    assert list(t[uid("node", "w1")].y) == [500, 500, 500]
     assert list(t["cum_bytes"].y) == [125.0, 250.0, 375.0]  # 1000 bits = 125 bytes each
     # Appending later rows continues the cumulative sum from where it stopped.
     more = F.rate_series(its(5)[3:], [], start_bytes=375.0)
@@ -90,11 +102,12 @@ def test_loss_and_retransmissions_per_link():
             for i, (s, d, lost, r) in enumerate([("w0", "server", 1, 2), ("server", "w0", 0, 0),
                                                  ("w0", "server", 3, 3)])]
     fig = validated(F.links_figure(rows))
-    assert [t.uid for t in fig.data] == ["lost:server->w0", "lost:w0->server",
-                                         "retx:server->w0", "retx:w0->server"]
+    assert [t.uid for t in fig.data] == [uid("lost", "server->w0"), uid("lost", "w0->server"),
+                                         uid("retx", "server->w0"), uid("retx", "w0->server")]
     t = by_uid(fig)
-    assert (list(t["lost:w0->server"].x), list(t["lost:w0->server"].y)) == ([0, 2], [1, 3])
-    assert list(t["retx:w0->server"].y) == [2, 3] and t["retx:w0->server"].yaxis == "y2"
+    lost, retx = t[uid("lost", "w0->server")], t[uid("retx", "w0->server")]
+    assert (list(lost.x), list(lost.y)) == ([0, 2], [1, 3]) and lost.name == "w0→server"
+    assert list(retx.y) == [2, 3] and retx.yaxis == "y2"
 
 
 def test_topology_colours_by_load_and_labels_bandwidth():
@@ -130,8 +143,8 @@ def test_compare_summary_ratio_and_time_to_target():
     never = F.compare_summary([topk], target=0.9)[0]
     assert never["time_to_target_s"] is None and never["compression_ratio"] is None
     fig = validated(F.compare_figure([fp32, topk], "virtual_time_s", target=0.8))
-    assert list(by_uid(fig)["bits:2"].y) == [100, 200]
-    assert list(by_uid(fig)["acc:1"].x) == [4.0, 8.0]
+    assert list(by_uid(fig)[uid("bits", 2)].y) == [100, 200]
+    assert list(by_uid(fig)[uid("acc", 1)].x) == [4.0, 8.0]
 
 
 def test_dict_and_figure_forms_agree():
