@@ -115,10 +115,13 @@ def launch_torchrun(args, cfg) -> int:
         return 0
     reason = failure_reason(reports, nproc)
     run_id = zero.get("run_id")
-    if run_id is not None:
-        _mark_failed(args.store, run_id, reason)
-    return fail(f"run {run_id if run_id is not None else '(not started)'} failed: {reason} "
-                f"(torchrun exit code {rc}); rows so far are in {args.store}", 2 if rc == 2 else 1)
+    if run_id is None:  # no run in the store: refused set-up (2) or lost before it began
+        refused = len(reports) == nproc and all(
+            rep.get("status") == "failed" and rep.get("primary") for rep in reports.values())
+        return fail(f"{reason} (torchrun exit code {rc})", 2 if refused else 1)
+    _mark_failed(args.store, run_id, reason)
+    return fail(f"run {run_id} failed: {reason} (torchrun exit code {rc}); rows so far are in "
+                f"{args.store}", 1)
 
 
 def read_reports(folder: Path, nproc: int) -> dict[int, dict]:
@@ -137,10 +140,14 @@ def failure_reason(reports: dict[int, dict], nproc: int) -> str:
     then what rank 0 saw (it names ranks that never reached a collective), then ranks that
     vanished without a final report."""
     finished = {r: rep for r, rep in reports.items() if rep.get("status") != "running"}
-    primary = [f"rank {r} (worker w{r}) failed: {rep['error']}" for r, rep in sorted(finished.items())
-               if rep.get("status") == "failed" and rep.get("primary")]
+    own = {r: rep["error"] for r, rep in sorted(finished.items())
+           if rep.get("status") == "failed" and rep.get("primary")}
+    parts = []
+    if own and len(own) == nproc and len(set(own.values())) == 1:  # e.g. a setup error
+        parts.append(f"every rank failed: {next(iter(own.values()))}")
+    else:
+        parts += [f"rank {r} (worker w{r}) failed: {e}" for r, e in own.items()]
     vanished = [r for r in range(nproc) if r not in finished]
-    parts = primary or []
     if not parts and finished.get(0, {}).get("error"):
         parts.append(finished[0]["error"])
     if vanished:

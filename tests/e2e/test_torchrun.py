@@ -1,0 +1,177 @@
+"""`testbed run --launcher torchrun`: one Gloo process per worker on loopback, compared with the
+in-process run of the same file and seed, and the clean failure when a rank dies or hangs.
+
+The in-process run is the independent reference: it never touches torch.distributed, so equal
+rows mean the distributed run's gradients, message bytes, seeded loss pattern and virtual clock
+are what one process computes. Losses are compared to float tolerance, bits, packets, lost
+packets and virtual times exactly. The link is best-effort with 5% Bernoulli loss so that the
+arrival masks (which rank 0's network decides and broadcasts) shape the result.
+"""
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("channels.network", reason="the link layer (channels/network.py) is not there")
+
+from testbed.config import load_config  # noqa: E402
+from testbed.experiment import Experiment  # noqa: E402
+from testbed.store import Store  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+
+FILE = """
+[run]
+name = "{name}"
+seed = 3
+iterations = {iterations}
+eval_every = 4
+flush_every = 1
+threads = 1
+device = "cpu"
+[data]
+dataset = "digits"
+batch_size = 16
+[model]
+name = "mlp"
+[optim]
+lr = 0.05
+[compression]
+method = "{method}"
+{options}
+[network]
+topology = "star"
+workers = {workers}
+[network.link]
+bandwidth_mbps = 10.0
+delay_ms = 1.0
+delivery = "best_effort"
+loss = {{ model = "bernoulli", p = 0.05 }}
+"""
+OPTIONS = {"topk": "ratio = 0.05", "dgc": "ratio = 0.05\nwarmup_iterations = 4"}
+
+
+def write_file(folder: Path, method: str, workers: int, iterations: int = 12) -> Path:
+    path = folder / f"{method}_{workers}.toml"
+    path.write_text(textwrap.dedent(FILE.format(name=f"{method}-{workers}", method=method,
+                                                options=OPTIONS[method], workers=workers,
+                                                iterations=iterations)))
+    return path
+
+
+def run_in_process(path: Path, store_path: Path) -> dict:
+    with Store(store_path) as store:
+        run_id = Experiment(load_config(path), store).run()
+        return store.export(run_id)
+
+
+def run_torchrun(path: Path, store_path: Path, *, timeout_s: float = 60, fault: str | None = None,
+                 limit_s: float = 240) -> tuple[subprocess.CompletedProcess, float]:
+    env = dict(os.environ, OMP_NUM_THREADS="1", TESTBED_DIST_TIMEOUT=str(timeout_s),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env.pop("TESTBED_TEST_FAULT_INJECTION", None)
+    if fault:
+        env["TESTBED_TEST_FAULT_INJECTION"] = fault
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(path), "--store",
+                           str(store_path), "--launcher", "torchrun", "--quiet"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=limit_s)
+    return proc, time.monotonic() - t0
+
+
+def last_run(store_path: Path) -> dict:
+    with Store(store_path) as store:
+        return store.export(max(r["id"] for r in store.runs()))
+
+
+def assert_same_rows(ref: dict, got: dict, n: int | None = None) -> None:
+    """Rows equal column by column: floats that come from training to tolerance, every count
+    and virtual time exactly; wall time is this machine's and is skipped."""
+    approx = {"train_loss", "test_loss"}
+    for table in ("iterations", "nodes", "links", "evals"):
+        a, b = ref[table], got[table]
+        if n is not None:
+            a = [r for r in a if r["iteration"] < n]
+        assert len(b) == len(a), f"{table}: {len(b)} rows, expected {len(a)}"
+        for ra, rb in zip(a, b):
+            for col, va in ra.items():
+                if col == "wall_time_s":
+                    continue
+                vb = rb[col]
+                if col in approx:
+                    assert math.isclose(vb, va, rel_tol=1e-5, abs_tol=1e-7), (table, ra["iteration"], col, va, vb)
+                else:
+                    assert vb == va, (table, ra["iteration"], col, va, vb)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("torchrun")
+
+
+@pytest.fixture(scope="module")
+def reference(folder):
+    """In-process runs, computed once per (method, workers)."""
+    cache = {}
+
+    def get(method: str, workers: int) -> tuple[Path, dict]:
+        if (method, workers) not in cache:
+            path = write_file(folder, method, workers)
+            cache[method, workers] = path, run_in_process(path, folder / f"ref_{method}_{workers}.db")
+        return cache[method, workers]
+    return get
+
+
+@pytest.mark.parametrize("method,workers", [("topk", 2), ("dgc", 4)])
+def test_torchrun_matches_the_in_process_run(folder, reference, method, workers):
+    path, ref = reference(method, workers)
+    # the comparison is not vacuous: packets were lost and bits moved in the reference
+    assert sum(r["lost"] for r in ref["links"]) > 0
+    assert all(r["bits_up"] > 0 for r in ref["iterations"])
+    store_path = folder / f"dist_{method}_{workers}.db"
+    proc, _ = run_torchrun(path, store_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"{workers} processes" in proc.stdout
+    got = last_run(store_path)
+    assert got["run"]["status"] == "completed"
+    dist_event = [e for e in got["events"] if e["kind"] == "distributed"]
+    assert dist_event and dist_event[0]["detail"]["world_size"] == workers
+    assert dist_event[0]["detail"]["backend"] == "gloo"
+    assert_same_rows(ref, got)
+
+
+def _check_failure(folder, reference, fault: str, timeout_s: float, expect: str):
+    path, ref = reference("topk", 2)
+    store_path = folder / f"fail_{fault.replace(':', '_')}.db"
+    proc, elapsed = run_torchrun(path, store_path, timeout_s=timeout_s, fault=fault)
+    assert proc.returncode not in (0, None)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("testbed: error: run ") and "rank 1 (worker w1)" in last, last
+    assert expect in last, last
+    got = last_run(store_path)
+    assert got["run"]["status"] == "failed"
+    assert "rank 1 (worker w1)" in got["run"]["error"]
+    # rows of the iterations before the fault are intact and equal to the in-process run's
+    k = int(fault.split(":")[1])
+    assert [r["iteration"] for r in got["iterations"]] == list(range(k))
+    assert_same_rows(ref, got, n=k)
+    return elapsed
+
+
+def test_a_rank_that_dies_fails_the_run_cleanly(folder, reference):
+    # no collective timeout helps here (60 s): the dead peer's closed socket ends the run
+    elapsed = _check_failure(folder, reference, "1:4:exit", 60, "died or hung")
+    assert elapsed < 60, elapsed
+
+
+def test_a_rank_that_hangs_fails_the_run_within_the_timeout(folder, reference):
+    elapsed = _check_failure(folder, reference, "1:4:hang", 4, "Timed out")
+    assert elapsed < 4 + 60, elapsed  # start-up of two processes plus the 4 s timeout
