@@ -277,7 +277,7 @@ def latency_figure(iterations: Sequence[dict], events: Sequence[dict] = (), uire
     traces = [_line(key, label, s[key], stackgroup="latency", line=dict(width=0.5, color=PALETTE[i]))
               for i, (key, label) in enumerate(LATENCY_PARTS)]
     layout = _layout(_title("Latency per iteration (virtual time, stacked)", note), 340, uirevision,
-                     xaxis=_axis(title=dict(text="iteration")),
+                     legend=dict(y=-0.3), xaxis=_axis(title=dict(text="iteration")),
                      yaxis=_axis(title=dict(text="virtual seconds"), rangemode="tozero"))
     if not iterations:
         layout["annotations"].append(placeholder_note("No iterations yet."))

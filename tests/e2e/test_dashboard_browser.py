@@ -1,0 +1,242 @@
+"""The dashboard in a real headless Chromium (Debian's chromium + chromium-driver, no download)
+while a real, short experiment (tests/e2e/live_run.toml: 2 workers, dense fp32 gradients over a
+loss-free star at 20 Mb/s) writes the store from another process.
+
+  1. the accuracy graph gains points while the run goes;
+  2. a bandwidth change typed into the page becomes a control request, the running experiment
+     applies it (control event in the store), the uplink times change by the factor the
+     bandwidth did, and the plots mark it;
+  3. the compare view shows two runs with their compression ratio.
+
+Set DASHBOARD_SCREENSHOTS=1 to save a screenshot of each view under docs/img/.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+    pytest.skip(f"no {CHROMIUM} / {CHROMEDRIVER}: run .ci/install-browser.sh", allow_module_level=True)
+
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+from testbed.store import Store  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+RUN_FILE = Path(__file__).with_name("live_run.toml")
+SHOTS = ROOT / "docs" / "img" if os.environ.get("DASHBOARD_SCREENSHOTS") else None
+START_MBPS, NEW_MBPS = 20.0, 5.0
+# The synthetic comparison run sends 1/50 of the live fp32 run's bits per iteration.
+SPARSE_FRACTION = 50
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def fresh_store(path: Path) -> Store:
+    return Store(path)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """The store, the live run (a real `testbed run` process) and the served dashboard."""
+    tmp = tmp_path_factory.mktemp("e2e")
+    store_path = tmp / "runs.db"
+    Store(store_path).close()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    log = open(tmp / "run.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(RUN_FILE), "--store",
+                             str(store_path), "--quiet", "--set", "run.iterations=20000"],
+                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    from werkzeug.serving import make_server
+
+    from dashboards.app import create_app
+
+    app = create_app(store_path, live_interval_ms=1000, runs_interval_ms=1000)
+    server = make_server("127.0.0.1", 0, app.server, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    reader = Store(store_path)
+    try:
+        def live_run():
+            runs = [r for r in reader.runs() if r["name"] == "e2e-live"]
+            return runs[0] if runs and runs[0]["last_iteration"] is not None else None
+
+        run = wait_for(live_run, 90, f"the experiment to start (log: {tmp / 'run.log'})")
+        yield {"url": f"http://127.0.0.1:{server.server_port}", "store": reader, "run_id": run["id"],
+               "proc": proc, "path": store_path}
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)  # the run ends as "stopped"
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()
+        server.shutdown()
+        thread.join(timeout=10)
+        app.board.close()
+        reader.close()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--no-first-run", "--window-size=1400,1000",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "SEVERE"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def js_graph(driver, graph_id: str, expr: str):
+    """Evaluate `expr` on the plotly div inside dcc.Graph `graph_id` (`g`, and `acc`: its test
+    accuracy trace, if any); None until plotly has drawn it."""
+    return driver.execute_script(
+        f"const g = document.querySelector('#{graph_id} .js-plotly-plot');"
+        "if (!g || !g.data) return null;"
+        "const acc = g.data.find(t => t.uid === 'test_accuracy') || {x: []};"
+        f"return {expr};")
+
+
+def text(driver, element_id: str) -> str:
+    """The visible text of an element, "" while the page has not drawn it yet."""
+    found = driver.find_elements(By.ID, element_id)
+    return found[0].text if found else ""
+
+
+def screenshot(driver, name: str, height: int = 2400) -> None:
+    if SHOTS is None:
+        return
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    driver.set_window_size(1400, height)
+    time.sleep(1.5)  # let plotly redraw at the new size
+    driver.save_screenshot(str(SHOTS / f"{name}.png"))
+    driver.set_window_size(1400, 1000)
+
+
+def severe_errors(driver) -> list[str]:
+    return [e["message"] for e in driver.get_log("browser") if "favicon" not in e["message"]]
+
+
+def test_accuracy_graph_gains_points_while_the_run_goes(live, browser):
+    browser.get(live["url"])
+    wait_for(lambda: "e2e-live" in text(browser, "run-select"), 20,
+             "the run picker to choose the live run")
+    first = wait_for(lambda: js_graph(browser, "accuracy-graph", "acc.x.length"), 20,
+                     "the first accuracy points")
+    later = wait_for(lambda: (n := js_graph(browser, "accuracy-graph", "acc.x.length")) > first and n,
+                     20, "the accuracy graph to gain points")
+    assert later > first
+    xs = js_graph(browser, "accuracy-graph", "Array.from(acc.x)")
+    assert xs == sorted(xs) and len(set(xs)) == len(xs)  # appended in order, never twice
+    assert "is running" in text(browser, "live-message")
+    assert severe_errors(browser) == []
+    screenshot(browser, "dashboard-live")
+
+
+def test_bandwidth_change_from_the_page_reaches_the_run(live, browser):
+    store, rid = live["store"], live["run_id"]
+    field = browser.find_element(By.ID, "control-bandwidth")
+    field.clear()
+    field.send_keys(f"{NEW_MBPS:g}")
+    browser.find_element(By.ID, "control-apply").click()
+    wait_for(lambda: "requested" in text(browser, "control-message"), 15,
+             "the page to confirm the request")
+
+    (control,) = wait_for(lambda: [c for c in store.controls(rid) if c["status"] != "pending"] or None,
+                          30, "the run to apply the control")
+    assert control["status"] == "applied", control["message"]
+    assert control["target"] == "*" and control["changes"] == {"bandwidth_mbps": NEW_MBPS}
+    at = control["applied_iteration"]
+    events = [e for e in store.events(rid) if e["kind"] == "control"]
+    assert [(e["iteration"], e["detail"]["changes"]) for e in events] == [(at, {"bandwidth_mbps": NEW_MBPS})]
+
+    rows = wait_for(lambda: (r := store.iterations(rid)) and r[-1]["iteration"] >= at + 5 and r, 30,
+                    "iterations after the change")
+    before = [r["uplink_s"] for r in rows if r["iteration"] < at]
+    after = [r["uplink_s"] for r in rows if r["iteration"] >= at]
+    # Same dense message every iteration, no loss: one uplink time per bandwidth.
+    assert max(before) - min(before) < 1e-9 and max(after) - min(after) < 1e-9
+    # The uplink is bandwidth-bound (~0.09 s against a 1 ms delay), so 20 -> 5 Mb/s makes it
+    # 4x longer, less the fixed delay's share.
+    assert 3.5 < after[0] / before[0] <= 4.0
+
+    # The page marks the change on the accuracy plot and shows the new bandwidth on the map.
+    wait_for(lambda: at in (js_graph(browser, "accuracy-graph",
+                                     "(g.layout.shapes || []).map(s => s.x0)") or []),
+             15, "the control mark on the accuracy graph")
+    wait_for(lambda: f"{NEW_MBPS:g} Mb/s" in (js_graph(
+        browser, "topology-graph", "g.data.map(t => (t.text || []).join(' ')).join(' ')") or ""),
+        15, "the new bandwidth on the topology")
+    wait_for(lambda: "applied" in text(browser, "controls-table"), 15,
+             "the control's status in the page")
+    assert severe_errors(browser) == []
+    browser.execute_script("document.getElementById('control-apply').scrollIntoView()")
+    screenshot(browser, "dashboard-steer", height=2600)
+
+
+def test_compare_view_with_two_runs(live, browser):
+    store, rid = live["store"], live["run_id"]
+    live_bits = store.iterations(rid)[0]
+    dense = live_bits["bits_up"] + live_bits["bits_down"]
+    # A finished sparse run beside the live fp32 one, written with the store's API.
+    with Store(live["path"]) as writer:
+        other = writer.create_run("sparse-ref", {}, method="topk", topology="star", workers=2)
+        for i in range(20):
+            writer.append_iteration(other, {"iteration": i, "virtual_time_s": 0.01 * (i + 1),
+                                            "bits_up": dense // SPARSE_FRACTION, "bits_down": 0})
+            if i % 5 == 4:
+                writer.append_eval(other, {"iteration": i, "virtual_time_s": 0.01 * (i + 1),
+                                           "test_accuracy": 0.2 + 0.03 * i})
+        writer.finish_run(other, "completed")
+    wait_for(lambda: "sparse-ref" in text(browser, "runs-table"), 15,
+             "the new run in the runs table")
+    boxes = browser.find_elements(By.CSS_SELECTOR, "#runs-table input[type=checkbox]")
+    assert len(boxes) == 2
+    for box in boxes:
+        box.click()
+    browser.find_element(By.XPATH, "//*[@id='view-tabs']//*[text()='Compare']").click()
+
+    def compare_rows():
+        cells = browser.find_elements(By.CSS_SELECTOR, "#compare-table td")
+        values = [c.text for c in cells]
+        return values if "sparse-ref" in values and "e2e-live" in values else None
+
+    cells = wait_for(compare_rows, 20, "both runs in the compare table")
+    # Compression ratio: the fp32 run's bits per iteration over the sparse run's.
+    ratio = dense / (dense // SPARSE_FRACTION)
+    assert f"{ratio:.1f}" in cells and "1.0" in cells
+    assert wait_for(lambda: js_graph(browser, "compare-graph", "g.data.length") == 4, 15,
+                    "two runs overlaid (accuracy and bits traces)")
+    assert "Compression ratio" in text(browser, "compare-message")
+    assert severe_errors(browser) == []
+    screenshot(browser, "dashboard-compare", height=1800)
