@@ -175,3 +175,67 @@ def test_a_rank_that_dies_fails_the_run_cleanly(folder, reference):
 def test_a_rank_that_hangs_fails_the_run_within_the_timeout(folder, reference):
     elapsed = _check_failure(folder, reference, "1:4:hang", 4, "Timed out")
     assert elapsed < 4 + 60, elapsed  # start-up of two processes plus the 4 s timeout
+
+
+RANK_SCRIPT = r'''
+import json, sys
+import torch
+from nodes.compression import phases as ph
+from nodes.compression.base import Message
+from testbed.distributed import Comm, DistributedExperiment
+
+comm = Comm.init(device=torch.device("cpu"), timeout_s=30)
+r = comm.rank
+out = {}
+# rank 0: three packets of different lengths (one empty); rank 1: an empty list
+out["gather"] = comm.all_gather_packets([b"abc", b"", b"\x00\xff" * 700] if r == 0 else [], "t1")
+out["absent"] = comm.all_gather_packets(None if r == 1 else [b"x"], "t2")
+out["bcast"] = comm.broadcast_packets([b"hello", b"w" * 3000] if r == 1 else None, 1, "t3")
+seam = type("Seam", (), {"comm": comm})()
+# each rank holds the real bytes of its own worker only; the others are garbage
+up = DistributedExperiment._share(seam, ph.Uplink({
+    0: Message([b"zero"] if r == 0 else [b"garbage"]),
+    1: Message([b"one!", b"1"] if r == 1 else [])}))
+out["uplink"] = [up.messages[0].packets, up.messages[1].packets]
+ar = DistributedExperiment._share(seam, ph.AllReduce(
+    {0: b"\x01" * 8 if r == 0 else b"\x09" * 8, 1: b"\x02" * 8 if r == 1 else b"\x09" * 8}, "f32"))
+out["allreduce"] = [[ar.buffers[0]], [ar.buffers[1]], [ar.dtype.encode()]]
+br = DistributedExperiment._share(seam, ph.Broadcast(1, Message([b"idx"] if r == 1 else [b"garbage!"])))
+out["broadcast"] = [br.message.packets, [str(br.src).encode()]]
+hexed = {k: [None if ps is None else [p.hex() for p in ps] for ps in v] if k != "bcast"
+         else [p.hex() for p in v] for k, v in out.items()}
+json.dump(hexed, open(sys.argv[1] + f"/rank{r}.json", "w"))
+comm.close()
+'''
+
+
+def test_phases_carry_each_ranks_real_bytes(tmp_path):
+    """Two Gloo ranks started by hand: packet lists of different lengths (empty ones, absent
+    ones) arrive byte for byte, and _share puts each worker's real bytes into Uplink, AllReduce
+    and Broadcast phases whatever the other ranks held for it."""
+    from testbed.launch import free_port
+
+    script = tmp_path / "ranks.py"
+    script.write_text(RANK_SCRIPT)
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path)], cwd=ROOT, env=dict(
+        os.environ, RANK=str(r), WORLD_SIZE="2", LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port), OMP_NUM_THREADS="1",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))),
+        stderr=subprocess.PIPE, text=True) for r in range(2)]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err[-2000:]
+    import json
+
+    h = lambda *ps: [p.hex() for p in ps]  # noqa: E731
+    expected = {
+        "gather": [h(b"abc", b"", b"\x00\xff" * 700), []],
+        "absent": [h(b"x"), None],
+        "bcast": h(b"hello", b"w" * 3000),
+        "uplink": [h(b"zero"), h(b"one!", b"1")],
+        "allreduce": [h(b"\x01" * 8), h(b"\x02" * 8), h(b"f32")],
+        "broadcast": [h(b"idx"), h(b"1")],
+    }
+    for r in range(2):
+        assert json.loads((tmp_path / f"rank{r}.json").read_text()) == expected, f"rank {r}"
