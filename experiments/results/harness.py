@@ -1,0 +1,313 @@
+"""Run the real orchestrator for the result tables and time its pieces from outside.
+
+`TimedExperiment` is `testbed.experiment.Experiment` with timers around its seams (worker
+gradients, the scheme's `exchange()` steps, the link layer `_net`, the store, evaluation); it
+changes nothing the run computes. `run_many` runs a list of `RunSpec`s (optionally two at a time,
+one process each) and returns one `RunResult` per spec, with what the tables need: accuracy,
+bits per iteration, virtual time, wall-clock split.
+
+Wall-clock figures are this machine's (shared, 2 cores); virtual time is the emulated network's.
+"""
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import tempfile
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPERIMENTS = ROOT / "experiments"
+DOCS_RESULTS = ROOT / "docs" / "results"
+
+TIMER_NAMES = ("compute", "compression", "emulation", "store", "eval")
+
+
+@dataclass
+class RunSpec:
+    """One run: an experiment file, `--set` style overrides and a label for the tables."""
+    label: str
+    config: str                       # path, relative to the repository root or absolute
+    overrides: list[str] = field(default_factory=list)
+    tags: dict = field(default_factory=dict)   # free columns the table script groups by
+
+
+@dataclass
+class RunResult:
+    spec: RunSpec
+    status: str                       # completed | n/a (the testbed refused the combination) | failed
+    note: str = ""
+    method: str = ""
+    iterations: int = 0
+    evals: list[dict] = field(default_factory=list)      # iteration, virtual_time_s, test_accuracy
+    bits: list[int] = field(default_factory=list)        # per iteration, up + down, all nodes
+    stages: list[str] = field(default_factory=list)
+    virtual_time_s: float = 0.0                          # the clock at the end of the run
+    virtual_s: list[float] = field(default_factory=list)  # per iteration: virtual seconds it took
+    codec_s: list[float] = field(default_factory=list)   # wall s per iteration in exchange()
+    timers: dict = field(default_factory=dict)           # wall s per piece, whole run
+    wall_s: float = 0.0                                  # wall s of the training loop
+    setup_s: float = 0.0
+    packets: int = 0
+    lost: int = 0
+    packets_up: int = 0        # on links into the server (the workers' uplinks)
+    lost_up: int = 0
+
+    @property
+    def final_accuracy(self) -> float | None:
+        return self.evals[-1]["test_accuracy"] if self.evals else None
+
+    @property
+    def lost_fraction(self) -> float | None:
+        return self.lost / self.packets if self.packets else None
+
+    def mean_bits(self, start: int) -> float | None:
+        window = self.bits[start:]
+        return statistics.fmean(window) if window else None
+
+    def mean_virtual_s(self, start: int) -> float | None:
+        window = self.virtual_s[start:]
+        return statistics.fmean(window) if window else None
+
+    def mean_codec_ms(self, start: int) -> float | None:
+        window = self.codec_s[start:]
+        return 1000 * statistics.fmean(window) if window else None
+
+    def time_to_accuracy(self, target: float) -> float | None:
+        """Virtual seconds at the first evaluation with accuracy >= target (None: never)."""
+        for e in self.evals:
+            if e["test_accuracy"] >= target:
+                return e["virtual_time_s"]
+        return None
+
+
+# ----------------------------------------------------------------------------- timing
+class Timers:
+    def __init__(self) -> None:
+        self.total = {name: 0.0 for name in TIMER_NAMES}
+        self.codec: dict[int, float] = {}
+
+    def add(self, name: str, seconds: float) -> None:
+        self.total[name] += seconds
+
+
+def timed_store(path, timers: Timers):
+    """A `Store` whose writes and control polls count as 'store' time."""
+    from testbed.store import Store
+
+    class TimedStore(Store):
+        pass
+
+    def wrap(name):
+        inner = getattr(Store, name)
+
+        def method(self, *a, **kw):
+            t = time.perf_counter()
+            try:
+                return inner(self, *a, **kw)
+            finally:
+                timers.add("store", time.perf_counter() - t)
+        method.__name__ = name
+        return method
+
+    for name in ("create_run", "append_iteration", "append_eval", "append_event", "flush",
+                 "finish_run", "pending_controls", "resolve_control"):
+        setattr(TimedStore, name, wrap(name))
+    return TimedStore(path)
+
+
+def timed_experiment_class():
+    """Experiment with timers at its seams (imported lazily: torch is heavy)."""
+    from testbed.experiment import Experiment
+
+    class TimedExperiment(Experiment):
+        def __init__(self, cfg, store, timers: Timers, **kw):
+            self.timers = timers
+            self._it = 0
+            super().__init__(cfg, store, **kw)
+            self.scheme.exchange = self._timed_exchange(self.scheme.exchange)
+
+        def _timed_exchange(self, exchange):
+            timers = self.timers
+
+            def run(iteration, grads):
+                gen = exchange(iteration, grads)
+                result, spent = None, 0.0
+                try:
+                    while True:
+                        t = time.perf_counter()
+                        try:
+                            phase = gen.send(result)
+                        except StopIteration as stop:
+                            spent += time.perf_counter() - t
+                            return stop.value
+                        spent += time.perf_counter() - t
+                        result = yield phase
+                finally:
+                    timers.add("compression", spent)
+                    timers.codec[iteration] = timers.codec.get(iteration, 0.0) + spent
+            return run
+
+        def _drive(self, it, *a, **kw):
+            self._it = it
+            return super()._drive(it, *a, **kw)
+
+        def _worker_gradients(self):
+            t = time.perf_counter()
+            try:
+                return super()._worker_gradients()
+            finally:
+                self.timers.add("compute", time.perf_counter() - t)
+
+        def _apply_gradient(self, it, agg):
+            t = time.perf_counter()
+            try:
+                return super()._apply_gradient(it, agg)
+            finally:
+                self.timers.add("compute", time.perf_counter() - t)
+
+        def _net(self, pattern, *a, **kw):
+            t = time.perf_counter()
+            try:
+                return super()._net(pattern, *a, **kw)
+            finally:
+                self.timers.add("emulation", time.perf_counter() - t)
+
+        def _allreduce(self, *a, **kw):
+            # The ring's sum on the real bytes is the method's work; its timing is emulation's.
+            t, net0 = time.perf_counter(), self.timers.total["emulation"]
+            try:
+                return super()._allreduce(*a, **kw)
+            finally:
+                dt = time.perf_counter() - t - (self.timers.total["emulation"] - net0)
+                self.timers.add("compression", dt)
+                self.timers.codec[self._it] = self.timers.codec.get(self._it, 0.0) + dt
+
+        def _evaluate(self):
+            t = time.perf_counter()
+            try:
+                return super()._evaluate()
+            finally:
+                self.timers.add("eval", time.perf_counter() - t)
+
+    return TimedExperiment
+
+
+# ----------------------------------------------------------------------------- running
+def execute(spec: RunSpec, store_path: str | None = None) -> RunResult:
+    """Run one spec through the orchestrator; never raises for a refused or failed run."""
+    from testbed.config import load_config
+    from testbed.experiment import ExperimentError
+
+    config = Path(spec.config)
+    if not config.is_absolute():
+        config = ROOT / config
+    cfg = load_config(config, ["run.threads=1", *spec.overrides])
+    cfg.run.name = spec.label
+    result = RunResult(spec=spec, status="failed", method=cfg.compression.method)
+    tmp = None
+    if store_path is None:
+        tmp = tempfile.TemporaryDirectory(prefix="results-")
+        store_path = os.path.join(tmp.name, "runs.db")
+    timers = Timers()
+    store = timed_store(store_path, timers)
+    try:
+        t0 = time.perf_counter()
+        try:
+            exp = timed_experiment_class()(cfg, store, timers)
+        except ExperimentError as e:      # e.g. a parameter-server method on a ring
+            result.status, result.note = "n/a", str(e)
+            return result
+        result.setup_s = time.perf_counter() - t0
+        for name in timers.total:         # setup's own store writes do not count
+            timers.total[name] = 0.0
+        t1 = time.perf_counter()
+        try:
+            run_id = exp.run()
+        except Exception as e:            # the run is marked failed in the store too
+            result.note = f"{type(e).__name__}: {e}"
+            run_id = exp.run_id
+        else:
+            result.status = "completed"
+        result.wall_s = time.perf_counter() - t1
+        _collect(result, store, run_id, timers)
+        return result
+    finally:
+        store.close()
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def _collect(result: RunResult, store, run_id, timers: Timers) -> None:
+    if run_id is None:
+        return
+    its = store.iterations(run_id)
+    result.iterations = len(its)
+    result.bits = [int(r["bits_up"] or 0) + int(r["bits_down"] or 0) for r in its]
+    result.stages = [r["stage"] for r in its]
+    result.virtual_time_s = float(its[-1]["virtual_time_s"]) if its else 0.0
+    ends = [float(r["virtual_time_s"]) for r in its]
+    result.virtual_s = [b - a for a, b in zip([0.0] + ends[:-1], ends)]
+    result.evals = [{"iteration": e["iteration"], "virtual_time_s": e["virtual_time_s"],
+                     "test_accuracy": e["test_accuracy"]} for e in store.evals(run_id)]
+    result.codec_s = [timers.codec.get(r["iteration"], 0.0) for r in its]
+    result.timers = dict(timers.total)
+    links = store.links(run_id)
+    result.packets = sum(int(l["packets"] or 0) for l in links)
+    result.lost = sum(int(l["lost"] or 0) for l in links)
+    up = [l for l in links if l["dst"] == "server"]
+    result.packets_up = sum(int(l["packets"] or 0) for l in up)
+    result.lost_up = sum(int(l["lost"] or 0) for l in up)
+
+
+def _execute_safe(spec: RunSpec, store_path: str | None) -> RunResult:
+    try:
+        return execute(spec, store_path)
+    except Exception as e:                # a config mistake: report it, keep the others
+        return RunResult(spec=spec, status="failed",
+                         note=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}")
+
+
+def run_many(specs: list[RunSpec], *, jobs: int = 1, store: str | None = None,
+             log=print) -> list[RunResult]:
+    """Every spec, in order; `jobs` > 1 runs that many at once (one process each)."""
+    results: list[RunResult | None] = [None] * len(specs)
+
+    def report(i, r):
+        acc = r.final_accuracy
+        log(f"[{i + 1}/{len(specs)}] {r.spec.label}: {r.status}"
+            + (f", acc {acc:.4f}" if acc is not None else "")
+            + (f", {r.iterations} it in {r.wall_s:.1f} s wall" if r.iterations else "")
+            + (f" ({r.note.splitlines()[0]})" if r.note and r.status != "completed" else ""))
+
+    if jobs <= 1 or len(specs) <= 1:
+        for i, spec in enumerate(specs):
+            results[i] = _execute_safe(spec, store)
+            report(i, results[i])
+        return results  # type: ignore[return-value]
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(_execute_safe, spec, store): i for i, spec in enumerate(specs)}
+        for fut in futures:               # in submission order: the log reads like a serial run
+            i = futures[fut]
+            results[i] = fut.result()
+            report(i, results[i])
+    return results  # type: ignore[return-value]
+
+
+# ----------------------------------------------------------------------------- figures
+def mean_spread(values: list[float]) -> tuple[float | None, float | None]:
+    """Mean and sample standard deviation (0 for one value); None for none."""
+    values = [v for v in values if v is not None and not math.isnan(v)]
+    if not values:
+        return None, None
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def stage_lengths(iterations: int) -> tuple[int, int]:
+    """(warm-up, autoencoder training) iterations for DGC/LGC at a budget: 1/4 and 1/8 of it."""
+    return max(1, round(iterations / 4)), max(1, round(iterations / 8))

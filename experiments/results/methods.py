@@ -1,0 +1,47 @@
+"""The methods of the result tables: a label, the registry's method name and its options.
+
+Every method gets the same seed, data split, model, optimizer and iteration budget; only
+`[compression]` differs. Sparse methods keep 1% of the coordinates (DGC and LGC after their
+sparsity warm-up); LGC's stages scale with the budget (harness.stage_lengths).
+"""
+from __future__ import annotations
+
+DENSITY = 0.01
+
+LABELS = ["fp32", "fp16", "topk", "dgc", "qsgd", "signsgd_ef", "powersgd", "lgc_ps", "lgc_rar"]
+
+# Methods that can run on a ring (no parameter server): those with collective = "allreduce".
+# The table scripts try every method on the ring anyway and print the testbed's refusal.
+
+
+def options(label: str, warmup: int, ae_iters: int) -> dict:
+    """`[compression]` table for one method at the given stage lengths."""
+    lgc = {"density": DENSITY, "warmup_iters": warmup, "ae_iters": ae_iters, "ae_steps": 25,
+           "ae_channels": "16,16,16", "ae_kernel": 5, "latent_ratio": 0.125,
+           "latent_dtype": "f16"}
+    table = {
+        "fp32": {"method": "none"},
+        "fp16": {"method": "fp16"},
+        "topk": {"method": "topk", "ratio": DENSITY},
+        "dgc": {"method": "dgc", "ratio": DENSITY, "warmup_iterations": warmup},
+        "qsgd": {"method": "qsgd", "levels": 16, "bucket": 512},
+        "signsgd_ef": {"method": "signsgd"},
+        "powersgd": {"method": "powersgd", "rank": 2},
+        "lgc_ps": {"method": "lgc_ps", **lgc, "innovation_ratio": 0.01},
+        "lgc_rar": {"method": "lgc_rar", **lgc},
+    }
+    if label not in table:
+        raise KeyError(f"method label {label!r}: must be one of {', '.join(LABELS)}")
+    return table[label]
+
+
+def overrides(label: str, warmup: int, ae_iters: int) -> list[str]:
+    """The same as `--set compression.KEY=VALUE` items (strings quoted as TOML strings)."""
+    out = []
+    for key, value in options(label, warmup, ae_iters).items():
+        out.append(f'compression.{key}="{value}"' if isinstance(value, str) else f"compression.{key}={value}")
+    return out
+
+
+def uses_warmup(label: str) -> bool:
+    return label in ("dgc", "lgc_ps", "lgc_rar")
