@@ -191,8 +191,8 @@ class Experiment:
         run = self.cfg.run
         if run.iterations is not None:
             return run.iterations
-        per_epoch = max(1, math.ceil(min(len(s) for s in shards) / self.cfg.data.batch_size))
-        return max(1, math.ceil(run.epochs * per_epoch))
+        # One epoch: every training sample seen once across the workers (the pool's own count).
+        return max(1, math.ceil(run.epochs * self.pool.iterations_per_epoch))
 
     # ------------------------------------------------------------------ time
     def _compute_seconds(self, worker: str, wall_s: float) -> float:

@@ -23,9 +23,8 @@ def main(args) -> int:
     if args.host not in LOOPBACK:
         print(f"testbed: warning: binding {args.host}: anyone who can reach this address can "
               "steer running experiments (the dashboard has no login)", file=sys.stderr)
-    # The CLI is the one place that imports the dashboard (and only when asked to serve it).
-    from dashboards.app import serve
+    from testbed.cli import serve_dashboard
 
     print(f"dashboard: http://{args.host}:{args.port} (store {args.store})", flush=True)
-    serve(args.store, host=args.host, port=args.port)
+    serve_dashboard(args.store, args.host, args.port)
     return 0

@@ -58,10 +58,9 @@ def main(args) -> int:
             for path in write_csv(data, folder):
                 print(f"wrote {path}", file=sys.stderr)
         else:
-            from testbed.commands import export_figures
+            from testbed.cli import export_figures
 
             out = Path(args.out or f"{name}_{data['run']['id']}.{args.format}")
-            writer = export_figures.export_html if args.format == "html" else export_figures.export_png
-            writer(store, data["run"]["id"], out)
+            export_figures(store, data["run"]["id"], out, args.format)
             print(f"wrote {out}", file=sys.stderr)
     return 0

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from testbed.commands import dashboard as dashboard_cmd
-from testbed.commands.export_figures import export_html, export_png, find_chromium
+from dashboards.export import export_html, export_png, find_chromium
 from testbed.store import Store
 
 

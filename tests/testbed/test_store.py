@@ -90,3 +90,22 @@ def test_controls_round_trip_and_export_shape(tmp_path):
                                               "bits_up", "bits_down", "compute_s", "uplink_s", "downlink_s"}
         assert data["evals"][0]["test_accuracy"] == 0.5
         assert data["controls"][0]["status"] == "applied"
+
+
+def test_run_summaries_follow_the_rows_they_summarise(tmp_path):
+    with Store(tmp_path / "s.db") as s:
+        run = s.create_run("r", {}, method="none")
+        for i in range(7):
+            s.append_iteration(run, {"iteration": i, "virtual_time_s": 0.5 * (i + 1),
+                                     "bits_up": 100 * i, "bits_down": 10})
+            if i in (2, 5):
+                s.append_eval(run, {"iteration": i, "test_accuracy": 0.3 if i == 5 else 0.4})
+            if i % 3 == 0:
+                s.flush()  # batches with and without evals
+        s.flush()
+        (row,) = s.runs()
+        assert row["last_iteration"] == 6 and row["virtual_time_s"] == 3.5
+        assert row["total_bits"] == sum(100 * i + 10 for i in range(7)) == 2170
+        assert row["best_accuracy"] == 0.4
+        # The same figures straight from the rows.
+        assert row["total_bits"] == sum(r["bits_up"] + r["bits_down"] for r in s.iterations(run))

@@ -1,4 +1,4 @@
-"""`testbed export RUN --format html|png`: a run's dashboard figures as one file.
+"""A run's dashboard figures as one file (`testbed export RUN --format html|png`).
 
 HTML: every figure of the live view (accuracy and loss, rate, latency, per-link loss, topology)
 in one self-contained page (plotly.js inlined once, so it opens offline). PNG: that page
@@ -25,7 +25,6 @@ def _open(store):
 
 def run_figures(store, run_ref) -> tuple[dict, list]:
     """(run, [figures]) for one run, built by the dashboard's figure builders from all its rows."""
-    # Figures are the dashboard's; only the CLI layer imports dashboards, and only here.
     from dashboards import figures as F
 
     store, owned = _open(store)
