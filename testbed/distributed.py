@@ -25,6 +25,7 @@ import json
 import os
 import re
 import signal
+import sys
 import time
 from datetime import timedelta
 from typing import Any
@@ -299,6 +300,15 @@ class DistributedExperiment(Experiment):
         # This rank computes worker r only: keep worker r's own sampler (its shard and its
         # seeded batch order, worker_seed(seed, r)), so the gradient is the single-process one.
         self.pool.samplers = [self.pool.samplers[r]]
+        self.warnings: list[str] = []
+        convs = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in self.model.modules())
+        if self.pool.mode == "vmap" and convs and n > 1:
+            # measured: a convolution vmapped over N workers rounds differently (~1e-8) from
+            # one over a single worker, so top-k choices can flip after a while
+            self.warnings.append(
+                "run.workers_mode resolves to 'vmap' with a convolutional model: losses match the "
+                "in-process run to float tolerance but bits may drift from it; set "
+                "run.workers_mode = \"sequential\" in both for bit-exact runs")
 
     # ------------------------------------------------------------------ the three seams
     def _worker_gradients(self):
@@ -382,6 +392,10 @@ class DistributedExperiment(Experiment):
             self.store.append_event(self.run_id, "distributed", {
                 "world_size": self.comm.world, "backend": self.comm.backend,
                 "hosts": self._hosts()}, iteration=0, virtual_time_s=0.0)
+            for text in self.warnings:
+                self.store.append_event(self.run_id, "warning", {"warning": text}, iteration=0,
+                                        virtual_time_s=0.0)
+                print(f"testbed: warning: {text}", file=sys.stderr)
             self.store.flush()
         else:
             self._hosts()
