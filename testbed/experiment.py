@@ -163,7 +163,7 @@ class Experiment:
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=cfg.optim.lr, momentum=momentum,
                                          weight_decay=cfg.optim.weight_decay,
                                          nesterov=cfg.optim.nesterov and momentum > 0)
-        self.iterations = self._iteration_budget(shards)
+        self.iterations = self._iteration_budget()
         self.step_flops = train_step_flops(self.model, self.data.input_shape, cfg.data.batch_size)
         self.node_speed = {w: float(self.graph.nodes[w].get("compute_speed", 1.0)) for w in self.workers}
         self.node_gflops = {w: float(self.graph.nodes[w].get("gflops", cfg.run.device_gflops))
@@ -187,7 +187,7 @@ class Experiment:
             raise ExperimentError("no two nodes of the network can reach each other")
         return int(min(sizes))
 
-    def _iteration_budget(self, shards) -> int:
+    def _iteration_budget(self) -> int:
         run = self.cfg.run
         if run.iterations is not None:
             return run.iterations
