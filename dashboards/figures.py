@@ -13,7 +13,7 @@ from collections import defaultdict
 from typing import Iterable, Sequence
 
 import plotly.graph_objects as go
-from plotly.colors import qualitative, sample_colorscale
+from plotly.colors import get_colorscale, qualitative, sample_colorscale
 
 from testbed.controls import graph_edges, graph_nodes
 
@@ -23,7 +23,9 @@ X_AXES = {"iteration": "iteration", "virtual_time_s": "virtual time (s)"}
 LATENCY_PARTS = [("compute_s", "compute"), ("uplink_s", "uplink"),
                  ("aggregation_s", "aggregation"), ("downlink_s", "downlink")]
 PALETTE = qualitative.Plotly
-LOAD_SCALE = "YlOrRd"
+# An explicit list, not the name: plotly.js defines its named "YlOrRd" in the reverse order
+# of Python's, which left the colour bar saying the opposite of the link colours.
+LOAD_SCALE = get_colorscale("YlOrRd")
 GRID = "#e5ecf6"
 # A small template (the full plotly_white one costs more to copy than the data).
 TEMPLATE = {"layout": {"paper_bgcolor": "white", "plot_bgcolor": "white", "colorway": PALETTE,

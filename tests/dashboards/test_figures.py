@@ -157,3 +157,22 @@ def test_runs_table_rows_keep_numbers():
     row = F.runs_table_rows([{"id": 1, "name": "a", "status": "running", "total_bits": 2_500_000,
                               "best_accuracy": 0.5}])[0]
     assert row["total_mbit"] == 2.5 and row["best_accuracy"] == 0.5 and row["status"] == "running"
+
+
+def test_link_colours_and_colour_bar_use_one_scale_the_busiest_link_darkest():
+    """The colour bar's scale is an explicit list (plotly.js reverses its own named YlOrRd),
+    and the busiest link is drawn in that scale's top colour."""
+    from dashboards import figures as F
+
+    graph = {"nodes": [{"id": "server", "role": "server"}, {"id": "w0", "role": "worker"},
+                       {"id": "w1", "role": "worker"}],
+             "edges": [{"source": "server", "target": "w0", "bandwidth_mbps": 10},
+                       {"source": "server", "target": "w1", "bandwidth_mbps": 10}]}
+    links = [{"iteration": 0, "src": "w0", "dst": "server", "bytes": 1000},
+             {"iteration": 0, "src": "w1", "dst": "server", "bytes": 10}]
+    fig = F.topology_figure(graph, links, "", as_dict=True)
+    bars = [t for t in fig["data"] if t.get("marker", {}).get("showscale")]
+    assert bars and isinstance(bars[0]["marker"]["colorscale"], list)
+    top = bars[0]["marker"]["colorscale"][-1][1].replace(" ", "")
+    widest = max((t for t in fig["data"] if t.get("mode") == "lines"), key=lambda t: t["line"]["width"])
+    assert widest["line"]["color"].replace(" ", "") == top
