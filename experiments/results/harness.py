@@ -43,6 +43,7 @@ class RunResult:
     status: str                       # completed | n/a (the testbed refused the combination) | failed
     note: str = ""
     method: str = ""
+    device: str = ""
     iterations: int = 0
     evals: list[dict] = field(default_factory=list)      # iteration, virtual_time_s, test_accuracy
     bits: list[int] = field(default_factory=list)        # per iteration, up + down, all nodes
@@ -224,6 +225,7 @@ def execute(spec: RunSpec, store_path: str | None = None) -> RunResult:
             result.status, result.note = "n/a", str(e)
             return result
         result.setup_s = time.perf_counter() - t0
+        result.device = str(exp.device)
         for name in timers.total:         # setup's own store writes do not count
             timers.total[name] = 0.0
         t1 = time.perf_counter()

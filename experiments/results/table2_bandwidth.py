@@ -13,6 +13,8 @@ a Chromium only the HTML is written).
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,6 +28,7 @@ STAR = "experiments/results_star.toml"
 BANDWIDTHS = [1.0, 5.0, 20.0, 100.0]
 FULL_ITERATIONS, QUICK_ITERATIONS = 240, 40
 TARGET, QUICK_TARGET = 0.95, 0.5
+QUICK_METHODS, QUICK_BANDWIDTHS = ["fp32", "topk", "dgc", "lgc_ps"], [1.0, 20.0]
 
 
 def specs(labels, bandwidths, seed, iterations, target, eval_every) -> list[RunSpec]:
@@ -81,10 +84,20 @@ def figure(rows, bandwidths, target):
     return fig
 
 
+def find_chromium() -> str | None:
+    """The system's Chromium (or $TESTBED_CHROMIUM), as the testbed's PNG export looks for it."""
+    env = os.environ.get("TESTBED_CHROMIUM")
+    if env:
+        return env
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
 def write_plot(fig, out: Path, stem: str) -> list[Path]:
     """HTML always; PNG when a headless Chromium can render it."""
-    from testbed.commands.export_figures import find_chromium
-
     out.mkdir(parents=True, exist_ok=True)
     html = out / f"{stem}.html"
     # plotly.js from its CDN keeps the committed page small; the PNG is the offline copy.
@@ -125,8 +138,9 @@ def main(argv=None) -> list[dict]:
     iterations = args.iterations or (QUICK_ITERATIONS if args.quick else FULL_ITERATIONS)
     target = args.target or (QUICK_TARGET if args.quick else TARGET)
     seed = seeds_of(args.seeds, [0])[0]
-    labels = pick(args.methods, M.LABELS, "methods")
-    bandwidths = [float(b) for b in args.bandwidths.split(",")] if args.bandwidths else BANDWIDTHS
+    labels = pick(args.methods, M.LABELS, "methods") if args.methods or not args.quick else QUICK_METHODS
+    bandwidths = ([float(b) for b in args.bandwidths.split(",")] if args.bandwidths
+                  else QUICK_BANDWIDTHS if args.quick else BANDWIDTHS)
     eval_every = max(1, min(5, iterations // 8))
     results = run_many(specs(labels, bandwidths, seed, iterations, target, eval_every),
                        jobs=args.jobs, store=args.store)

@@ -19,7 +19,7 @@ from experiments.results.harness import RunSpec, mean_spread, run_many, stage_le
 from experiments.results.tables import Column, common_args, emit, out_dir, pick, seeds_of
 
 STAR = "experiments/results_star.toml"
-RATES = [0.0, 0.01, 0.05, 0.20]
+RATES, QUICK_RATES = [0.0, 0.01, 0.05, 0.20], [0.0, 0.05]
 BURST_EXIT = 0.2            # p_bad_to_good: mean burst of 5 packets
 FULL_ITERATIONS, QUICK_ITERATIONS = 240, 40
 DEFAULT_METHODS = ["topk", "dgc", "lgc_ps"]
@@ -105,7 +105,8 @@ def main(argv=None) -> list[dict]:
     iterations = args.iterations or (QUICK_ITERATIONS if args.quick else FULL_ITERATIONS)
     seeds = seeds_of(args.seeds, [0])
     labels = pick(args.methods, M.LABELS, "methods") if args.methods else DEFAULT_METHODS
-    rates = [float(r) for r in args.rates.split(",")] if args.rates else RATES
+    rates = ([float(r) for r in args.rates.split(",")] if args.rates
+             else QUICK_RATES if args.quick else RATES)
     results = run_many(specs(labels, seeds, iterations, rates), jobs=args.jobs, store=args.store)
     rows = rows_of(results, labels, rates)
     warmup, ae = stage_lengths(iterations)

@@ -1,0 +1,139 @@
+"""The result-table scripts in tiny modes: real orchestrator runs, well-formed CSV, figures that
+can be checked by hand (fp32's bits from the parameter count, its transfer time at 1 Mbit/s,
+the Gilbert-Elliott stationary loss, the timers adding up to the wall time)."""
+from __future__ import annotations
+
+import csv
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:           # `experiments` is a folder of the repo, not installed
+    sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from experiments.results import harness, table1_methods, table2_bandwidth, table3_loss  # noqa: E402
+from experiments.results.gpu_resnet20 import write_cifar_format  # noqa: E402
+
+pytestmark = pytest.mark.timeout(240)
+
+N_WORKERS = 8
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def cnn_parameters() -> int:
+    from nodes.data import load_dataset
+    from nodes.models import build_model
+
+    ds = load_dataset("digits", seed=0)
+    return sum(p.numel() for p in build_model("cnn", ds.input_shape, ds.num_classes).parameters())
+
+
+def read_csv(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows, f"{path} has no rows"
+    width = len(rows[0])
+    assert all(len(r) == width and None not in r for r in rows), f"{path}: ragged rows"
+    return rows
+
+
+def test_table1_tiny_writes_csv_with_fp32_bits_from_the_parameter_count(tmp_path):
+    rows = table1_methods.main(["--iterations", "3", "--seeds", "0", "--methods", "fp32,topk",
+                                "--out", str(tmp_path)])
+    csv_rows = read_csv(tmp_path / "table1_methods.csv")
+    assert (tmp_path / "table1_methods.md").read_text().count("\n| ") == len(rows) + 1  # + header
+    assert [(r["topology"], r["method"]) for r in csv_rows] == \
+        [("star", "fp32"), ("star", "topk"), ("ring", "fp32"), ("ring", "topk")]
+    star = {r["method"]: r for r in csv_rows if r["topology"] == "star"}
+    # fp32: every worker sends 32 bits per weight up, every worker receives them down; headers
+    # (30 bytes in each packet of at most 1460 payload bytes) add about 2%.
+    floor = 2 * N_WORKERS * 32 * cnn_parameters()
+    bits = float(star["fp32"]["bits_final"])
+    assert floor < bits < 1.03 * floor
+    assert float(star["fp32"]["x_fp32"]) == 1.0
+    # top-k at 1%: each worker sends k fp32 values plus their indices, and the broadcast mean
+    # carries at least k entries to every worker: more than 16 x 32 k bits, so less than 100x
+    # fp32; the indices cost bits too, so well under that
+    k = math.ceil(0.01 * cnn_parameters())
+    assert float(star["topk"]["bits_final"]) > 2 * N_WORKERS * 32 * k
+    assert 5 < float(star["topk"]["x_fp32"]) < 100
+    for r in csv_rows:
+        if r["topology"] == "ring":        # parameter-server methods cannot run on a ring
+            assert r["status"] == "n/a" and "parameter server" in r["note"]
+        else:
+            assert r["status"] == "ok" and 0 <= float(r["acc_mean"]) <= 1
+
+
+def test_table2_tiny_fp32_time_to_accuracy_scales_with_bandwidth(tmp_path):
+    rows = table2_bandwidth.main(["--iterations", "2", "--target", "0.01", "--methods", "fp32",
+                                  "--bandwidths", "1,20", "--out", str(tmp_path)])
+    (row,) = read_csv(tmp_path / "table2_bandwidth.csv")
+    assert (tmp_path / "table2_bandwidth.html").stat().st_size > 1000
+    # any accuracy >= 1% is reached at the first evaluation (after iteration 1 of 2)
+    assert row["iterations_1"] == row["iterations_20"] == "1"
+    # one iteration in a shared cell: 8 uplinks of 32n bits one after another, then one
+    # broadcast of 32n bits (sent once on a shared medium), plus headers and compute.
+    wire = 9 * 32 * cnn_parameters()
+    t1, t20 = float(row["tta_s_1"]), float(row["tta_s_20"])
+    assert wire / 1e6 < t1 < 1.05 * wire / 1e6 + 0.1
+    assert wire / 20e6 < t20 < 1.05 * wire / 20e6 + 0.1
+    assert rows[0]["status_1"] == "reached"
+
+
+def test_gilbert_elliott_rate_is_the_stationary_loss():
+    text = table3_loss.loss_table("bursty", 0.05)
+    enter = float(text.split("p_good_to_bad=")[1].split(",")[0])
+    exit_ = table3_loss.BURST_EXIT
+    assert enter / (enter + exit_) == pytest.approx(0.05, rel=1e-5)
+    assert table3_loss.loss_table("bernoulli", 0.2) == '{model="bernoulli", p=0.2}'
+    assert table3_loss.loss_table("bursty", 0.0) == '{model="none"}'
+
+
+def test_table3_tiny_loses_about_the_given_share_of_uplink_packets(tmp_path):
+    table3_loss.main(["--iterations", "4", "--methods", "fp16", "--rates", "0,0.2",
+                      "--out", str(tmp_path)])
+    rows = {(r["loss_model"], r["rate"]): r for r in read_csv(tmp_path / "table3_loss.csv")}
+    assert set(rows) == {("none", "0.0"), ("bernoulli", "0.2"), ("bursty", "0.2")}
+    assert float(rows[("none", "0.0")]["measured_up_loss"]) == 0.0
+    # fp16: 8 workers x ~40 packets x 4 iterations ~ 1300 uplink packets: 20% +- 4 points
+    assert abs(float(rows[("bernoulli", "0.2")]["measured_up_loss"]) - 0.2) < 0.04
+    assert all(r["status"] == "ok" for r in rows.values())
+
+
+def test_timed_experiment_pieces_add_up_to_no_more_than_the_wall_time():
+    spec = harness.RunSpec("cost", "experiments/quickstart.toml", ["run.iterations=3"])
+    r = harness.execute(spec)
+    assert r.status == "completed" and r.iterations == 3
+    assert all(v > 0 for k, v in r.timers.items() if k != "eval") and r.timers["eval"] > 0
+    assert sum(r.timers.values()) <= r.wall_s
+    assert len(r.codec_s) == 3 and all(s > 0 for s in r.codec_s)
+    assert sum(r.codec_s) == pytest.approx(r.timers["compression"])
+
+
+def test_refused_combination_is_reported_not_raised():
+    spec = harness.RunSpec("ring-ps", "experiments/results_ring.toml",
+                           ["compression.method=topk", "run.iterations=1"])
+    r = harness.execute(spec)
+    assert r.status == "n/a" and "parameter server" in r.note and r.iterations == 0
+
+
+def test_generated_cifar_format_loads_with_the_cifar10_loader(tmp_path):
+    from nodes.data import load_dataset
+
+    write_cifar_format(tmp_path, per_batch=20, n_test=10)
+    ds = load_dataset("cifar10", root=str(tmp_path))
+    assert tuple(ds.train_x.shape) == (100, 3, 32, 32) and tuple(ds.test_x.shape) == (10, 3, 32, 32)
+    assert ds.num_classes == 10 and int(ds.train_y.max()) <= 9
+    assert math.isclose(float(ds.train_x.mean()), 0.0, abs_tol=1e-4)   # standardised
