@@ -36,15 +36,11 @@ import torch.distributed as dist
 
 from testbed.experiment import Experiment, ExperimentError
 
-# Methods whose per-worker state, in one process, reads state it would not have in another
-# process (another worker's top-k positions instead of the ones it received). They keep
-# replicas consistent or not, but would silently train differently from the single-process run.
-NOT_MULTIPROCESS_SAFE = {
-    "lgc_rar": "every node uses the leader's top-k positions it computed itself instead of the "
-               "ones its Broadcast delivered",
-    "lgc_ps": "in the lgc stage each worker masks its error feedback at the leader's positions "
-              "it computed itself instead of the ones it received",
-}
+# Methods whose per-worker state, in one process, would read state it does not have in another
+# process (e.g. another worker's top-k positions instead of the ones it received): such a
+# method would train differently from the single-process run, so it is refused here. Empty
+# since LGC-PS and LGC-RAR read the leader's positions from the bytes that arrived.
+NOT_MULTIPROCESS_SAFE: dict[str, str] = {}
 
 # Test-only fault injection: "RANK:ITERATION:exit" (os._exit) or "RANK:ITERATION:hang" (sleep).
 FAULT_ENV = "TESTBED_TEST_FAULT_INJECTION"

@@ -365,7 +365,7 @@ class Experiment:
         traffic.add_bits(traffic.bits_up, src, phase.message.nbits)
         for n in dsts:
             traffic.add_bits(traffic.bits_down, n, phase.message.nbits)
-        return reports, "uplink", None
+        return reports, "uplink", list(phase.message.packets)
 
     def _allreduce(self, phase, ready, first, compute_end, traffic):
         from nodes.compression.ring import ring_sum

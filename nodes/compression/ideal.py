@@ -78,7 +78,7 @@ def run_exchange(scheme: Scheme, iteration: int, grads: list[torch.Tensor],
                 result = ring_sum(bufs, phase.dtype)
             elif isinstance(phase, Broadcast):
                 stats.bits_broadcast += phase.message.nbits
-                result = None
+                result = list(phase.message.packets)
             elif isinstance(phase, (ServerCompute, WorkerCompute)):
                 stats.compute_s += float(phase.seconds)
                 result = None

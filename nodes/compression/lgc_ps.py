@@ -141,6 +141,7 @@ class LGCPS(LGCBase):
             u[d.mask] = d.values[d.mask]
             total += u
         for w in range(N):
-            sent = torch.cat([lead_idx, innov[w]]) if used_common else innov[w]
+            # The leader's positions as every worker learns them: from the bytes that arrived.
+            sent = torch.cat([idx.to(innov[w].device), innov[w]]) if used_common else innov[w]
             self.workers.mask(w, sent)
         return (total / N).to(self.device)

@@ -20,7 +20,8 @@ from __future__ import annotations
 import torch
 
 from nodes.compression.base import check_finite
-from nodes.compression.lgc_common import COMMON_OPTIONS, LGCBase, indices_message, rms, weights_message
+from nodes.compression.lgc_common import (COMMON_OPTIONS, LGCBase, indices_message, read_indices, rms,
+                                          weights_message)
 from nodes.compression.phases import AllReduce, Broadcast, ServerCompute, WorkerCompute
 from nodes.compression.registry import register
 
@@ -39,11 +40,14 @@ class LGCRAR(LGCBase):
         lgc = self.stage(iteration) == "lgc" and self.worker_ae is not None
         k = self.k_at(iteration)  # DGC's sparsity warm-up, then the final density
         L = self.leader_of(iteration)
-        idx = self.workers.topk(L, iteration, k)
-        s = rms(vs[L][idx])
-        yield Broadcast(L, indices_message(idx.cpu(), n, payload_bytes=self.payload_bytes,
-                                           method=self.name, iteration=iteration, scale=s))
-        # (the indices arrive reliably; every node now holds idx and s)
+        lead_idx = self.workers.topk(L, iteration, k)
+        got = yield Broadcast(L, indices_message(lead_idx.cpu(), n, payload_bytes=self.payload_bytes,
+                                                 method=self.name, iteration=iteration,
+                                                 scale=rms(vs[L][lead_idx])))
+        # Every node works with the positions and scale it received, not the leader's own copy
+        # (broadcasts arrive whole: the orchestrator resends what a node missed).
+        idx, s = read_indices(got, n)
+        idx = idx.to(vs[L].device)
         if lgc:
             ae = self.worker_ae
             with torch.no_grad():
@@ -65,8 +69,8 @@ class LGCRAR(LGCBase):
                 if self.sched.ships_after(iteration):
                     msg = weights_message(self.ae.full_bytes(), payload_bytes=self.payload_bytes,
                                           method=self.name, iteration=iteration)
-                    yield Broadcast(self.trainer_node, msg)
-                    self._deploy(self.received_bytes(msg.packets), encoder_only=False)
+                    got = yield Broadcast(self.trainer_node, msg)
+                    self._deploy(self.received_bytes(got), encoder_only=False)
         for w in range(N):
             self.workers.mask(w, idx)
         avg = torch.zeros(n)

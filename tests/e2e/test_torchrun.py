@@ -56,7 +56,9 @@ delay_ms = 1.0
 delivery = "best_effort"
 loss = {{ model = "bernoulli", p = 0.05 }}
 """
-OPTIONS = {"topk": "ratio = 0.05", "dgc": "ratio = 0.05\nwarmup_iterations = 4"}
+LGC = "density = 0.05\nwarmup_iters = 3\nae_iters = 3\nae_steps = 5"  # the lgc stage from iteration 6
+OPTIONS = {"topk": "ratio = 0.05", "dgc": "ratio = 0.05\nwarmup_iterations = 4",
+           "lgc_ps": LGC, "lgc_rar": LGC}
 
 
 def write_file(folder: Path, method: str, workers: int, iterations: int = 12) -> Path:
@@ -130,7 +132,7 @@ def reference(folder):
     return get
 
 
-@pytest.mark.parametrize("method,workers", [("topk", 2), ("dgc", 4)])
+@pytest.mark.parametrize("method,workers", [("topk", 2), ("dgc", 4), ("lgc_ps", 2), ("lgc_rar", 2)])
 def test_torchrun_matches_the_in_process_run(folder, reference, method, workers):
     path, ref = reference(method, workers)
     # the comparison is not vacuous: packets were lost and bits moved in the reference

@@ -179,8 +179,12 @@ def drive(sch, it, gs, record):
         while True:
             phase = gen.send(result)
             record.append(phase)
-            result = ring_sum([phase.buffers[w] for w in sorted(phase.buffers)], phase.dtype) \
-                if isinstance(phase, AllReduce) else None
+            if isinstance(phase, AllReduce):
+                result = ring_sum([phase.buffers[w] for w in sorted(phase.buffers)], phase.dtype)
+            elif isinstance(phase, Broadcast):  # receivers get the packets that travelled
+                result = list(phase.message.packets)
+            else:
+                result = None
     except StopIteration as stop:
         return stop.value
 
