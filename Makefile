@@ -22,7 +22,7 @@ test: venv
 	$(BIN)/python -m pytest -q
 
 bench: venv
-	$(BIN)/python -m benchmarks
+	$(BIN)/python -m benchmarks $(if $(FULL),--full,)
 
 clean:
 	rm -rf $(VENV) runs.db runs.db-wal runs.db-shm
