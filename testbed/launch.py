@@ -304,14 +304,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _summary(store, exp, wall_s: float) -> str:
-    evals = store.evals(exp.run_id)
-    its = store.iterations(exp.run_id)
-    acc = f"{100 * evals[-1]['test_accuracy']:.2f}%" if evals else "n/a"
-    vt = its[-1]["virtual_time_s"] if its else 0.0
-    bits = sum(r["bits_up"] + r["bits_down"] for r in its)
-    return (f"run {exp.run_id} ({exp.cfg.run.name}) completed: {len(its)} iterations, test "
-            f"accuracy {acc}, virtual time {vt:.2f} s, {bits / 8e6:.3f} MB on the wire, "
-            f"rank 0 wall time {wall_s:.1f} s")
+    from testbed.commands.run import summary_line
+
+    return f"{summary_line(store, exp.run_id, exp.cfg.run.name)}, rank 0 wall time {wall_s:.1f} s"
 
 
 if __name__ == "__main__":

@@ -414,6 +414,16 @@ class Decoded:
         return ~self.mask
 
 
+def mean_over_arrived(decoded, n: int) -> torch.Tensor:
+    """Per-coordinate mean over the messages in which that coordinate arrived (a coordinate
+    lost everywhere is 0): how dense aggregates cope with best-effort loss."""
+    total, count = torch.zeros(n), torch.zeros(n)
+    for d in decoded:
+        total += d.values
+        count += d.mask
+    return total / count.clamp(min=1)
+
+
 def _decode_one(pkt: bytes, h: Header, values: np.ndarray, mask: np.ndarray) -> tuple[float, ...]:
     off = HEADER_BYTES
     if len(pkt) < off + 4 * h.nscalars:

@@ -50,13 +50,8 @@ class DenseScheme(Scheme):
         out_device = grads[0].device if grads else self.device
         msgs = {w: self.encode(w, iteration, g.reshape(-1).float()) for w, g in enumerate(grads)}
         arrived = yield Uplink(msgs)
-        total = torch.zeros(self.numel)
-        count = torch.zeros(self.numel)
-        for w in range(len(grads)):
-            d = self.decode(w, iteration, arrived.get(w, []))
-            total += d.values
-            count += d.mask
-        mean = total / count.clamp(min=1)
+        mean = codec.mean_over_arrived(
+            (self.decode(w, iteration, arrived.get(w, [])) for w in range(len(grads))), self.numel)
         down = codec.encode_dense(mean, payload_bytes=self.payload_bytes, dtype=self.downlink_dtype,
                                   method=self.name, kind=codec.KIND_AGGREGATE, iteration=iteration)
         yield Downlink(down)

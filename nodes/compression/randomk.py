@@ -61,13 +61,10 @@ class RandomK(ResidualMixin, Scheme):
             msgs[w] = codec.encode_dense(sent, payload_bytes=self.payload_bytes, dtype=self.values_dtype,
                                          method=self.name, iteration=iteration)
         arrived = yield Uplink(msgs)
-        total, count = torch.zeros(self.k), torch.zeros(self.k)
-        for w in range(len(grads)):
-            d = codec.decode(arrived.get(w, []), self.k, iteration=iteration)
-            total += d.values
-            count += d.mask
         # a position lost from some workers is averaged over those whose packet arrived
-        mean = total / count.clamp(min=1)
+        mean = codec.mean_over_arrived(
+            (codec.decode(arrived.get(w, []), self.k, iteration=iteration) for w in range(len(grads))),
+            self.k)
         down = codec.encode_dense(mean, payload_bytes=self.payload_bytes, dtype=self.downlink_dtype,
                                   method=self.name, kind=codec.KIND_AGGREGATE, iteration=iteration)
         yield Downlink(down)

@@ -85,13 +85,18 @@ def main(args) -> int:
         store.close()
         return fail(f"run {exp.run_id} failed: {e}")
     close()
+    line = summary_line(store, run_id, cfg.run.name)
+    store.close()
+    print(f"{line}, wall time {time.perf_counter() - wall:.1f} s -> {args.store}")
+    return 0
+
+
+def summary_line(store, run_id: int, name: str) -> str:
+    """`run N (name) completed: ...` with the final accuracy, virtual time and bytes."""
     evals = store.evals(run_id)
     its = store.iterations(run_id)
-    store.close()
     acc = f"{100 * evals[-1]['test_accuracy']:.2f}%" if evals else "n/a"
     vt = its[-1]["virtual_time_s"] if its else 0.0
     bits = sum(r["bits_up"] + r["bits_down"] for r in its)
-    print(f"run {run_id} ({cfg.run.name}) completed: {len(its)} iterations, test accuracy {acc}, "
-          f"virtual time {vt:.2f} s, {bits / 8e6:.3f} MB on the wire, "
-          f"wall time {time.perf_counter() - wall:.1f} s -> {args.store}")
-    return 0
+    return (f"run {run_id} ({name}) completed: {len(its)} iterations, test accuracy {acc}, "
+            f"virtual time {vt:.2f} s, {bits / 8e6:.3f} MB on the wire")
