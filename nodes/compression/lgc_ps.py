@@ -37,13 +37,13 @@ from nodes.compression.registry import Option, register
 
 
 @register("lgc_ps", **COMMON_OPTIONS,
-          innovation_ratio=Option(0.01, float, min=0.0, max=1.0,
+          innovation_ratio=Option(0.05, float, min=0.0, max=1.0,
                                   help="innovation entries each node sends, as a fraction of k"))
 class LGCPS(LGCBase):
     collective = "ps"
     linear_encoder = False
 
-    def __init__(self, *, innovation_ratio: float = 0.01, **kw):
+    def __init__(self, *, innovation_ratio: float = 0.05, **kw):
         super().__init__(**kw)
         if not 0 <= innovation_ratio <= 1:
             raise ValueError(f"innovation_ratio={innovation_ratio!r} not allowed; allowed [0, 1]")
