@@ -154,10 +154,13 @@ class Experiment:
                                    n_workers=n_workers, shapes=shapes,
                                    payload_bytes=self.payload_bytes, seed=seed, device=self.device)
         if self.scheme.collective == "ps" and self.server is None:
+            from nodes.compression.registry import SCHEMES
+
+            ring = sorted(n for n, c in SCHEMES.items() if c.collective == "allreduce")
             raise ExperimentError(
                 f"compression.method {cfg.compression.method!r} sends to a parameter server, but "
                 f"network.topology {cfg.network.get('topology')!r} has no server node; use a "
-                "topology with a server (star, mesh, geometric) or a ring method (lgc_rar, powersgd)")
+                f"topology with a server (star, mesh, geometric) or a ring method ({', '.join(ring)})")
         # Methods with DGC's momentum correction keep momentum inside the compressor.
         momentum = 0.0 if getattr(self.scheme, "handles_momentum", False) else cfg.optim.momentum
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=cfg.optim.lr, momentum=momentum,

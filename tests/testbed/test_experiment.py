@@ -159,3 +159,13 @@ def test_one_way_control_changes_only_that_direction(tiny_experiment, tmp_path):
     assert specs[("w1", "server")].bandwidth_mbps == 10.0
     (row,) = [r for r in store.node_iterations(exp.run_id) if r["iteration"] == 0 and r["node"] == "w0"]
     store.close()
+
+
+def test_a_server_method_on_a_ring_names_the_methods_that_can_run_there(tiny_experiment, tmp_path):
+    from testbed.experiment import ExperimentError
+
+    path = tiny_experiment()
+    with pytest.raises(ExperimentError) as err:
+        Experiment(load_config(path, ["network.topology=ring"]), Store(tmp_path / "s.db"))
+    message = str(err.value)
+    assert "'topk' sends to a parameter server" in message and "ring method (lgc_rar)" in message
