@@ -127,7 +127,7 @@ def main(argv=None) -> list[dict]:
             refusals.setdefault(f"{row['status']}: {reason}", []).append(f"{row['topology']} {row['method']}")
     for reason, who in refusals.items():
         notes.append(f"{', '.join(who)}: {reason}")
-    if any("powersgd" in w for who in refusals.values() for w in who):
+    if any("powersgd" in w and "powersgd)" in reason for reason, who in refusals.items() for w in who):
         notes.append("(the testbed's message lists powersgd as a ring method, but its PowerSGD "
                      "declares collective = 'ps': it needs a server)")
     emit(rows, COLUMNS, title=f"Table 1: methods on digits, 8 workers, {iterations} iterations",
