@@ -13,7 +13,7 @@ from typing import Callable
 import torch
 
 from nodes.compression.base import Message, Scheme
-from nodes.compression.phases import (AllReduce, Broadcast, Downlink, ServerCompute, Uplink,
+from nodes.compression.phases import (AllGather, AllReduce, Broadcast, Downlink, ServerCompute, Uplink,
                                       WorkerCompute)
 from nodes.compression.ring import allreduce_bytes_per_node, ring_sum
 
@@ -76,6 +76,13 @@ def run_exchange(scheme: Scheme, iteration: int, grads: list[torch.Tensor],
                     stats.bits_allreduce[w] = stats.bits_allreduce.get(w, 0) + 8 * allreduce_bytes_per_node(
                         len(phase.buffers[w]), len(order), 4 if phase.dtype == "f32" else 2)
                 result = ring_sum(bufs, phase.dtype)
+            elif isinstance(phase, AllGather):
+                # each worker's message reaches the N-1 other nodes whole
+                n = len(phase.messages)
+                for w, msg in phase.messages.items():
+                    stats.bits_up[w] = stats.bits_up.get(w, 0) + msg.nbits
+                    stats.bits_broadcast += msg.nbits * max(0, n - 1)
+                result = {w: list(msg.packets) for w, msg in phase.messages.items()}
             elif isinstance(phase, Broadcast):
                 stats.bits_broadcast += phase.message.nbits
                 result = list(phase.message.packets)

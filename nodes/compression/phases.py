@@ -51,6 +51,16 @@ class Broadcast:
 
 
 @dataclass
+class AllGather:
+    """Every worker sends its own message to every other node, for messages that cannot be
+    summed on the way (top-k, QSGD, ...): the topology's ring/mesh/cell carries them and each
+    node aggregates locally. Result: dict[worker -> list[bytes]], each worker's packets as
+    every node received them (made whole like Broadcast, so every replica decodes the same
+    bytes and takes the same step)."""
+    messages: dict[int, Message]
+
+
+@dataclass
 class ServerCompute:
     """Virtual seconds the aggregator spends computing (e.g. training the autoencoder)."""
     seconds: float
@@ -64,4 +74,4 @@ class WorkerCompute:
     what: str = ""
 
 
-Phase = Uplink | Downlink | AllReduce | Broadcast | ServerCompute | WorkerCompute
+Phase = Uplink | Downlink | AllReduce | Broadcast | AllGather | ServerCompute | WorkerCompute
