@@ -1,12 +1,12 @@
 """Drive a Scheme's exchange() with ideal delivery (for tests, benchmarks and LGC).
 
 Every packet arrives unless a `deliver(worker, packets) -> packets` callback says otherwise;
-ring all-reduces are summed on the real bytes with ring_sum. The real orchestrator
-(testbed/experiment.py) drives the same generator over the emulated network instead.
+ring all-reduces are summed on the real bytes with ring_sum. The orchestrator drives the same
+generator with the same loop (`transport.drive`) over the emulated network instead
+(testbed/transport.py).
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -16,6 +16,7 @@ from nodes.compression.base import Message, Scheme
 from nodes.compression.phases import (AllGather, AllReduce, Broadcast, Downlink, ServerCompute, Uplink,
                                       WorkerCompute)
 from nodes.compression.ring import allreduce_bytes_per_node, ring_sum
+from nodes.compression.transport import Transport, drive
 
 Deliver = Callable[[int, list[bytes]], list[bytes]]
 
@@ -45,57 +46,67 @@ class ExchangeStats:
                 + self.bits_broadcast)
 
 
+class IdealTransport(Transport):
+    """Every packet arrives (unless `deliver` drops some); all-reduces summed by ring_sum."""
+
+    def __init__(self, deliver: Deliver | None = None):
+        self.deliver = deliver
+        self.stats = ExchangeStats()
+
+    def carriers(self):
+        return {Uplink: self.uplink, Downlink: self.downlink, AllReduce: self.allreduce,
+                AllGather: self.allgather, Broadcast: self.broadcast,
+                ServerCompute: self.compute, WorkerCompute: self.compute}
+
+    def carry(self, phase):
+        self.stats.phases.append(type(phase).__name__)
+        return super().carry(phase)
+
+    def stepped(self, seconds: float) -> None:
+        self.stats.wall_s.append(seconds)
+
+    def uplink(self, phase: Uplink) -> dict[int, list[bytes]]:
+        stats = self.stats
+        stats.uplinks.append(phase.messages)
+        result = {}
+        for w, msg in phase.messages.items():
+            stats.bits_up[w] = stats.bits_up.get(w, 0) + msg.nbits
+            stats.packets_up += len(msg.packets)
+            got = list(msg.packets) if self.deliver is None else list(self.deliver(w, list(msg.packets)))
+            stats.packets_lost += len(msg.packets) - len(got)
+            result[w] = got
+        return result
+
+    def downlink(self, phase: Downlink) -> None:
+        self.stats.downlinks.append(phase.message)
+        self.stats.bits_down += phase.message.nbits
+
+    def allreduce(self, phase: AllReduce) -> torch.Tensor:
+        order = sorted(phase.buffers)
+        for w in order:
+            self.stats.bits_allreduce[w] = self.stats.bits_allreduce.get(w, 0) + 8 * allreduce_bytes_per_node(
+                len(phase.buffers[w]), len(order), 4 if phase.dtype == "f32" else 2)
+        return ring_sum([phase.buffers[w] for w in order], phase.dtype)
+
+    def allgather(self, phase: AllGather) -> dict[int, list[bytes]]:
+        # each worker's message reaches the N-1 other nodes whole
+        n = len(phase.messages)
+        for w, msg in phase.messages.items():
+            self.stats.bits_up[w] = self.stats.bits_up.get(w, 0) + msg.nbits
+            self.stats.bits_broadcast += msg.nbits * max(0, n - 1)
+        return {w: list(msg.packets) for w, msg in phase.messages.items()}
+
+    def broadcast(self, phase: Broadcast) -> list[bytes]:
+        self.stats.bits_broadcast += phase.message.nbits
+        return list(phase.message.packets)
+
+    def compute(self, phase: ServerCompute | WorkerCompute) -> None:
+        self.stats.compute_s += float(phase.seconds)
+
+
 def run_exchange(scheme: Scheme, iteration: int, grads: list[torch.Tensor],
                  deliver: Deliver | None = None) -> tuple[torch.Tensor, ExchangeStats]:
-    stats = ExchangeStats()
-    gen = scheme.exchange(iteration, grads)
-    result = None
-    t0 = time.perf_counter()
-    try:
-        phase = next(gen)
-        while True:
-            stats.wall_s.append(time.perf_counter() - t0)
-            stats.phases.append(type(phase).__name__)
-            if isinstance(phase, Uplink):
-                stats.uplinks.append(phase.messages)
-                result = {}
-                for w, msg in phase.messages.items():
-                    stats.bits_up[w] = stats.bits_up.get(w, 0) + msg.nbits
-                    stats.packets_up += len(msg.packets)
-                    got = list(msg.packets) if deliver is None else list(deliver(w, list(msg.packets)))
-                    stats.packets_lost += len(msg.packets) - len(got)
-                    result[w] = got
-            elif isinstance(phase, Downlink):
-                stats.downlinks.append(phase.message)
-                stats.bits_down += phase.message.nbits
-                result = None
-            elif isinstance(phase, AllReduce):
-                order = sorted(phase.buffers)
-                bufs = [phase.buffers[w] for w in order]
-                for w in order:
-                    stats.bits_allreduce[w] = stats.bits_allreduce.get(w, 0) + 8 * allreduce_bytes_per_node(
-                        len(phase.buffers[w]), len(order), 4 if phase.dtype == "f32" else 2)
-                result = ring_sum(bufs, phase.dtype)
-            elif isinstance(phase, AllGather):
-                # each worker's message reaches the N-1 other nodes whole
-                n = len(phase.messages)
-                for w, msg in phase.messages.items():
-                    stats.bits_up[w] = stats.bits_up.get(w, 0) + msg.nbits
-                    stats.bits_broadcast += msg.nbits * max(0, n - 1)
-                result = {w: list(msg.packets) for w, msg in phase.messages.items()}
-            elif isinstance(phase, Broadcast):
-                stats.bits_broadcast += phase.message.nbits
-                result = list(phase.message.packets)
-            elif isinstance(phase, (ServerCompute, WorkerCompute)):
-                stats.compute_s += float(phase.seconds)
-                result = None
-            else:
-                raise TypeError(f"scheme {scheme.name!r} yielded {phase!r}; expected a Phase")
-            t0 = time.perf_counter()
-            phase = gen.send(result)
-    except StopIteration as stop:
-        stats.wall_s.append(time.perf_counter() - t0)
-        agg = stop.value
-    if not isinstance(agg, torch.Tensor):
-        raise TypeError(f"scheme {scheme.name!r} returned {type(agg).__name__}, expected a Tensor")
-    return agg, stats
+    """`drive` over an IdealTransport: the averaged gradient and what was carried."""
+    transport = IdealTransport(deliver)
+    agg = drive(scheme, iteration, grads, transport)
+    return agg, transport.stats
