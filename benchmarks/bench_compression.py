@@ -78,7 +78,7 @@ def train_digits(method: str, options: dict | None = None, *, iterations: int = 
     pool = WorkerPool(model, ds.train_x, ds.train_y, shards, batch_size, seed=seed)
     scheme = build_scheme(method, dict(options or {}), n_workers=WORKERS, shapes=pool.shapes,
                           payload_bytes=PAYLOAD, seed=seed)
-    own_momentum = getattr(scheme, "handles_momentum", False)
+    own_momentum = scheme.handles_momentum
     params = flatten(model.parameters())
     buf = torch.zeros_like(params)
     bits = 0

@@ -61,7 +61,7 @@ def train(label: str, method: str, options: dict, seed: int, iterations: int, wa
     pool = WorkerPool(model, data.train_x, data.train_y, shards, batch_size=BATCH, seed=seed)
     scheme = build_scheme(method, options, n_workers=N_WORKERS,
                           shapes=[p.shape for p in model.parameters()], payload_bytes=PAYLOAD, seed=seed)
-    momentum = 0.0 if getattr(scheme, "handles_momentum", False) else 0.9
+    momentum = 0.0 if scheme.handles_momentum else 0.9
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=momentum)
     res = Result(accuracy=float("nan"))
     t0 = time.perf_counter()

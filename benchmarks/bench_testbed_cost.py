@@ -5,12 +5,11 @@
 
 Runs experiments/quickstart.toml (top-k 1%, shared 20 Mbit/s cell, 1% Bernoulli loss,
 reliable delivery) with 4, 16 and 64 workers through `experiments.results.harness`'s
-TimedExperiment, which times the orchestrator's seams from outside:
-  compute      Experiment._worker_gradients (every worker's forward + backward) and the
-               optimizer step (_apply_gradient)
+timed_experiment, the orchestrator with a timer (`Experiment(..., timer=)`):
+  compute      the gradient source (every worker's forward + backward) and the optimizer step
   compression  every step of the scheme's exchange() generator (encode, decode, aggregate)
                and the ring sum on the real bytes
-  emulation    Experiment._net: the link layer (channels) carrying each phase
+  emulation    the link layer (channels) carrying each phase (EmulatedTransport's link calls)
   store        Store writes, flushes and the per-iteration control poll
   eval         test-set evaluation (every eval_every iterations)
   other        the rest of the loop (the orchestrator's own bookkeeping)

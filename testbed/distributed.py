@@ -5,7 +5,7 @@ object, same seeded network object). Rank r is worker r:
 - it computes only worker r's gradient, on its own device (cuda:LOCAL_RANK or the CPU), with
   worker r's own batch generator, so the gradient is the one the single-process run computes;
   the other workers' entries are zeros (the scheme encodes garbage for them, never used);
-- at every Uplink / Broadcast / AllReduce phase the ranks exchange their own worker's real
+- at every Uplink / AllGather / Broadcast / AllReduce phase the ranks exchange their own worker's real
   message bytes (`Comm.all_gather_packets`), so every rank's phase then holds every worker's
   real bytes and the server-side decode - which only depends on received bytes - is identical on
   every rank: every replica takes the same optimizer step, and a Downlink needs no transfer;
@@ -34,7 +34,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from nodes.compression.transport import Transport
 from testbed.experiment import Experiment, ExperimentError
+from testbed.transport import EmulatedTransport
 
 # Methods whose per-worker state, in one process, would read state it does not have in another
 # process (e.g. another worker's top-k positions instead of the ones it received): such a
@@ -266,52 +268,94 @@ def aggregate_checksum(agg: torch.Tensor) -> list[int]:
     return [int(bits.sum()), int((bits * weights).sum())]
 
 
-class DistributedExperiment(Experiment):
-    """The Experiment as one rank of a torchrun job: this rank is worker `comm.rank`."""
+def share(comm: Comm, phase):
+    """The phase with every worker's real bytes in it: each rank holds only its own worker's
+    (the other entries are garbage), so the ranks exchange them. A Downlink needs nothing: it
+    is computed identically on every rank from the bytes received."""
+    from nodes.compression import phases as ph
+    from nodes.compression.base import Message
 
-    def __init__(self, cfg, store, comm: Comm, *, progress=None, should_stop=None,
-                 check_replicas: bool = True):
-        self.comm = comm
-        self.check_replicas = check_replicas
-        self._fault = _parse_fault(os.environ.get(FAULT_ENV))
-        super().__init__(cfg, store if comm.rank == 0 else NullStore(), progress=progress,
-                         should_stop=should_stop)
-        self._local_should_stop = self.should_stop
-        self.should_stop = self._should_stop_all
+    r = comm.rank
+    if isinstance(phase, (ph.Uplink, ph.AllGather)):
+        mine = phase.messages[r].packets if r in phase.messages else None
+        got = comm.all_gather_packets(mine, type(phase).__name__.lower())
+        return dataclasses.replace(phase, messages={w: Message(got[w]) for w in phase.messages})
+    if isinstance(phase, ph.AllReduce):
+        mine = [phase.buffers[r]] if r in phase.buffers else None
+        got = comm.all_gather_packets(mine, "all-reduce buffers")
+        return dataclasses.replace(phase, buffers={w: got[w][0] for w in phase.buffers})
+    if isinstance(phase, ph.Broadcast):
+        packets = comm.broadcast_packets(phase.message.packets if r == phase.src else None,
+                                         phase.src, f"broadcast from w{phase.src}")
+        return dataclasses.replace(phase, message=Message(packets))
+    return phase
 
-    # ------------------------------------------------------------------ setup
-    def _setup(self) -> None:
-        method = self.cfg.compression.method
-        if method in NOT_MULTIPROCESS_SAFE:
-            raise ExperimentError(
-                f"compression.method = {method!r} cannot run with one process per worker yet: "
-                f"{NOT_MULTIPROCESS_SAFE[method]}; use --launcher local")
-        super()._setup()
-        r, n = self.comm.rank, len(self.workers)
-        if n != self.comm.world:
-            raise ExperimentError(
-                f"the file's network has {n} workers but torchrun started {self.comm.world} "
-                f"processes; start exactly one process per worker (--nproc-per-node x --nnodes "
-                f"= {n})")
-        # This rank computes worker r only: keep worker r's own sampler (its shard and its
-        # seeded batch order, worker_seed(seed, r)), so the gradient is the single-process one.
-        self.pool.samplers = [self.pool.samplers[r]]
-        self.warnings: list[str] = []
-        convs = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in self.model.modules())
-        if self.pool.mode == "vmap" and convs and n > 1:
-            # measured: a convolution vmapped over N workers rounds differently (~1e-8) from
-            # one over a single worker, so top-k choices can flip after a while
-            self.warnings.append(
-                "run.workers_mode resolves to 'vmap' with a convolutional model: losses match the "
-                "in-process run to float tolerance but bits may drift from it; set "
-                "run.workers_mode = \"sequential\" in both for bit-exact runs")
 
-    # ------------------------------------------------------------------ the three seams
-    def _worker_gradients(self):
+class DistributedTransport(Transport):
+    """The emulated transport inside a torchrun job: every phase first gets every worker's real
+    bytes (`share`), then the emulated transport carries it with the link layer run on rank 0
+    only (its report, or its error, broadcast), so the seeded network draws are the ones a
+    single process makes. Clock, timing and traffic are the emulated transport's."""
+
+    def __init__(self, comm: Comm, emulated: EmulatedTransport):
+        self.comm, self.emulated = comm, emulated
+        self._local_link = emulated.link
+        emulated.link = self.link
+
+    def carriers(self):
+        return self.emulated.carriers()
+
+    def carry(self, phase):
+        return self.emulated.carry(share(self.comm, phase))
+
+    def link(self, pattern: str, *args, **kwargs):
+        """Rank 0 runs the link layer; every rank gets its report (or its error)."""
+        outcome, error = None, None
+        if self.comm.rank == 0:
+            try:
+                outcome = ("ok", self._local_link(pattern, *args, **kwargs))
+            except Exception as e:
+                outcome, error = ("error", f"{type(e).__name__}: {e}"), e
+        outcome = self.comm.broadcast_object(outcome, 0, f"network {pattern}")
+        if error is not None:
+            raise error
+        if outcome[0] == "error":
+            raise WorkerFailure(f"the link layer on rank 0 failed: {outcome[1]}")
+        return outcome[1]
+
+    def begin(self, iteration: int, start: float, ready: dict) -> None:
+        self.emulated.begin(iteration, start, ready)
+
+    def stepped(self, seconds: float) -> None:
+        self.emulated.stepped(seconds)
+
+    @property
+    def clock(self) -> float:
+        return self.emulated.clock
+
+    @property
+    def timing(self):
+        return self.emulated.timing
+
+    @property
+    def traffic(self):
+        return self.emulated.traffic
+
+
+class RankGradients:
+    """This rank's worker's gradient; the losses, bad-gradient flags and wall times of all.
+
+    Worker r's entry is its real gradient; the other workers' entries are zeros (the scheme
+    encodes garbage for them, replaced by `share` with the real bytes)."""
+
+    def __init__(self, comm: Comm, pool, fault=None):
+        self.comm, self.pool, self.fault = comm, pool, fault
+
+    def __call__(self):
         it = self.pool.iteration
         self.comm.iteration = it
-        if self._fault and self._fault[0] == self.comm.rank and self._fault[1] == it:
-            _inject(self._fault[2])
+        if self.fault and self.fault[0] == self.comm.rank and self.fault[1] == it:
+            _inject(self.fault[2])
         w0 = time.perf_counter()
         grads, losses = self.pool.gradients()
         wall = time.perf_counter() - w0
@@ -327,39 +371,48 @@ class DistributedExperiment(Experiment):
         # The orchestrator charges one wall time per worker: the mean, as in one process.
         return full, [row[0] for row in rows], float(np.mean([row[2] for row in rows]))
 
-    def _share(self, phase):
-        from nodes.compression import phases as ph
-        from nodes.compression.base import Message
 
-        r = self.comm.rank
-        if isinstance(phase, ph.Uplink):
-            mine = phase.messages[r].packets if r in phase.messages else None
-            got = self.comm.all_gather_packets(mine, "uplink")
-            return dataclasses.replace(phase, messages={w: Message(got[w]) for w in phase.messages})
-        if isinstance(phase, ph.AllReduce):
-            mine = [phase.buffers[r]] if r in phase.buffers else None
-            got = self.comm.all_gather_packets(mine, "all-reduce buffers")
-            return dataclasses.replace(phase, buffers={w: got[w][0] for w in phase.buffers})
-        if isinstance(phase, ph.Broadcast):
-            packets = self.comm.broadcast_packets(phase.message.packets if r == phase.src else None,
-                                                  phase.src, f"broadcast from w{phase.src}")
-            return dataclasses.replace(phase, message=Message(packets))
-        return phase  # Downlink: computed identically on every rank from the bytes received
+class DistributedExperiment(Experiment):
+    """The Experiment as one rank of a torchrun job: this rank is worker `comm.rank`.
 
-    def _net(self, pattern: str, *args, **kwargs):
-        """Rank 0 runs the link layer; every rank gets its report (or its error)."""
-        outcome, error = None, None
-        if self.comm.rank == 0:
-            try:
-                outcome = ("ok", super()._net(pattern, *args, **kwargs))
-            except Exception as e:
-                outcome, error = ("error", f"{type(e).__name__}: {e}"), e
-        outcome = self.comm.broadcast_object(outcome, 0, f"network {pattern}")
-        if error is not None:
-            raise error
-        if outcome[0] == "error":
-            raise WorkerFailure(f"the link layer on rank 0 failed: {outcome[1]}")
-        return outcome[1]
+    Composed, not rewired: its gradient source is `RankGradients` and its transport
+    `DistributedTransport`; what it adds are the rank-level decisions (rank 0 evaluates,
+    decides to stop and writes the store; replicas are checked before each step)."""
+
+    def __init__(self, cfg, store, comm: Comm, *, progress=None, should_stop=None,
+                 check_replicas: bool = True):
+        self.comm = comm
+        self.check_replicas = check_replicas
+        method = cfg.compression.method
+        if method in NOT_MULTIPROCESS_SAFE:
+            raise ExperimentError(
+                f"compression.method = {method!r} cannot run with one process per worker yet: "
+                f"{NOT_MULTIPROCESS_SAFE[method]}; use --launcher local")
+        fault = _parse_fault(os.environ.get(FAULT_ENV))
+        super().__init__(cfg, store if comm.rank == 0 else NullStore(), progress=progress,
+                         should_stop=should_stop,
+                         gradients=lambda exp: RankGradients(comm, exp.pool, fault),
+                         transport=lambda exp: DistributedTransport(comm, exp.emulated_transport()))
+        self._local_should_stop = self.should_stop
+        self.should_stop = self._should_stop_all
+        r, n = comm.rank, len(self.workers)
+        if n != comm.world:
+            raise ExperimentError(
+                f"the file's network has {n} workers but torchrun started {comm.world} "
+                f"processes; start exactly one process per worker (--nproc-per-node x --nnodes "
+                f"= {n})")
+        # This rank computes worker r only: keep worker r's own sampler (its shard and its
+        # seeded batch order, worker_seed(seed, r)), so the gradient is the single-process one.
+        self.pool.samplers = [self.pool.samplers[r]]
+        self.warnings: list[str] = []
+        convs = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in self.model.modules())
+        if self.pool.mode == "vmap" and convs and n > 1:
+            # measured: a convolution vmapped over N workers rounds differently (~1e-8) from
+            # one over a single worker, so top-k choices can flip after a while
+            self.warnings.append(
+                "run.workers_mode resolves to 'vmap' with a convolutional model: losses match the "
+                "in-process run to float tolerance but bits may drift from it; set "
+                "run.workers_mode = \"sequential\" in both for bit-exact runs")
 
     # ------------------------------------------------------------------ rank-0 decisions
     def _should_stop_all(self) -> bool:
@@ -367,11 +420,11 @@ class DistributedExperiment(Experiment):
         stop = bool(self._local_should_stop()) if self.comm.rank == 0 else False
         return bool(self.comm.broadcast_object(stop, 0, "stop decision"))
 
-    def _evaluate(self) -> tuple[float, float]:
-        result = super()._evaluate() if self.comm.rank == 0 else None
+    def evaluate(self) -> tuple[float, float]:
+        result = super().evaluate() if self.comm.rank == 0 else None
         return self.comm.broadcast_object(result, 0, "evaluation")
 
-    def _apply_gradient(self, it: int, agg: torch.Tensor) -> None:
+    def apply_gradient(self, it: int, agg: torch.Tensor) -> None:
         if self.check_replicas:
             sums = self.comm.all_gather_ints(aggregate_checksum(agg), "replica check")
             odd = [r for r, s in enumerate(sums) if s != sums[0]]
@@ -380,7 +433,7 @@ class DistributedExperiment(Experiment):
                     f"replicas diverged at iteration {it}: the aggregated gradient of rank(s) "
                     f"{', '.join(map(str, odd))} differs from rank 0's; method "
                     f"{self.cfg.compression.method!r} must decode only from the bytes it received")
-        super()._apply_gradient(it, agg)
+        super().apply_gradient(it, agg)
 
     def start(self) -> int:
         super().start()
@@ -439,5 +492,5 @@ def install_sigterm(comm: Comm) -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-__all__ = ["Comm", "DistributedExperiment", "NullStore", "WorkerFailure", "aggregate_checksum",
+__all__ = ["Comm", "DistributedExperiment", "DistributedTransport", "RankGradients", "share", "NullStore", "WorkerFailure", "aggregate_checksum",
            "install_sigterm", "FAULT_ENV", "NOT_MULTIPROCESS_SAFE"]

@@ -11,32 +11,23 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable
 
 import networkx as nx
 import numpy as np
 import torch
 
+from nodes.compression.transport import Transport
 from testbed.config import ExperimentConfig
+from testbed.network import build_network
 from testbed.store import Store
+from testbed.transport import EmulatedTransport, IterationTiming, Timer, Traffic  # noqa: F401
 
 
 class ExperimentError(RuntimeError):
     """A run that cannot go on (bad combination of settings, a failed link, a bad gradient)."""
-
-
-@dataclass
-class IterationTiming:
-    """Virtual seconds of one iteration split the way the dashboard stacks them."""
-    compute_s: float = 0.0
-    uplink_s: float = 0.0
-    aggregation_s: float = 0.0
-    downlink_s: float = 0.0
-
-    @property
-    def total_s(self) -> float:
-        return self.compute_s + self.uplink_s + self.aggregation_s + self.downlink_s
 
 
 @dataclass
@@ -48,28 +39,6 @@ class Progress:
     train_loss: float
     accuracy: float | None
     stage: str
-
-
-@dataclass
-class _Traffic:
-    """Per-iteration accumulation of what the network carried."""
-    bits_up: dict[str, int] = field(default_factory=dict)
-    bits_down: dict[str, int] = field(default_factory=dict)
-    uplink_done: dict[str, float] = field(default_factory=dict)
-    links: dict[tuple[str, str], dict] = field(default_factory=dict)
-
-    def add_bits(self, table: dict[str, int], node: str, bits: int) -> None:
-        table[node] = table.get(node, 0) + int(bits)
-
-    def add_links(self, report) -> None:
-        for (u, v), st in report.links.items():
-            row = self.links.setdefault((u, v), {"bytes": 0, "packets": 0, "lost": 0,
-                                                 "retransmitted": 0, "busy_s": 0.0})
-            row["bytes"] += int(st.bytes)
-            row["packets"] += int(st.packets)
-            row["lost"] += int(st.lost)
-            row["retransmitted"] += int(st.retransmitted)
-            row["busy_s"] += float(st.busy_s)
 
 
 def graph_to_json(graph: nx.Graph) -> dict:
@@ -92,23 +61,56 @@ def graph_to_json(graph: nx.Graph) -> dict:
     return {"nodes": nodes, "edges": edges}
 
 
+GradientSource = Callable[[], tuple[list[torch.Tensor], list[float], float]]
+
+
+class LocalGradients:
+    """Every worker's flat gradient and loss computed in this process, and the wall seconds
+    per worker (what `compute_time = "measured"` charges)."""
+
+    def __init__(self, exp: "Experiment"):
+        self.pool, self.n = exp.pool, len(exp.workers)
+
+    def __call__(self):
+        w0 = time.perf_counter()
+        grads, losses = self.pool.gradients()
+        return grads, losses, (time.perf_counter() - w0) / self.n
+
+
 class Experiment:
     """One run of one experiment file, written into a store as it goes."""
 
     def __init__(self, cfg: ExperimentConfig, store: Store, *,
                  progress: Callable[[Progress], None] | None = None,
-                 should_stop: Callable[[], bool] | None = None):
+                 should_stop: Callable[[], bool] | None = None,
+                 gradients: Callable[["Experiment"], GradientSource] | None = None,
+                 transport: Callable[["Experiment"], Transport] | None = None,
+                 timer: Timer | None = None):
+        """`gradients` / `transport`: factories called with the set-up experiment (default:
+        every worker in this process / the emulated network); `timer(what, wall_s, iteration)`
+        receives the wall seconds of compute, compression, emulation and eval (the harness)."""
         self.cfg = cfg
         self.store = store
         self.progress = progress
         self.should_stop = should_stop or (lambda: False)
+        self.timer = timer
+        self._gradients_factory, self._transport_factory = gradients, transport
         self.run_id: int | None = None
         self._setup()
 
+    @contextmanager
+    def _timed(self, what: str, it: int):
+        if self.timer is None:
+            yield
+            return
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timer(what, time.perf_counter() - t, it)
+
     # ------------------------------------------------------------------ setup
     def _setup(self) -> None:
-        from channels.network import Network
-        from channels.topology import build_topology
         from nodes.compression.registry import build_scheme
         from nodes.data import load_dataset
         from nodes.device import resolve_device
@@ -125,17 +127,12 @@ class Experiment:
         torch.manual_seed(seed)
         np.random.seed(seed)
 
-        self.graph = build_topology(cfg.network, seed)
-        self.workers = sorted((n for n, a in self.graph.nodes(data=True) if a.get("role") == "worker"),
-                              key=lambda n: (len(str(n)), str(n)))
-        servers = [n for n, a in self.graph.nodes(data=True) if a.get("role") == "server"]
-        self.server = servers[0] if servers else None
+        self.net = build_network(cfg.network, seed)
+        self.graph, self.network = self.net.graph, self.net.network
+        self.workers, self.server = self.net.workers, self.net.server
         n_workers = len(self.workers)
         if n_workers < 1:
             raise ExperimentError("network has no worker nodes")
-        self.network = Network(self.graph, medium=cfg.network.get("medium", "dedicated"),
-                               sharing=cfg.network.get("sharing", "tdma"),
-                               rng=np.random.default_rng([seed, 0xC4A7]))
 
         data_options = dict(cfg.data.options)
         if cfg.data.root:
@@ -162,7 +159,7 @@ class Experiment:
                 f"network.topology {cfg.network.get('topology')!r} has no server node; use a "
                 f"topology with a server (star, mesh, geometric) or a ring method ({', '.join(ring)})")
         # Methods with DGC's momentum correction keep momentum inside the compressor.
-        momentum = 0.0 if getattr(self.scheme, "handles_momentum", False) else cfg.optim.momentum
+        momentum = 0.0 if self.scheme.handles_momentum else cfg.optim.momentum
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=cfg.optim.lr, momentum=momentum,
                                          weight_decay=cfg.optim.weight_decay,
                                          nesterov=cfg.optim.nesterov and momentum > 0)
@@ -172,6 +169,14 @@ class Experiment:
         self.node_gflops = {w: float(self.graph.nodes[w].get("gflops", cfg.run.device_gflops))
                             for w in self.workers}
         self.clock = 0.0
+        self.gradients = (self._gradients_factory or LocalGradients)(self)
+        self.transport = (self._transport_factory(self) if self._transport_factory
+                          else self.emulated_transport())
+
+    def emulated_transport(self, link=None) -> EmulatedTransport:
+        """The transport over this run's emulated network (`link`: who runs the link layer)."""
+        return EmulatedTransport(self.net, measured=self.cfg.run.compute_time == "measured",
+                                 link=link, timer=self.timer)
 
     def _payload_bytes(self) -> int:
         """The smallest payload a packet can carry on any path a method may use."""
@@ -254,157 +259,15 @@ class Experiment:
             self.store.db.execute("UPDATE runs SET graph_json=? WHERE id=?",
                                   (json.dumps(graph_to_json(self.graph)), self.run_id))
 
-    # ------------------------------------------------------------------ hooks
-    # Three seams where a multi-process run (testbed/distributed.py) differs from this one:
-    # where gradients come from, where message bytes come from, and who runs the link layer.
-    def _worker_gradients(self) -> tuple[list[torch.Tensor], list[float], float]:
-        """Every worker's flat gradient and loss, and the wall seconds per worker."""
-        w0 = time.perf_counter()
-        grads, losses = self.pool.gradients()
-        return grads, losses, (time.perf_counter() - w0) / len(self.workers)
-
-    def _share(self, phase):
-        """The phase with every worker's real bytes in it (here they already are)."""
-        return phase
-
-    def _net(self, pattern: str, *args, **kwargs):
-        """Run one traffic pattern on the emulated network."""
-        return getattr(self.network, pattern)(*args, **kwargs)
-
-    # ------------------------------------------------------------------ one iteration
-    def _drive(self, it: int, grads: list[torch.Tensor], ready: dict[str, float],
-               traffic: _Traffic, timing: IterationTiming) -> torch.Tensor:
-        """Run the scheme's phases over the network; return the averaged gradient."""
-        from nodes.compression import phases as ph
-
-        handlers = {ph.Uplink: self._uplink, ph.Downlink: self._downlink,
-                    ph.Broadcast: self._broadcast, ph.AllReduce: self._allreduce}
-        compute_end = max(ready.values())
-        gen = self.scheme.exchange(it, grads)
-        result: Any = None
-        first = True   # the first traffic of an iteration starts at each worker's own finish
-        measured = self.cfg.run.compute_time == "measured"
-        while True:
-            t_wall = time.perf_counter()
-            try:
-                phase = gen.send(result)
-                done = None
-            except StopIteration as stop:
-                phase, done = None, stop
-            if measured:  # encoding (before the first traffic) and decoding, as timed here
-                dt = time.perf_counter() - t_wall
-                setattr(timing, "compute_s" if first else "aggregation_s",
-                        getattr(timing, "compute_s" if first else "aggregation_s") + dt)
-                self.clock += dt
-            if done is not None:
-                return done.value
-            result = None
-            if isinstance(phase, ph.ServerCompute):
-                timing.aggregation_s += phase.seconds
-                self.clock += phase.seconds
-                continue
-            if isinstance(phase, ph.WorkerCompute):
-                timing.compute_s += phase.seconds
-                self.clock += phase.seconds
-                continue
-            handler = handlers.get(type(phase))
-            if handler is None:
-                raise ExperimentError(f"scheme yielded an unknown phase {phase!r}")
-            report, kind, result = handler(self._share(phase), ready, first, compute_end, traffic)
-            self._advance(report, timing, kind, compute_end, first, traffic)
-            first = False
-
-    def _uplink(self, phase, ready, first, compute_end, traffic):
-        names = self.workers
-        sends = {names[w]: m.sizes for w, m in phase.messages.items()}
-        at = {n: ready[n] for n in sends} if first else self.clock
-        report = self._net("gather", sends, self.server, at=at)
-        delivered = {}
-        for flow in report.flows:
-            w = names.index(flow.src)
-            message = phase.messages[w]
-            delivered[w] = [p for p, ok in zip(message.packets, flow.arrived) if ok]
-            traffic.add_bits(traffic.bits_up, flow.src, message.nbits)
-            traffic.uplink_done[flow.src] = float(flow.completion_s)
-        return report, "uplink", delivered
-
-    def _reliable_broadcast(self, src: str, dsts: list[str], sizes: list[int], at: float) -> list:
-        """A broadcast every receiver gets whole: packets a receiver missed (best-effort links)
-        are sent again, as the link layer times them, until all have them; model updates must
-        arrive everywhere or the replicas would drift apart. On a shared cell one resend of the
-        union reaches everyone; on dedicated links each receiver gets only what it missed."""
-        reports = [self._net("broadcast", src, dsts, sizes, at=at)]
-        missing = {f.dst: set(np.flatnonzero(~f.arrived).tolist()) for f in reports[0].flows}
-        shared = self.cfg.network.get("medium") == "shared"
-        for _ in range(self.MAX_REBROADCASTS):
-            missing = {d: m for d, m in missing.items() if m}
-            if not missing:
-                return reports
-            t = max(float(r.end_s) for r in reports)
-            sends = ([(list(missing), sorted(set().union(*missing.values())))] if shared else
-                     [([d], sorted(m)) for d, m in missing.items()])
-            for targets, idx in sends:
-                report = self._net("broadcast", src, targets, [sizes[i] for i in idx], at=t)
-                reports.append(report)
-                for f in report.flows:
-                    missing[f.dst] &= {idx[j] for j in np.flatnonzero(~f.arrived)}
-        raise ExperimentError(f"broadcast from {src} still lost packets after "
-                              f"{self.MAX_REBROADCASTS} resends; the downlink loss is too high")
-
-    MAX_REBROADCASTS = 50
-
-    def _downlink(self, phase, ready, first, compute_end, traffic):
-        reports = self._reliable_broadcast(self.server, list(self.workers), phase.message.sizes,
-                                           at=self.clock)
-        for n in self.workers:
-            traffic.add_bits(traffic.bits_down, n, phase.message.nbits)
-        return reports, "downlink", None
-
-    def _broadcast(self, phase, ready, first, compute_end, traffic):
-        src = self.workers[phase.src]
-        dsts = [n for n in self.workers if n != src]
-        reports = self._reliable_broadcast(src, dsts, phase.message.sizes,
-                                           at=ready[src] if first else self.clock)
-        traffic.add_bits(traffic.bits_up, src, phase.message.nbits)
-        for n in dsts:
-            traffic.add_bits(traffic.bits_down, n, phase.message.nbits)
-        return reports, "uplink", list(phase.message.packets)
-
-    def _allreduce(self, phase, ready, first, compute_end, traffic):
-        from nodes.compression.ring import ring_sum
-
-        buffers = [phase.buffers[w] for w in range(len(self.workers))]
-        size = len(buffers[0])
-        if any(len(b) != size for b in buffers):
-            raise ExperimentError("all-reduce buffers differ in length")
-        self.clock = max(self.clock, compute_end)  # a ring step needs every node ready
-        report = self._net("ring_allreduce", list(self.workers), size, at=self.clock)
-        n = len(self.workers)
-        # Each node sends 2(N-1) chunks of about size/N bytes around the ring.
-        sent = 2 * (n - 1) * math.ceil(size / n) if n > 1 else 0
-        for name in self.workers:
-            traffic.add_bits(traffic.bits_up, name, 8 * sent)
-        return report, "uplink", ring_sum(buffers, phase.dtype)
-
-    def _advance(self, reports, timing: IterationTiming, kind: str, compute_end: float,
-                 first: bool, traffic: _Traffic) -> None:
-        """Charge a phase's network time to `kind` and move the clock to its end."""
-        reports = reports if isinstance(reports, list) else [reports]
-        end = max(float(r.end_s) for r in reports)
-        start = max(self.clock, compute_end) if first else self.clock
-        dt = max(0.0, end - start)
-        setattr(timing, f"{kind}_s", getattr(timing, f"{kind}_s") + dt)
-        self.clock = max(self.clock, end)
-        for r in reports:
-            traffic.add_links(r)
-
-    def _evaluate(self) -> tuple[float, float]:
+    def evaluate(self) -> tuple[float, float]:
+        """Test loss and accuracy of the current model."""
         from nodes.workers import evaluate
 
         return evaluate(self.model, self.data.test_x, self.data.test_y,
                         batch_size=self.cfg.data.eval_batch_size, device=self.device)
 
-    def _apply_gradient(self, it: int, agg: torch.Tensor) -> None:
+    def apply_gradient(self, it: int, agg: torch.Tensor) -> None:
+        """One optimizer step with the aggregated gradient."""
         for group in self.optimizer.param_groups:
             group["lr"] = self._lr(it)
         offset = 0
@@ -448,6 +311,7 @@ class Experiment:
 
     def _loop(self) -> None:
         from nodes.compression.base import check_finite
+        from nodes.compression.transport import drive
 
         cfg = self.cfg
         wall0 = time.perf_counter()
@@ -459,19 +323,21 @@ class Experiment:
                 return
             self._apply_controls(it)
             t_iter = self.clock
-            grads, losses, wall_compute = self._worker_gradients()
+            with self._timed("compute", it):
+                grads, losses, wall_compute = self.gradients()
             check_finite(grads, it)
             ready = {w: t_iter + self._compute_seconds(w, wall_compute) for w in self.workers}
-            timing = IterationTiming(compute_s=max(ready.values()) - t_iter)
-            traffic = _Traffic()
+            self.transport.begin(it, t_iter, ready)
             stage = self.scheme.stage(it)
             if stage != last_stage:
                 self.store.append_event(self.run_id, "stage", {"stage": stage}, iteration=it,
                                         virtual_time_s=self.clock)
                 last_stage = stage
-            agg = self._drive(it, grads, ready, traffic, timing)
-            self.clock = max(self.clock, t_iter + timing.total_s)
-            self._apply_gradient(it, agg)
+            agg = drive(self.scheme, it, grads, self.transport)
+            timing, traffic = self.transport.timing, self.transport.traffic
+            self.clock = max(self.transport.clock, t_iter + timing.total_s)
+            with self._timed("compute", it):
+                self.apply_gradient(it, agg)
             train_loss = float(np.mean(losses))
             bits_up = sum(traffic.bits_up.values())
             bits_down = sum(traffic.bits_down.values())
@@ -488,7 +354,8 @@ class Experiment:
                        for (u, v), row in traffic.links.items()])
             last = it == self.iterations - 1
             if (it + 1) % cfg.run.eval_every == 0 or last:
-                test_loss, accuracy = self._evaluate()
+                with self._timed("eval", it):
+                    test_loss, accuracy = self.evaluate()
                 self.store.append_eval(self.run_id, {"iteration": it, "virtual_time_s": self.clock,
                                                      "test_loss": test_loss, "test_accuracy": accuracy})
             if (it + 1) % cfg.run.flush_every == 0 or last:

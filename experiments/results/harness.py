@@ -1,8 +1,9 @@
 """Run the real orchestrator for the result tables and time its pieces from outside.
 
-`TimedExperiment` is `testbed.experiment.Experiment` with timers around its seams (worker
-gradients, the scheme's `exchange()` steps, the link layer `_net`, the store, evaluation); it
-changes nothing the run computes. `run_many` runs a list of `RunSpec`s (optionally two at a time,
+`timed_experiment` is `testbed.experiment.Experiment` given a timer: the orchestrator reports the
+wall seconds of worker gradients and the optimizer step (compute), the scheme's `exchange()`
+steps and ring sums (compression), the link layer (emulation) and evaluation; the store is
+timed by wrapping its writes. It changes nothing the run computes. `run_many` runs a list of `RunSpec`s (optionally two at a time,
 one process each) and returns one `RunResult` per spec, with what the tables need: accuracy,
 bits per iteration, virtual time, wall-clock split.
 
@@ -96,6 +97,12 @@ class Timers:
     def add(self, name: str, seconds: float) -> None:
         self.total[name] += seconds
 
+    def observe(self, name: str, seconds: float, iteration: int) -> None:
+        """The orchestrator's timer: compression time is also kept per iteration."""
+        self.add(name, seconds)
+        if name == "compression":
+            self.codec[iteration] = self.codec.get(iteration, 0.0) + seconds
+
 
 def timed_store(path, timers: Timers):
     """A `Store` whose writes and control polls count as 'store' time."""
@@ -122,81 +129,11 @@ def timed_store(path, timers: Timers):
     return TimedStore(path)
 
 
-def timed_experiment_class():
-    """Experiment with timers at its seams (imported lazily: torch is heavy)."""
+def timed_experiment(cfg, store, timers: Timers):
+    """The orchestrator with `timers` as its timer (imported lazily: torch is heavy)."""
     from testbed.experiment import Experiment
 
-    class TimedExperiment(Experiment):
-        def __init__(self, cfg, store, timers: Timers, **kw):
-            self.timers = timers
-            self._it = 0
-            super().__init__(cfg, store, **kw)
-            self.scheme.exchange = self._timed_exchange(self.scheme.exchange)
-
-        def _timed_exchange(self, exchange):
-            timers = self.timers
-
-            def run(iteration, grads):
-                gen = exchange(iteration, grads)
-                result, spent = None, 0.0
-                try:
-                    while True:
-                        t = time.perf_counter()
-                        try:
-                            phase = gen.send(result)
-                        except StopIteration as stop:
-                            spent += time.perf_counter() - t
-                            return stop.value
-                        spent += time.perf_counter() - t
-                        result = yield phase
-                finally:
-                    timers.add("compression", spent)
-                    timers.codec[iteration] = timers.codec.get(iteration, 0.0) + spent
-            return run
-
-        def _drive(self, it, *a, **kw):
-            self._it = it
-            return super()._drive(it, *a, **kw)
-
-        def _worker_gradients(self):
-            t = time.perf_counter()
-            try:
-                return super()._worker_gradients()
-            finally:
-                self.timers.add("compute", time.perf_counter() - t)
-
-        def _apply_gradient(self, it, agg):
-            t = time.perf_counter()
-            try:
-                return super()._apply_gradient(it, agg)
-            finally:
-                self.timers.add("compute", time.perf_counter() - t)
-
-        def _net(self, pattern, *a, **kw):
-            t = time.perf_counter()
-            try:
-                return super()._net(pattern, *a, **kw)
-            finally:
-                self.timers.add("emulation", time.perf_counter() - t)
-
-        def _allreduce(self, *a, **kw):
-            # The ring's sum on the real bytes is the method's work; its timing is emulation's.
-            t, net0 = time.perf_counter(), self.timers.total["emulation"]
-            try:
-                return super()._allreduce(*a, **kw)
-            finally:
-                dt = time.perf_counter() - t - (self.timers.total["emulation"] - net0)
-                self.timers.add("compression", dt)
-                self.timers.codec[self._it] = self.timers.codec.get(self._it, 0.0) + dt
-
-        def _evaluate(self):
-            t = time.perf_counter()
-            try:
-                return super()._evaluate()
-            finally:
-                self.timers.add("eval", time.perf_counter() - t)
-
-    return TimedExperiment
+    return Experiment(cfg, store, timer=timers.observe)
 
 
 # ----------------------------------------------------------------------------- running
@@ -220,7 +157,7 @@ def execute(spec: RunSpec, store_path: str | None = None) -> RunResult:
     try:
         t0 = time.perf_counter()
         try:
-            exp = timed_experiment_class()(cfg, store, timers)
+            exp = timed_experiment(cfg, store, timers)
         except ExperimentError as e:      # e.g. a parameter-server method on a ring
             result.status, result.note = "n/a", str(e)
             return result

@@ -31,7 +31,7 @@ def main(argv=None) -> list[dict]:
     notes = ["experiments/quickstart.toml (top-k 1%, shared 20 Mbit/s cell, 1% Bernoulli loss, "
              "reliable delivery) with network.workers set; wall ms per iteration on this machine.",
              "compute = workers' forward/backward + optimizer step; compression = the scheme's "
-             "exchange() steps; emulation = the link layer (Experiment._net); store = SQLite writes "
+             "exchange() steps; emulation = the link layer (the emulated transport's link calls); store = SQLite writes "
              "and control polls; eval = test-set evaluation; other = the rest of the loop."]
     if four:
         notes.append(f"emulation share of the 4-worker quickstart: {four['emulation_share']:.1%} "

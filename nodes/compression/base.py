@@ -53,6 +53,8 @@ class Scheme:
 
     name: ClassVar[str] = "base"
     collective: ClassVar[Literal["ps", "allreduce"]] = "ps"
+    # True: momentum is applied inside the method (DGC's correction); the optimizer adds none.
+    handles_momentum: ClassVar[bool] = False
 
     def __init__(self, *, n_workers: int, shapes: list[torch.Size], payload_bytes: int,
                  seed: int = 0, device: torch.device | str = "cpu", **options: Any):

@@ -184,7 +184,7 @@ import json, sys
 import torch
 from nodes.compression import phases as ph
 from nodes.compression.base import Message
-from testbed.distributed import Comm, DistributedExperiment
+from testbed.distributed import Comm, share
 
 comm = Comm.init(device=torch.device("cpu"), timeout_s=30)
 r = comm.rank
@@ -193,17 +193,20 @@ out = {}
 out["gather"] = comm.all_gather_packets([b"abc", b"", b"\x00\xff" * 700] if r == 0 else [], "t1")
 out["absent"] = comm.all_gather_packets(None if r == 1 else [b"x"], "t2")
 out["bcast"] = comm.broadcast_packets([b"hello", b"w" * 3000] if r == 1 else None, 1, "t3")
-seam = type("Seam", (), {"comm": comm})()
 # each rank holds the real bytes of its own worker only; the others are garbage
-up = DistributedExperiment._share(seam, ph.Uplink({
+up = share(comm, ph.Uplink({
     0: Message([b"zero"] if r == 0 else [b"garbage"]),
     1: Message([b"one!", b"1"] if r == 1 else [])}))
 out["uplink"] = [up.messages[0].packets, up.messages[1].packets]
-ar = DistributedExperiment._share(seam, ph.AllReduce(
+ar = share(comm, ph.AllReduce(
     {0: b"\x01" * 8 if r == 0 else b"\x09" * 8, 1: b"\x02" * 8 if r == 1 else b"\x09" * 8}, "f32"))
 out["allreduce"] = [[ar.buffers[0]], [ar.buffers[1]], [ar.dtype.encode()]]
-br = DistributedExperiment._share(seam, ph.Broadcast(1, Message([b"idx"] if r == 1 else [b"garbage!"])))
+br = share(comm, ph.Broadcast(1, Message([b"idx"] if r == 1 else [b"garbage!"])))
 out["broadcast"] = [br.message.packets, [str(br.src).encode()]]
+ag = share(comm, ph.AllGather({
+    0: Message([b"g0", b"g00"] if r == 0 else [b"garbage"]),
+    1: Message([b"g1"] if r == 1 else [])}))
+out["allgather"] = [ag.messages[0].packets, ag.messages[1].packets]
 hexed = {k: [None if ps is None else [p.hex() for p in ps] for ps in v] if k != "bcast"
          else [p.hex() for p in v] for k, v in out.items()}
 json.dump(hexed, open(sys.argv[1] + f"/rank{r}.json", "w"))
@@ -213,8 +216,8 @@ comm.close()
 
 def test_phases_carry_each_ranks_real_bytes(tmp_path):
     """Two Gloo ranks started by hand: packet lists of different lengths (empty ones, absent
-    ones) arrive byte for byte, and _share puts each worker's real bytes into Uplink, AllReduce
-    and Broadcast phases whatever the other ranks held for it."""
+    ones) arrive byte for byte, and `share` puts each worker's real bytes into Uplink, AllReduce,
+    Broadcast and AllGather phases whatever the other ranks held for it."""
     from testbed.launch import free_port
 
     script = tmp_path / "ranks.py"
@@ -238,6 +241,7 @@ def test_phases_carry_each_ranks_real_bytes(tmp_path):
         "uplink": [h(b"zero"), h(b"one!", b"1")],
         "allreduce": [h(b"\x01" * 8), h(b"\x02" * 8), h(b"f32")],
         "broadcast": [h(b"idx"), h(b"1")],
+        "allgather": [h(b"g0", b"g00"), h(b"g1")],
     }
     for r in range(2):
         assert json.loads((tmp_path / f"rank{r}.json").read_text()) == expected, f"rank {r}"

@@ -1,0 +1,51 @@
+"""The one value built from a validated `[network]` table: the graph, its workers in order, the
+server (or None) and the `channels.Network` with the table's medium, sharing and engine.
+
+The orchestrator, `testbed probe` and the torchrun launcher all build it here, so a `[network]`
+key is read in one place (before this, `testbed run` dropped `engine`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+# Salt of the link layer's random stream: a run's loss/timing draws depend on [run] seed only.
+NETWORK_RNG_SALT = 0xC4A7
+
+
+def worker_order(graph: nx.Graph) -> list:
+    """Worker nodes in index order: w0, w1, ..., w10 (by length, then name)."""
+    return sorted((n for n, a in graph.nodes(data=True) if a.get("role") == "worker"),
+                  key=lambda n: (len(str(n)), str(n)))
+
+
+def server_of(graph: nx.Graph):
+    """The aggregator node (the access point on a star), or None on a server-less topology."""
+    return next((n for n, a in graph.nodes(data=True) if a.get("role") == "server"), None)
+
+
+@dataclass
+class EdgeNetwork:
+    graph: nx.Graph
+    workers: list           # worker r is workers[r]
+    server: object          # node name, or None
+    network: object         # channels.network.Network
+
+    @property
+    def shared(self) -> bool:
+        """One cell's airtime for every link touching the access point."""
+        return self.network.medium == "shared"
+
+
+def build_network(table: dict, seed: int) -> EdgeNetwork:
+    """Graph, workers, server and Network of a validated `[network]` table (defaults filled)."""
+    from channels.network import Network
+    from channels.topology import build_topology
+
+    graph = build_topology(table, seed)
+    network = Network(graph, medium=table.get("medium", "dedicated"),
+                      sharing=table.get("sharing", "tdma"), engine=table.get("engine", "auto"),
+                      rng=np.random.default_rng([seed, NETWORK_RNG_SALT]))
+    return EdgeNetwork(graph, worker_order(graph), server_of(graph), network)

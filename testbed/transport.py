@@ -1,0 +1,247 @@
+"""The emulated transport: a scheme's phases carried over the emulated network (channels/).
+
+`EmulatedTransport.carry(phase)` runs the phase's traffic on `channels.Network`, advances the
+virtual clock, charges the time to the iteration's split (compute / uplink / aggregation /
+downlink) and counts the bits of the real messages. Per phase:
+  Uplink      -> Network.gather, each worker starting at its own compute end (stragglers);
+  Downlink    -> Network.broadcast from the server, made whole (see `_whole`);
+  Broadcast   -> Network.broadcast from a worker to every other worker, made whole;
+  AllGather   -> Network.allgather among the workers, every source made whole;
+  AllReduce   -> Network.ring_allreduce for the timing, `ring_sum` on the real bytes;
+  Server/WorkerCompute -> the clock.
+The first traffic of an iteration starts at each worker's own compute end; later phases at
+the clock. Bits: what a node sends counts in its bits_up, what it receives in its bits_down
+(message lengths, not retransmissions; a ring node sends 2(N-1) chunks).
+
+The link layer is reached only through `link(pattern, *args, **kwargs)`, so the distributed
+transport can run it on rank 0 alone (testbed/distributed.py). `timer(name, seconds, iteration)`
+(optional) receives the wall seconds of the link layer ("emulation") and of the scheme's own steps and
+ring sums ("compression"), for the timing harness.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from nodes.compression import phases as ph
+from nodes.compression.ring import allreduce_bytes_per_node, ring_sum
+from nodes.compression.transport import Transport
+from testbed.network import EdgeNetwork
+
+
+class TransportError(RuntimeError):
+    """A phase the network cannot carry (e.g. a broadcast that never gets through)."""
+
+
+@dataclass
+class IterationTiming:
+    """Virtual seconds of one iteration split the way the dashboard stacks them."""
+    compute_s: float = 0.0
+    uplink_s: float = 0.0
+    aggregation_s: float = 0.0
+    downlink_s: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        return self.compute_s + self.uplink_s + self.aggregation_s + self.downlink_s
+
+
+@dataclass
+class Traffic:
+    """Per-iteration accumulation of what the network carried."""
+    bits_up: dict[str, int] = field(default_factory=dict)
+    bits_down: dict[str, int] = field(default_factory=dict)
+    uplink_done: dict[str, float] = field(default_factory=dict)
+    links: dict[tuple[str, str], dict] = field(default_factory=dict)
+
+    def add_bits(self, table: dict[str, int], node: str, bits: int) -> None:
+        table[node] = table.get(node, 0) + int(bits)
+
+    def add_links(self, report) -> None:
+        for (u, v), st in report.links.items():
+            row = self.links.setdefault((u, v), {"bytes": 0, "packets": 0, "lost": 0,
+                                                 "retransmitted": 0, "busy_s": 0.0})
+            row["bytes"] += int(st.bytes)
+            row["packets"] += int(st.packets)
+            row["lost"] += int(st.lost)
+            row["retransmitted"] += int(st.retransmitted)
+            row["busy_s"] += float(st.busy_s)
+
+
+Timer = Callable[[str, float, int], None]   # (what, wall seconds, iteration)
+
+
+class EmulatedTransport(Transport):
+    MAX_RESENDS = 50   # rounds of resending what receivers of a broadcast missed
+
+    def __init__(self, net: EdgeNetwork, *, measured: bool = False,
+                 link: Callable[..., Any] | None = None, timer: Timer | None = None):
+        self.net = net
+        self.workers = list(net.workers)
+        self.measured = measured                  # scheme wall time charged to the clock
+        self.link = link or self.run_link
+        self.timer = timer
+        self.begin(0, 0.0, {w: 0.0 for w in self.workers})
+
+    def run_link(self, pattern: str, *args, **kwargs):
+        """One traffic pattern on this process's link layer."""
+        return getattr(self.net.network, pattern)(*args, **kwargs)
+
+    # ------------------------------------------------------------------ per iteration
+    def begin(self, iteration: int, start: float, ready: dict[str, float]) -> None:
+        """Iteration `iteration` starts at virtual time `start`; `ready`: each worker's compute end."""
+        self.iteration = iteration
+        self.clock = float(start)
+        self.ready = dict(ready)
+        self.compute_end = max(self.ready.values())
+        self.first = True  # the first traffic of an iteration starts at each worker's own end
+        self.timing = IterationTiming(compute_s=self.compute_end - self.clock)
+        self.traffic = Traffic()
+
+    def carriers(self):
+        return {ph.Uplink: self.uplink, ph.Downlink: self.downlink, ph.Broadcast: self.broadcast,
+                ph.AllGather: self.allgather, ph.AllReduce: self.allreduce,
+                ph.ServerCompute: self.server_compute, ph.WorkerCompute: self.worker_compute}
+
+    def stepped(self, seconds: float) -> None:
+        if self.timer is not None:
+            self.timer("compression", seconds, self.iteration)
+        if self.measured:  # encoding (before the first traffic) and decoding, as timed here
+            if self.first:
+                self.timing.compute_s += seconds
+            else:
+                self.timing.aggregation_s += seconds
+            self.clock += seconds
+
+    def _net(self, pattern: str, *args, **kwargs):
+        if self.timer is None:
+            return self.link(pattern, *args, **kwargs)
+        t = time.perf_counter()
+        try:
+            return self.link(pattern, *args, **kwargs)
+        finally:
+            self.timer("emulation", time.perf_counter() - t, self.iteration)
+
+    def _start(self, nodes) -> float | dict[str, float]:
+        return {n: self.ready[n] for n in nodes} if self.first else self.clock
+
+    def _advance(self, reports, kind: str) -> None:
+        """Charge a phase's network time to `kind` and move the clock to its end."""
+        reports = reports if isinstance(reports, list) else [reports]
+        end = max(float(r.end_s) for r in reports)
+        start = max(self.clock, self.compute_end) if self.first else self.clock
+        setattr(self.timing, f"{kind}_s", getattr(self.timing, f"{kind}_s") + max(0.0, end - start))
+        self.clock = max(self.clock, end)
+        for r in reports:
+            self.traffic.add_links(r)
+        self.first = False
+
+    # ------------------------------------------------------------------ compute phases
+    def server_compute(self, phase: ph.ServerCompute) -> None:
+        self.timing.aggregation_s += phase.seconds
+        self.clock += phase.seconds
+
+    def worker_compute(self, phase: ph.WorkerCompute) -> None:
+        self.timing.compute_s += phase.seconds
+        self.clock += phase.seconds
+
+    # ------------------------------------------------------------------ traffic phases
+    def uplink(self, phase: ph.Uplink) -> dict[int, list[bytes]]:
+        names = self.workers
+        sends = {names[w]: m.sizes for w, m in phase.messages.items()}
+        report = self._net("gather", sends, self.net.server, at=self._start(sends))
+        delivered = {}
+        for flow in report.flows:
+            w = names.index(flow.src)
+            message = phase.messages[w]
+            delivered[w] = [p for p, ok in zip(message.packets, flow.arrived) if ok]
+            self.traffic.add_bits(self.traffic.bits_up, flow.src, message.nbits)
+            self.traffic.uplink_done[flow.src] = float(flow.completion_s)
+        self._advance(report, "uplink")
+        return delivered
+
+    def downlink(self, phase: ph.Downlink) -> None:
+        reports = [self._net("broadcast", self.net.server, list(self.workers), phase.message.sizes,
+                             at=self.clock)]
+        reports += self._whole(reports[0], {self.net.server: phase.message.sizes})
+        for n in self.workers:
+            self.traffic.add_bits(self.traffic.bits_down, n, phase.message.nbits)
+        self._advance(reports, "downlink")
+
+    def broadcast(self, phase: ph.Broadcast) -> list[bytes]:
+        src = self.workers[phase.src]
+        dsts = [n for n in self.workers if n != src]
+        at = self.ready[src] if self.first else self.clock
+        reports = [self._net("broadcast", src, dsts, phase.message.sizes, at=at)]
+        reports += self._whole(reports[0], {src: phase.message.sizes})
+        self.traffic.add_bits(self.traffic.bits_up, src, phase.message.nbits)
+        for n in dsts:
+            self.traffic.add_bits(self.traffic.bits_down, n, phase.message.nbits)
+        self._advance(reports, "uplink")
+        return list(phase.message.packets)
+
+    def allgather(self, phase: ph.AllGather) -> dict[int, list[bytes]]:
+        names = {self.workers[w]: m for w, m in phase.messages.items()}
+        sizes = {n: m.sizes for n, m in names.items()}
+        reports = [self._net("allgather", sizes, at=self._start(sizes))]
+        reports += self._whole(reports[0], sizes)
+        for src, message in names.items():
+            self.traffic.add_bits(self.traffic.bits_up, src, message.nbits)
+            for dst in names:
+                if dst != src:
+                    self.traffic.add_bits(self.traffic.bits_down, dst, message.nbits)
+        self._advance(reports, "uplink")
+        return {w: list(m.packets) for w, m in phase.messages.items()}
+
+    def allreduce(self, phase: ph.AllReduce):
+        n = len(self.workers)
+        buffers = [phase.buffers[w] for w in range(n)]
+        size = len(buffers[0])
+        if any(len(b) != size for b in buffers):
+            raise TransportError("all-reduce buffers differ in length")
+        self.clock = max(self.clock, self.compute_end)  # a ring step needs every node ready
+        report = self._net("ring_allreduce", list(self.workers), size, at=self.clock)
+        sent = allreduce_bytes_per_node(size, n, 4 if phase.dtype == "f32" else 2)
+        for name in self.workers:
+            self.traffic.add_bits(self.traffic.bits_up, name, 8 * sent)
+        t = time.perf_counter()
+        total = ring_sum(buffers, phase.dtype)
+        if self.timer is not None:  # the sum on the real bytes is the method's work
+            self.timer("compression", time.perf_counter() - t, self.iteration)
+        self._advance(report, "uplink")
+        return total
+
+    # ------------------------------------------------------------------ making a spread whole
+    def _whole(self, report, sizes: dict[str, list[int]]) -> list:
+        """Resend what receivers missed until every receiver has every source's packets, as
+        the link layer times it; model updates must arrive everywhere or the replicas would
+        drift apart. Per source, on a shared cell one resend of the union reaches everyone; on
+        dedicated links each receiver gets only what it missed. Returns the resends' reports."""
+        missing: dict[str, dict[str, set]] = {}
+        for f in report.flows:
+            if f.src in sizes and f.dst != f.src and f.dst in self.workers:
+                missing.setdefault(f.src, {})[f.dst] = set(np.flatnonzero(~f.arrived).tolist())
+        reports: list = []
+        t = float(report.end_s)
+        for _ in range(self.MAX_RESENDS):
+            missing = {s: m for s, per in missing.items() if (m := {d: x for d, x in per.items() if x})}
+            if not missing:
+                return reports
+            round_reports = []
+            for src, per in missing.items():
+                sends = ([(list(per), sorted(set().union(*per.values())))] if self.net.shared else
+                         [([d], sorted(m)) for d, m in per.items()])
+                for targets, idx in sends:
+                    rep = self._net("broadcast", src, targets, [sizes[src][i] for i in idx], at=t)
+                    round_reports.append(rep)
+                    for f in rep.flows:
+                        if f.dst in per:
+                            per[f.dst] &= {idx[j] for j in np.flatnonzero(~f.arrived)}
+            reports += round_reports
+            t = max(float(r.end_s) for r in round_reports)
+        src = next(iter(missing))
+        raise TransportError(f"broadcast from {src} still lost packets after {self.MAX_RESENDS} "
+                             "resends; the downlink loss is too high")
