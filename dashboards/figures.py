@@ -15,7 +15,7 @@ from typing import Iterable, Sequence
 import plotly.graph_objects as go
 from plotly.colors import get_colorscale, qualitative, sample_colorscale
 
-from testbed.controls import graph_edges, graph_nodes
+from testbed.graph_json import graph_edges, graph_nodes
 
 Series = dict[str, tuple[list, list]]
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
+from testbed.graph_json import directed_links, graph_edges, graph_nodes  # noqa: F401 (re-exported)
+
 # key -> (test, allowed range in words)
 CHANGE_RULES: dict[str, tuple[Any, str]] = {
     "bandwidth_mbps": (lambda v: v > 0, "a number > 0"),
@@ -26,32 +28,6 @@ ALL_LINKS = "*"
 
 class ControlError(ValueError):
     """A control request that cannot be applied; the message says which part and why."""
-
-
-def graph_nodes(graph: dict | None) -> list[dict]:
-    """Node dicts (`id`, `role`, optional `pos`) of a node-link graph; [] when there is none."""
-    return list((graph or {}).get("nodes") or [])
-
-
-def graph_edges(graph: dict | None) -> list[dict]:
-    """Edge dicts (`source`, `target`, attributes) of a node-link graph.
-
-    networkx writes the list under "edges" (>= 3.4) or "links" (older): accept both.
-    """
-    graph = graph or {}
-    return list(graph.get("edges") or graph.get("links") or [])
-
-
-def directed_links(graph: dict | None) -> list[tuple[str, str]]:
-    """Every one-way link of the topology; an undirected edge is two links."""
-    directed = bool((graph or {}).get("directed", False))
-    out: list[tuple[str, str]] = []
-    for e in graph_edges(graph):
-        u, v = str(e["source"]), str(e["target"])
-        out.append((u, v))
-        if not directed:
-            out.append((v, u))
-    return list(dict.fromkeys(out))
 
 
 def link_targets(graph: dict | None) -> list[str]:

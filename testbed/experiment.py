@@ -15,12 +15,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
-import networkx as nx
 import numpy as np
 import torch
 
 from nodes.compression.transport import Transport
 from testbed.config import ExperimentConfig
+from testbed.graph_json import graph_to_json
 from testbed.network import build_network
 from testbed.store import Store
 from testbed.transport import EmulatedTransport, IterationTiming, Timer, Traffic  # noqa: F401
@@ -39,26 +39,6 @@ class Progress:
     train_loss: float
     accuracy: float | None
     stage: str
-
-
-def graph_to_json(graph: nx.Graph) -> dict:
-    """The topology as plain JSON for the store/dashboard: roles, positions, link figures."""
-    nodes = []
-    for n, attrs in graph.nodes(data=True):
-        item = {"id": str(n), "role": attrs.get("role", "worker")}
-        if attrs.get("pos") is not None:
-            item["pos"] = [float(x) for x in attrs["pos"]]
-        nodes.append(item)
-    edges = []
-    for u, v, attrs in graph.edges(data=True):
-        spec = attrs.get("link")
-        item = {"source": str(u), "target": str(v)}
-        for name in ("bandwidth_mbps", "delay_ms", "mtu_bytes", "header_bytes", "delivery"):
-            if spec is not None and hasattr(spec, name):
-                val = getattr(spec, name)
-                item[name] = val if isinstance(val, (int, float, str)) or val is None else str(val)
-        edges.append(item)
-    return {"nodes": nodes, "edges": edges}
 
 
 GradientSource = Callable[[], tuple[list[torch.Tensor], list[float], float]]

@@ -33,10 +33,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # ====================================================================== the launcher
 def count_workers(cfg) -> int:
     """Worker nodes of the file's network (what torchrun must start one process for)."""
-    from channels.topology import build_topology
+    from testbed.network import build_network
 
-    graph = build_topology(cfg.network, cfg.run.seed)
-    return sum(1 for _, a in graph.nodes(data=True) if a.get("role") == "worker")
+    return len(build_network(cfg.network, cfg.run.seed).workers)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -269,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         close = lambda: None  # noqa: E731
         if rank == 0 and not args.quiet:
-            from testbed.commands.run import progress_printer
+            from testbed.progress import progress_printer
 
             exp.progress, close = progress_printer(exp.iterations, False)
         wall = time.perf_counter()
@@ -304,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _summary(store, exp, wall_s: float) -> str:
-    from testbed.commands.run import summary_line
+    from testbed.progress import summary_line
 
     return f"{summary_line(store, exp.run_id, exp.cfg.run.name)}, rank 0 wall time {wall_s:.1f} s"
 

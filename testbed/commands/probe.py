@@ -65,18 +65,10 @@ def load_probe_config(path: str) -> tuple[int, dict]:
 
 
 def _one(network: dict, seed: int, args):
-    import numpy as np
+    from testbed.network import build_network
 
-    from channels.network import Network
-    from channels.topology import build_topology
-
-    g = build_topology(network, seed)
-    net = Network(g, medium=network["medium"], sharing=network["sharing"], engine=network["engine"],
-                  rng=np.random.default_rng([seed, 0xC4A7]))
-    roles = {n: a.get("role", "worker") for n, a in g.nodes(data=True)}
-    workers = sorted((n for n, r in roles.items() if r == "worker"), key=lambda n: (len(str(n)), str(n)))
-    servers = [n for n, r in roles.items() if r == "server"]
-    server = servers[0] if servers else None
+    edge = build_network(network, seed)
+    net, workers, server = edge.network, edge.workers, edge.server
     N = args.payload_bytes
 
     def packets(src, dst):

@@ -5,6 +5,7 @@ import sys
 import time
 
 from testbed.commands import add_store_arg, fail
+from testbed.progress import progress_printer, summary_line
 
 
 def register(sub) -> None:
@@ -33,24 +34,6 @@ def load(args):
         return load_config(args.file, overrides), 0
     except ConfigError as e:
         return None, fail(str(e), 2)
-
-
-def progress_printer(total: int, quiet: bool):
-    """A tqdm bar showing iteration, accuracy, virtual time and bits per iteration."""
-    if quiet:
-        return None, lambda: None
-    from tqdm import tqdm
-
-    bar = tqdm(total=total, unit="it", dynamic_ncols=True, file=sys.stderr)
-
-    def update(p) -> None:
-        bar.n = p.iteration
-        acc = "-" if p.accuracy is None else f"{100 * p.accuracy:.1f}%"
-        bar.set_postfix_str(f"acc {acc} | vt {p.virtual_time_s:.2f}s | "
-                            f"{p.bits / 1e3:.1f} kbit/it | {p.stage}", refresh=False)
-        bar.update(0)
-
-    return update, bar.close
 
 
 def main(args) -> int:
@@ -89,14 +72,3 @@ def main(args) -> int:
     store.close()
     print(f"{line}, wall time {time.perf_counter() - wall:.1f} s -> {args.store}")
     return 0
-
-
-def summary_line(store, run_id: int, name: str) -> str:
-    """`run N (name) completed: ...` with the final accuracy, virtual time and bytes."""
-    evals = store.evals(run_id)
-    its = store.iterations(run_id)
-    acc = f"{100 * evals[-1]['test_accuracy']:.2f}%" if evals else "n/a"
-    vt = its[-1]["virtual_time_s"] if its else 0.0
-    bits = sum(r["bits_up"] + r["bits_down"] for r in its)
-    return (f"run {run_id} ({name}) completed: {len(its)} iterations, test accuracy {acc}, "
-            f"virtual time {vt:.2f} s, {bits / 8e6:.3f} MB on the wire")
