@@ -169,3 +169,21 @@ def test_a_server_method_on_a_ring_names_the_methods_that_can_run_there(tiny_exp
         Experiment(load_config(path, ["network.topology=ring"]), Store(tmp_path / "s.db"))
     message = str(err.value)
     assert "'topk' sends to a parameter server" in message and "ring method (lgc_rar)" in message
+
+
+@pytest.mark.parametrize("engine,simpy_used", [("simpy", True), ("auto", False)])
+def test_network_engine_reaches_the_link_layer_in_testbed_run(tiny_experiment, tmp_path, monkeypatch,
+                                                               engine, simpy_used):
+    """`[network] engine = "simpy"` makes `testbed run` time every phase with the SimPy engine;
+    "auto" on a single-hop star uses the fast one (the key was once validated and dropped)."""
+    from channels.sim import SimEngine
+    from testbed.cli import main
+
+    calls = []
+    real = SimEngine.run
+    monkeypatch.setattr(SimEngine, "run", lambda self, *a, **k: (calls.append(1), real(self, *a, **k))[1])
+    path = tiny_experiment(iterations=2)
+    rc = main(["run", str(path), "--store", str(tmp_path / "s.db"), "--quiet",
+               "--set", f'network.engine="{engine}"'])
+    assert rc == 0
+    assert bool(calls) is simpy_used, len(calls)
