@@ -1,10 +1,11 @@
 """The orchestrator: synchronous data-parallel SGD in virtual time.
 
-Per iteration: every worker computes a real gradient on its shard; the compression scheme's
-`exchange()` generator yields communication phases (see nodes/compression/phases.py), each of
-which is carried over the emulated network (channels/), which says when every packet arrives
-and which are lost; the aggregator's result steps the model. The virtual clock advances by what
-the compute model and the network say, never by this machine's wall clock.
+Per iteration: the gradient source gives every worker's real gradient on its shard; the
+compression scheme's `exchange()` generator is driven (`nodes.compression.transport.drive`) over
+the transport, by default the emulated network (testbed/transport.py), which says when every
+packet arrives and which are lost; the aggregator's result steps the model. The virtual clock
+advances by what the compute model and the network say, never by this machine's wall clock.
+A torchrun rank (testbed/distributed.py) passes in its own gradient source and transport.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from testbed.config import ExperimentConfig
 from testbed.graph_json import graph_to_json
 from testbed.network import build_network
 from testbed.store import Store
-from testbed.transport import EmulatedTransport, IterationTiming, Timer, Traffic  # noqa: F401
+from testbed.transport import EmulatedTransport, Timer
 
 
 class ExperimentError(RuntimeError):
