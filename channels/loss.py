@@ -7,8 +7,18 @@ from channels.randomness import Stream
 
 
 class LossProcess:
+    # Index-based processes: the k-th outcome does not depend on when the transmission starts,
+    # so `peek(n)` can tell the next n outcomes before they happen and `skip(n)` commits them.
+    indexed = True
+
     def draw(self, times: np.ndarray) -> np.ndarray:  # -> bool "lost" per transmission
         raise NotImplementedError
+
+    def peek(self, n: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def skip(self, n: int) -> None:
+        self.draw(np.zeros(n))
 
     @property
     def mean_loss(self) -> float:
@@ -19,6 +29,9 @@ class NoLoss(LossProcess):
     def draw(self, times):
         return np.zeros(len(times), dtype=bool)
 
+    def peek(self, n):
+        return np.zeros(n, dtype=bool)
+
 
 class Bernoulli(LossProcess):
     def __init__(self, p: float, seed: int):
@@ -27,6 +40,9 @@ class Bernoulli(LossProcess):
 
     def draw(self, times):
         return self._u.take(len(times)) < self.p
+
+    def peek(self, n):
+        return self._u.peek(n) < self.p
 
     @property
     def mean_loss(self):
@@ -58,7 +74,14 @@ class GilbertElliott(LossProcess):
 
     def draw(self, times):
         n = len(times)
-        u = self._u_state.take(n)
+        lost, self.bad = self._outcomes(self._u_state.take(n), self._u_loss.take(n))
+        return lost
+
+    def peek(self, n):
+        return self._outcomes(self._u_state.peek(n), self._u_loss.peek(n))[0]
+
+    def _outcomes(self, u, u_loss):
+        n = u.size
         flip_from_good = np.flatnonzero(u < self.p_gb)
         flip_from_bad = np.flatnonzero(u < self.p_bg)
         state = np.empty(n, dtype=bool)
@@ -73,13 +96,13 @@ class GilbertElliott(LossProcess):
             k = int(flips[j])
             state[i:k + 1] = s
             s, i = not s, k + 1
-        self.bad = s
         rate = np.where(state, self.loss_bad, self.loss_good)
-        return self._u_loss.take(n) < rate
+        return u_loss < rate, s
 
 
 class FadingLoss(LossProcess):
     """Packet error rate from the SNR of the coherence block the packet starts in."""
+    indexed = False
 
     def __init__(self, fading, seed: int):
         self.fading = fading

@@ -1,7 +1,8 @@
 """`Network`: the collectives of a run over one topology, in absolute virtual time.
 
 Each call builds the transmitter queues of its traffic, runs them on the fast engine (single-hop
-traffic) or the SimPy engine (multi-hop, or when asked), and returns a CollectiveReport. Link
+traffic), the relay engine (multi-hop) or the SimPy engine (when asked, or for multi-hop cases
+the relay engine does not cover), and returns a CollectiveReport. Link
 state (free airtime, loss-process state, fading blocks, trace position) persists across calls,
 and every random draw comes from generators seeded by the `rng` given here.
 """
@@ -12,7 +13,7 @@ from typing import Iterable
 import networkx as nx
 import numpy as np
 
-from channels import fast
+from channels import fast, relay
 from channels.config import LINK_KEYS, MEDIA, SHARINGS, ENGINES, validate_link
 from channels.errors import ChannelConfigError
 from channels.link import LinkSpec
@@ -171,18 +172,33 @@ class Network:
             q.push(np.arange(n), (sizes + hdr) * 8.0, ready, np.zeros(n, np.int64), np.ones((n, len(links)), bool))
             media.setdefault(id(med), (med, []))[1].append(q)
 
-        use_sim = self.engine == "simpy" or multi_hop
-        if multi_hop and self.engine == "fast":
-            raise ChannelConfigError("network.engine", "fast", '"auto" or "simpy" for multi-hop paths')
         for med, _ in media.values():
             med.free_at = max(med.free_at, 0.0)
-        if use_sim:
+        engine = self._engine_for(media, multi_hop)
+        if engine == "simpy":
             t0 = min([start, *(m.free_at for m, _ in media.values())])
             SimEngine(t0).run(media, stats)
+        elif engine == "relay":
+            relay.run(media, stats)
         else:
             for med, queues in media.values():
                 fast.run_medium(med, queues, stats)
         return stats
+
+    def _engine_for(self, media: dict, multi_hop: bool) -> str:
+        """SimPy when asked; else numpy trains for single-hop traffic, the relay engine for
+        multi-hop traffic it covers (`auto` falls back to SimPy for the rest)."""
+        if self.engine == "simpy":
+            return "simpy"
+        if not multi_hop:
+            return "fast"
+        why = relay.unsupported(media)
+        if why is None:
+            return "relay"
+        if self.engine == "fast":
+            raise ChannelConfigError("network.engine", "fast",
+                                     f'"auto" or "simpy" for multi-hop paths over {why}')
+        return "simpy"
 
     def _finish(self, pattern, start, flows: list[FlowAcc], stats) -> CollectiveReport:
         rep = build_report(pattern, start, [f.report() for f in flows], stats)

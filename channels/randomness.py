@@ -23,13 +23,17 @@ class Stream:
             return self._gen.random(CHUNK)
         return self._gen.standard_normal(CHUNK)
 
-    def take(self, n: int) -> np.ndarray:
+    def peek(self, n: int) -> np.ndarray:
+        """The next n values, left to be taken (the relay engine looks ahead, then commits)."""
         avail = self._buf.size - self._pos
         if avail < n:
             need = -(-(n - avail) // CHUNK)
             self._buf = np.concatenate([self._buf[self._pos:], *[self._chunk() for _ in range(need)]])
             self._pos = 0
-        out = self._buf[self._pos:self._pos + n]
+        return self._buf[self._pos:self._pos + n]
+
+    def take(self, n: int) -> np.ndarray:
+        out = self.peek(n)
         self._pos += n
         return out
 

@@ -1,14 +1,16 @@
 """The per-packet engine: every transmission is a SimPy event.
 
-It is the reference the fast engine is checked against, and the engine for what trains cannot
-express: multi-hop store-and-forward with drop-tail queues at the relays. Each medium is one
-SimPy process that picks the next backlogged transmitter (round robin), holds the medium for the
-packet's airtime and records the outcome; arrivals at relays are timed callbacks.
+It is the reference the fast engines are checked against (channels/fast.py single-hop,
+channels/relay.py multi-hop), and the engine for what they do not cover. Each medium is one
+SimPy process that picks the next backlogged transmitter (round robin) at the time it becomes
+free, holds the medium for the packet's airtime and records the outcome; arrivals at relays are
+timed callbacks, run before any medium decides at the same instant.
 """
 from __future__ import annotations
 
 import numpy as np
 import simpy
+from simpy.events import URGENT
 
 from channels.report import LinkStats
 from channels.state import Medium, TxQueue, record
@@ -39,7 +41,10 @@ class SimEngine:
                 continue
             _, pkt, bits, arr, ends, att = item
             for i in range(pkt.size):
-                ev = self.env.timeout(max(float(arr[i]) - self.env.now, 0.0))
+                # Urgent: an arrival at time T is queued before any medium decides at T.
+                ev = simpy.Event(self.env)
+                ev._ok, ev._value = True, None
+                self.env.schedule(ev, URGENT, max(float(arr[i]) - self.env.now, 0.0))
                 ev.callbacks.append(self._arrival(q, int(pkt[i]), float(bits[i]), float(arr[i]),
                                                   float(ends[i]), int(att[i]), stats))
 
@@ -72,6 +77,8 @@ class SimEngine:
         t = medium.free_at
         rr, nq = 0, len(queues)
         while self.error is None:
+            if t > env.now:  # decide at t itself, having seen every arrival up to t
+                yield env.timeout(t - env.now)
             pick = None
             for i in range(nq):
                 q = queues[(rr + i) % nq]
