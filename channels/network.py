@@ -43,6 +43,7 @@ class Network:
                        for (u, v), s in zip(pairs, seeds)}
         self._media: dict = {}
         self._clock = 0.0
+        self._paths: dict = {}      # (src, dst) -> route; cleared when link delays change
 
     # ------------------------------------------------------------------ topology helpers
     def _role(self, n) -> str:
@@ -62,13 +63,17 @@ class Network:
             raise ChannelConfigError("node", n, f"a node of the topology ({', '.join(map(str, self.graph.nodes))})")
 
     def path(self, src, dst) -> list:
+        if (src, dst) in self._paths:
+            return list(self._paths[(src, dst)])
         self._check_node(src)
         self._check_node(dst)
         try:
-            return nx.shortest_path(self.graph, src, dst,
-                                    weight=lambda a, b, d: self._links[(a, b)].delay_s + 1e-9)
+            p = nx.shortest_path(self.graph, src, dst,
+                                 weight=lambda a, b, d: self._links[(a, b)].delay_s + 1e-9)
         except nx.NetworkXNoPath:
             raise ChannelConfigError("network.topology", f"{src}->{dst}", "a graph with a path between them") from None
+        self._paths[(src, dst)] = p
+        return list(p)
 
     def payload_bytes(self, src, dst) -> int:
         p = self.path(src, dst)
@@ -96,6 +101,7 @@ class Network:
         chosen = [(a, b) for (a, b) in self._links
                   if u is None or (v is None and u in (a, b))
                   or ((a, b) == (u, v) if one_way else {a, b} == {u, v})]
+        self._paths.clear()
         for key in chosen:
             st = self._links[key]
             st.set_spec(st.spec.with_changes(**checked), reset_loss=False)
@@ -325,7 +331,8 @@ class Network:
             self._check_node(r)
         if n < 2 or payload_bytes <= 0:
             return self._finish("allreduce", at, [], {})
-        chunks = [len(c) for c in np.array_split(np.arange(payload_bytes), n)]
+        base, extra = divmod(payload_bytes, n)
+        chunks = [base + 1] * extra + [base] * (n - extra)     # np.array_split's sizes
         ready = {r: float(at) for r in ring}
         stats: dict = {}
         flows: list[FlowAcc] = []

@@ -214,20 +214,26 @@ class _Engine:
                 elif x.nxt is not None:
                     a = end + x.delay
                     r = x.nxt
-                    push(x.nxt_arrivals, (a, seq, r, pkt, bits, end, att))
-                    seq += 1
-                    r.inflight += 1
+                    # Everything that could be waiting there when it arrives: queued, on its way,
+                    # or sent on but possibly dropped further on and handed back.
+                    room = r.cap - len(r.main) - len(r.retx) - r.inflight
+                    if r.nxt is not None:
+                        room -= r.nxt.inflight
+                    if room > 0 and not r.inflight:
+                        r.main.append((a, pkt, bits, 0))    # cannot be dropped: ready on arrival
+                    else:
+                        push(x.nxt_arrivals, (a, seq, r, pkt, bits, end, att))
+                        r.inflight += 1
+                        if x.nxt_med is not m:
+                            # may be dropped there and handed back: ready here again at end + rto
+                            push(guards, (end + x.rto, seq, r))
+                            if end + x.rto < bound:
+                                bound = end + x.rto
+                        seq += 1
                     if x.nxt_med is not m:
                         self.touched.add(x.nxt_med)
                         if a + x.nxt_back < bound:
                             bound = a + x.nxt_back
-                        # Only a relay that may be full can drop it and hand it back to us.
-                        # (Its own packets still on their way onward may come back as drops.)
-                        back = r.nxt.inflight if r.nxt is not None else 0
-                        if len(r.main) + len(r.retx) + r.inflight + back > r.cap:
-                            push(guards, (end + x.rto, seq - 1, r))
-                            if end + x.rto < bound:
-                                bound = end + x.rto
         finally:
             m.t, m.rr, self.seq = t, rr, seq
             if m.txs and any(x.log for x in txs):
