@@ -14,6 +14,10 @@ Semantics both engines implement (and tests hold them to):
   ready. It arrives `delay` after its last bit leaves, unless its link's loss process drops it.
 - Reliable delivery resends lost packets (selective repeat) up to `retry_limit` times, then
   raises DeliveryError. Best-effort reports the packet lost.
+- Multi-hop: every hop of a flow is its own transmitter (per-hop ARQ). A packet reaching a relay
+  at time T joins that hop's queue, ready at T, unless `queue_packets` packets ready by T are
+  already waiting there (drop-tail: a loss on the hop before, which a reliable sender resends).
+  Arrivals at an instant are taken in before any medium decides at that instant.
 """
 from __future__ import annotations
 
