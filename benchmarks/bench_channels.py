@@ -104,19 +104,19 @@ def run(quick: bool = True) -> list[dict]:
     rate, pk, virt = _gather_rate("simpy", small, 1)
     rows.append({"case": f"per-packet SimPy engine: {WORKERS} x {small} MB, same cell",
                  "packets": pk, "virtual_s": virt, "packets_per_wall_s": rate})
-    ring_mb = 4 if quick else 40
+    ring_mb = 2 if quick else 40
     rate, pk, virt = _ring_rate("auto", ring_mb)
     rows.append({"case": f"multi-hop relay: ring all-reduce {ring_mb} MB via AP, shared TDMA cell",
                  "packets": pk, "virtual_s": virt, "packets_per_wall_s": rate})
     rate, pk, virt = _ring_rate("auto", ring_mb, medium="dedicated")
     rows.append({"case": f"multi-hop relay: ring all-reduce {ring_mb} MB via AP, dedicated links",
                  "packets": pk, "virtual_s": virt, "packets_per_wall_s": rate})
-    n_mesh = 1000 if quick else 10_000
+    n_mesh = 500 if quick else 10_000
     rate, pk, virt = _mesh_rate("auto", n_mesh)
     rows.append({"case": f"multi-hop relay: 4x4 grid mesh, 13 x {n_mesh} packets over 2-6 hops",
                  "packets": pk, "virtual_s": virt, "packets_per_wall_s": rate})
-    rate, pk, virt = _ring_rate("simpy", 0.2 if quick else 1.0)
-    rows.append({"case": f"per-packet SimPy engine: ring all-reduce {0.2 if quick else 1.0} MB, same cell",
+    rate, pk, virt = _ring_rate("simpy", 0.1 if quick else 1.0)
+    rows.append({"case": f"per-packet SimPy engine: ring all-reduce {0.1 if quick else 1.0} MB, same cell",
                  "packets": pk, "virtual_s": virt, "packets_per_wall_s": rate})
     ev = _plain_simpy_events_per_s(100_000 if quick else 1_000_000)
     rows.append({"case": "plain SimPy: bare timeout events per wall second",
