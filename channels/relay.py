@@ -7,11 +7,14 @@ per-packet numpy calls:
 
 - Each medium steps itself: at its decision time it first takes in the arrivals due by then
   (drop-tail check against the relay queue as it stands), then sends the head of the first
-  backlogged transmitter in round robin order. A successful hop schedules the packet's arrival
-  at the next relay (end + delay) on that relay's medium; a loss queues the retransmission
-  (end + rto) on its own transmitter, FIFO by ready time.
-- Several media advance in time order (conservative: a medium may run ahead of the others by
-  the smallest link delay, the earliest time any of them can hand it a packet or a drop).
+  backlogged transmitter in round robin order. A loss queues the retransmission (end + rto) on
+  its own transmitter, FIFO by ready time. A successful hop queues the packet at the next relay,
+  ready on arrival (end + delay), right away when that relay cannot be full by then, else as an
+  arrival event that makes the drop-tail check when it is due.
+- Several media advance in time order, conservatively: the medium that can act first runs as
+  far as no other can reach it (the least chain of link delays from any other medium's next
+  act), and no further than a retransmission a possible drop of its own packets could make
+  ready (`_Med.guards`).
 - Loss outcomes are peeked per link (the k-th transmission's outcome does not depend on when it
   starts, see LossProcess.indexed) and committed at the end; flows and link figures are
   accounted with numpy once per transmitter.
@@ -66,9 +69,9 @@ class _Draws:
 
 class _Tx:
     """One transmitter (a flow's hop) in the engine's own lean form."""
-    __slots__ = ("q", "link", "flow", "med", "main", "retx", "nxt", "prev", "nxt_med", "nxt_arrivals", "nxt_back", "inflight", "done",
-                 "rate", "ack", "rto",
-                 "delay", "reliable", "limit", "cap", "draws", "log", "drops")
+    __slots__ = ("q", "link", "flow", "med", "main", "retx", "nxt", "prev", "nxt_med", "nxt_arrivals",
+                 "nxt_back", "inflight", "done", "rate", "ack", "rto", "delay", "reliable", "limit",
+                 "cap", "draws", "log", "drops")
 
     def __init__(self, q: TxQueue, draws: _Draws):
         self.q, self.link, self.flow = q, q.links[0], q.flows[0]
