@@ -22,7 +22,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from nodes.compression.registry import Option
+from schema import Field
 
 
 @dataclass
@@ -49,32 +49,32 @@ class DatasetFileError(FileNotFoundError):
 
 
 # ----------------------------------------------------------------------------------- options
-_SPLIT = Option(0.2, float, 0.01, 0.9, help="fraction of the samples held out for testing")
-_MAX_TRAIN = Option(0, int, 0, None, help="keep a seeded random subset of this many training "
+_SPLIT = Field(0.2, float, 0.01, 0.9, help="fraction of the samples held out for testing")
+_MAX_TRAIN = Field(0, int, 0, None, help="keep a seeded random subset of this many training "
                                            "samples (0 = all)")
-_MAX_TEST = Option(0, int, 0, None, help="keep this many test samples (0 = all)")
+_MAX_TEST = Field(0, int, 0, None, help="keep this many test samples (0 = all)")
 
 FASHION_MNIST_DEBIAN_ROOT = "/usr/share/datasets/fashion-mnist"
 
-DATASETS: dict[str, dict[str, Option]] = {
+DATASETS: dict[str, dict[str, Field]] = {
     "digits": {"test_fraction": _SPLIT},
     "synthetic": {
-        "n_samples": Option(2000, int, 20, None, help="samples in total (train + test)"),
-        "n_features": Option(64, int, 2, None, help="vector length (ignored if image_side > 0)"),
-        "image_side": Option(0, int, 0, None, help="> 0: samples are (1, side, side) images"),
-        "n_classes": Option(10, int, 2, None),
-        "n_informative": Option(0, int, 0, None, help="informative features (0 = half)"),
-        "class_sep": Option(1.0, float, 0.0, None, help="distance between class centres: "
+        "n_samples": Field(2000, int, 20, None, help="samples in total (train + test)"),
+        "n_features": Field(64, int, 2, None, help="vector length (ignored if image_side > 0)"),
+        "image_side": Field(0, int, 0, None, help="> 0: samples are (1, side, side) images"),
+        "n_classes": Field(10, int, 2, None),
+        "n_informative": Field(0, int, 0, None, help="informative features (0 = half)"),
+        "class_sep": Field(1.0, float, 0.0, None, help="distance between class centres: "
                                                          "smaller is harder"),
-        "label_noise": Option(0.02, float, 0.0, 1.0, help="fraction of labels flipped at random"),
+        "label_noise": Field(0.02, float, 0.0, 1.0, help="fraction of labels flipped at random"),
         "test_fraction": _SPLIT,
     },
-    "cifar10": {"root": Option("data/cifar-10-batches-py", str,
+    "cifar10": {"root": Field("data/cifar-10-batches-py", str,
                                help="folder with data_batch_1..5 and test_batch"),
                 "max_train": _MAX_TRAIN, "max_test": _MAX_TEST},
-    "mnist": {"root": Option("data/mnist", str, help="folder with the four idx files"),
+    "mnist": {"root": Field("data/mnist", str, help="folder with the four idx files"),
               "max_train": _MAX_TRAIN, "max_test": _MAX_TEST},
-    "fashion_mnist": {"root": Option(FASHION_MNIST_DEBIAN_ROOT, str,
+    "fashion_mnist": {"root": Field(FASHION_MNIST_DEBIAN_ROOT, str,
                                      help="folder with the four idx files (Debian's "
                                           "dataset-fashion-mnist installs them here)"),
                       "max_train": _MAX_TRAIN, "max_test": _MAX_TEST},
@@ -96,9 +96,9 @@ def _check_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
             continue
         ok_type = (int,) if opt.type is int else (int, float)
         if isinstance(value, bool) or not isinstance(value, ok_type):
-            raise DatasetError(f"data.{key} = {value!r}: expected {opt.describe()}")
+            raise DatasetError(f"data.{key} = {value!r}: expected {opt.allowed()}")
         if (opt.min is not None and value < opt.min) or (opt.max is not None and value > opt.max):
-            raise DatasetError(f"data.{key} = {value!r} is out of range; allowed: {opt.describe()}")
+            raise DatasetError(f"data.{key} = {value!r} is out of range; allowed: {opt.allowed()}")
         full[key] = opt.type(value)
     return full
 

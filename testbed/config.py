@@ -8,128 +8,73 @@ options are checked against the method's own option table (nodes.compression.reg
 from __future__ import annotations
 
 import difflib
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
+import schema
+from schema import Field, OptionError, unknown_key
 
 
-class ConfigError(ValueError):
+class ConfigError(OptionError):
     """One line: `FILE: key.path = value: what is allowed`."""
 
     def __init__(self, key: str, value: Any = None, allowed: str = "", *, source: str | None = None,
-                 message: str | None = None):
-        self.key, self.value, self.allowed, self.source = key, value, allowed, source
+                 message: str | None = None, problem: str = "range"):
+        self.source = source
         text = message or f"{key} = {value!r}: {allowed}"
-        super().__init__(f"{source}: {text}" if source else text)
-
-
-_MISSING = object()
-
-
-@dataclass(frozen=True)
-class Key:
-    """One scalar key: its type, default (`_MISSING` = required) and what values are allowed."""
-    type: type | tuple
-    default: Any = _MISSING
-    min: float | None = None
-    max: float | None = None
-    min_open: bool = False      # True: value must be > min rather than >= min
-    choices: tuple | None = None
-
-    def describe(self) -> str:
-        if self.choices:
-            return "must be one of " + ", ".join(repr(c) for c in self.choices)
-        names = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
-        t = self.type if isinstance(self.type, tuple) else (self.type,)
-        kind = " or ".join(names.get(x, x.__name__) for x in t)
-        if self.min is not None and self.max is not None:
-            return f"must be {kind} in {'(' if self.min_open else '['}{self.min}, {self.max}]"
-        if self.min is not None:
-            return f"must be {kind} {'>' if self.min_open else '>='} {self.min}"
-        return f"must be {kind}"
-
-    def check(self, path: str, value: Any) -> Any:
-        t = self.type if isinstance(self.type, tuple) else (self.type,)
-        ok = isinstance(value, t) and not (isinstance(value, bool) and bool not in t)
-        if not ok and float in t and isinstance(value, int) and not isinstance(value, bool):
-            value, ok = float(value), True
-        if not ok:
-            raise ConfigError(path, value, self.describe())
-        if self.choices and value not in self.choices:
-            raise ConfigError(path, value, self.describe())
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if self.min is not None and (value < self.min or (self.min_open and value == self.min)):
-                raise ConfigError(path, value, self.describe())
-            if self.max is not None and value > self.max:
-                raise ConfigError(path, value, self.describe())
-        return value
+        super().__init__(key, value, allowed, message=f"{source}: {text}" if source else text,
+                         problem=problem)
 
 
 def _unknown(path: str, key: str, known: list[str]) -> ConfigError:
-    close = difflib.get_close_matches(key, known, n=1)
-    hint = f" (did you mean {'.'.join(filter(None, [path, close[0]]))!r}?)" if close else \
-        f" (known: {', '.join(sorted(known))})"
-    full = ".".join(filter(None, [path, key]))
-    return ConfigError(full, message=f"unknown key {full!r}{hint}")
+    return unknown_key(path, key, known, ConfigError)
 
 
-def check_table(path: str, table: Any, schema: dict[str, Key]) -> dict:
-    """Validate one table against a schema of scalar keys; fill in defaults."""
-    if not isinstance(table, dict):
-        raise ConfigError(path, table, "must be a table")
-    for key in table:
-        if key not in schema:
-            raise _unknown(path, key, list(schema))
-    out = {}
-    for key, spec in schema.items():
-        full = f"{path}.{key}"
-        if key in table:
-            out[key] = spec.check(full, table[key])
-        elif spec.default is _MISSING:
-            raise ConfigError(full, message=f"{full} is required: it {spec.describe()}")
-        else:
-            out[key] = spec.default
-    return out
+def check_table(path: str, table: Any, fields: dict[str, Field]) -> dict:
+    """Validate one table against its fields; fill in defaults."""
+    return schema.check_table(path, table, fields, error=ConfigError)
 
 
 # ----------------------------------------------------------------------------- schemas
 COMPUTE_TIME = ("flops", "measured")
 
 RUN_KEYS = {
-    "name": Key(str, None),
-    "seed": Key(int, 0, min=0),
-    "iterations": Key(int, None, min=1),
-    "epochs": Key(float, None, min=0, min_open=True),
-    "eval_every": Key(int, 20, min=1),
-    "device": Key(str, "auto", choices=("auto", "cpu", "cuda")),
+    "name": Field(None, str),
+    "seed": Field(0, int, min=0),
+    "iterations": Field(None, int, min=1),
+    "epochs": Field(None, float, min=0, min_open=True),
+    "eval_every": Field(20, int, min=1),
+    "device": Field("auto", str, choices=("auto", "cpu", "cuda")),
     # Virtual compute time: FLOPs of the real step at the node's speed (deterministic for a
     # seed), or the measured wall time of the real step (what this machine took).
-    "compute_time": Key(str, "flops", choices=COMPUTE_TIME),
-    "device_gflops": Key(float, 20.0, min=0, min_open=True),
-    "workers_mode": Key(str, "auto", choices=("auto", "sequential", "vmap")),
-    "target_accuracy": Key(float, None, min=0, max=1, min_open=True),
-    "flush_every": Key(int, 10, min=1),
-    "threads": Key(int, 0, min=0),
-    "stop_at_accuracy": Key(bool, False),
+    "compute_time": Field("flops", str, choices=COMPUTE_TIME),
+    "device_gflops": Field(20.0, float, min=0, min_open=True),
+    "workers_mode": Field("auto", str, choices=("auto", "sequential", "vmap")),
+    "target_accuracy": Field(None, float, min=0, max=1, min_open=True),
+    "flush_every": Field(10, int, min=1),
+    "threads": Field(0, int, min=0),
+    "stop_at_accuracy": Field(False, bool),
 }
 DATA_KEYS = {
-    "dataset": Key(str, "digits"),
-    "batch_size": Key(int, 32, min=1),
-    "partition": Key(str, "iid", choices=("iid", "dirichlet", "shards")),
-    "alpha": Key(float, 0.5, min=0, min_open=True),
-    "shards_per_worker": Key(int, 2, min=1),
-    "root": Key(str, None),
-    "eval_batch_size": Key(int, 1024, min=1),
+    "dataset": Field("digits", str),
+    "batch_size": Field(32, int, min=1),
+    "partition": Field("iid", str, choices=("iid", "dirichlet", "shards")),
+    "alpha": Field(0.5, float, min=0, min_open=True),
+    "shards_per_worker": Field(2, int, min=1),
+    "root": Field(None, str),
+    "eval_batch_size": Field(1024, int, min=1),
 }
-MODEL_KEYS = {"name": Key(str, "cnn")}
+MODEL_KEYS = {"name": Field("cnn", str)}
 OPTIM_KEYS = {
-    "lr": Key(float, 0.05, min=0, min_open=True),
-    "momentum": Key(float, 0.9, min=0, max=1),
-    "weight_decay": Key(float, 0.0, min=0),
-    "nesterov": Key(bool, False),
-    "lr_schedule": Key(str, "constant", choices=("constant", "cosine", "step")),
-    "warmup_iterations": Key(int, 0, min=0),
+    "lr": Field(0.05, float, min=0, min_open=True),
+    "momentum": Field(0.9, float, min=0, max=1),
+    "weight_decay": Field(0.0, float, min=0),
+    "nesterov": Field(False, bool),
+    "lr_schedule": Field("constant", str, choices=("constant", "cosine", "step")),
+    "warmup_iterations": Field(0, int, min=0),
 }
 SECTIONS = ("run", "data", "model", "optim", "compression", "network")
 
@@ -182,6 +127,7 @@ class OptimConfig:
 class CompressionConfig:
     method: str
     options: dict
+    set_aside: dict = field(default_factory=dict)   # other methods' options, not used
 
 
 @dataclass
@@ -227,14 +173,9 @@ def _check_data(table: dict) -> DataConfig:
     return DataConfig(**base, options=own)
 
 
-def _check_option(path: str, value: Any, opt: Any) -> Any:
-    """Check one method/dataset option against its `Option` (type, range, choices)."""
-    default = getattr(opt, "default", None)
-    typ = getattr(opt, "type", type(default) if default is not None else object)
-    key = Key(typ if typ is not object else (int, float, str, bool, list),
-              min=getattr(opt, "min", None), max=getattr(opt, "max", None),
-              choices=getattr(opt, "choices", None))
-    return key.check(path, value)
+def _check_option(path: str, value: Any, field: Field) -> Any:
+    """Check one method/dataset option against its schema field."""
+    return field.validate(path, value, ConfigError)
 
 
 def _check_compression(table: dict) -> CompressionConfig:
@@ -250,14 +191,21 @@ def _check_compression(table: dict) -> CompressionConfig:
         raise ConfigError("compression.method", method,
                           "must be one of " + ", ".join(map(repr, known)) + hint)
     spec = known[method]
-    options = {}
+    options, set_aside = {}, {}
     for key, value in table.items():
         if key == "method":
             continue
-        if key not in spec:
+        if key in spec:
+            options[key] = _check_option(f"compression.{key}", value, spec[key])
+            continue
+        owners = [m for m, s in known.items() if key in s]
+        if not owners:  # no registered method knows it: a typo, not a switch of method
             raise _unknown("compression", key, ["method", *spec])
-        options[key] = _check_option(f"compression.{key}", value, spec[key])
-    return CompressionConfig(method=method, options=options)
+        # switching methods on a file written for another one: its options wait, unused
+        set_aside[key] = value
+        print(f"note: compression.{key} = {value!r} set aside: it belongs to "
+              f"{', '.join(map(repr, owners))}, not {method!r}", file=sys.stderr)
+    return CompressionConfig(method=method, options=options, set_aside=set_aside)
 
 
 def _check_network(table: dict, seed: int) -> dict:

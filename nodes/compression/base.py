@@ -56,8 +56,12 @@ class Scheme:
     # True: momentum is applied inside the method (DGC's correction); the optimizer adds none.
     handles_momentum: ClassVar[bool] = False
 
+    values_dtype: ClassVar[str] = "f32"     # precision.py: what workers send
+    downlink_dtype: ClassVar[str] = "f32"   # and what the server broadcasts
+
     def __init__(self, *, n_workers: int, shapes: list[torch.Size], payload_bytes: int,
-                 seed: int = 0, device: torch.device | str = "cpu", **options: Any):
+                 seed: int = 0, device: torch.device | str = "cpu", values: str | None = None,
+                 downlink: str | None = None, **options: Any):
         self.n_workers = n_workers
         self.shapes = list(shapes)
         self.numel = int(sum(torch.Size(s).numel() for s in self.shapes))
@@ -65,6 +69,11 @@ class Scheme:
         self.seed = int(seed)
         self.device = torch.device(device)
         self.options = options
+        # options already checked by the registry's schema (precision.py's fields)
+        if values is not None:
+            self.values_dtype = values
+        if downlink is not None:
+            self.downlink_dtype = downlink
 
     def stage(self, iteration: int) -> str:
         return "compressed"

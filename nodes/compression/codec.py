@@ -41,9 +41,8 @@ KIND_P, KIND_Q, KIND_P_MEAN, KIND_Q_MEAN = 2, 3, 4, 5  # PowerSGD's two rounds
 _VALUE_NAMES = {"f32": F32, "f16": F16, "bits": BITS}
 _U32_MAX = 2**32 - 1
 
-# One byte on the wire names the method; unknown names get 255 (the codec does not care).
-METHOD_IDS = {"none": 0, "fp16": 1, "topk": 2, "randomk": 3, "dgc": 4, "qsgd": 5, "terngrad": 6,
-              "signsgd": 7, "powersgd": 8, "lgc_ps": 9, "lgc_rar": 10}
+# One byte on the wire names the method: its id in the registry (registry.register's wire_id);
+# 255 is "no method" (raw codec use).
 
 
 class CodecError(ValueError):
@@ -55,7 +54,11 @@ def method_id(method: str | int) -> int:
         if not 0 <= method <= 255:
             raise CodecError(f"method id {method} out of range; allowed 0..255")
         return method
-    return METHOD_IDS.get(method, 255)
+    from nodes.compression.registry import wire_id  # the registry imports the methods, which import us
+    try:
+        return wire_id(method)
+    except KeyError as e:
+        raise CodecError(e.args[0]) from None
 
 
 def _flags(layout: int, venc: int, icode: int) -> int:

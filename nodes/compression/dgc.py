@@ -18,9 +18,11 @@ import math
 
 import torch
 
-from nodes.compression.none import counter_generator
-from nodes.compression.registry import Option, register
-from nodes.compression.topk import SparseScheme, k_of, round_to
+from nodes.compression.memory import MomentumMemory
+from nodes.compression.precision import on_wire, precision
+from nodes.compression.registry import register
+from nodes.compression.templates import SparseScheme, counter_generator, k_of
+from schema import Field
 
 WARMUP_DENSITIES = (0.25, 0.0625, 0.015625, 0.00390625)
 MIN_SAMPLE = 1024
@@ -53,32 +55,32 @@ def sampled_topk(x: torch.Tensor, k: int, sample_fraction: float, gen: torch.Gen
     return torch.topk(a, k, sorted=False).indices
 
 
-@register("dgc",
-          ratio=Option(0.001, float, min=1e-6, max=1.0, help="final density (99.9% sparsity)"),
-          momentum=Option(0.9, float, min=0.0, max=0.999, help="momentum of the correction"),
-          clip_norm=Option(10.0, float, min=0.0, help="global gradient-norm cap; 0 turns clipping off"),
-          warmup_iterations=Option(100, int, min=0, help="iterations of the exponential sparsity warm-up"),
-          sample_fraction=Option(0.01, float, min=1e-6, max=1.0, help="share of v sampled for the threshold"),
-          values=Option("f32", str, choices=("f32", "f16"), help="precision of the sent values"),
-          downlink=Option("f32", str, choices=("f32", "f16"), help="precision of the broadcast mean"))
+@register("dgc", wire_id=4,
+          ratio=Field(0.001, float, min=1e-6, max=1.0, help="final density (99.9% sparsity)"),
+          momentum=Field(0.9, float, min=0.0, max=1.0, max_open=True, help="momentum of the correction"),
+          clip_norm=Field(10.0, float, min=0.0, help="global gradient-norm cap; 0 turns clipping off"),
+          warmup_iterations=Field(100, int, min=0, help="iterations of the exponential sparsity warm-up"),
+          sample_fraction=Field(0.01, float, min=1e-6, max=1.0, help="share of v sampled for the threshold"),
+          **precision(values="f32", downlink="f32"))
 class DGC(SparseScheme):
     handles_momentum = True
 
     def __init__(self, *, ratio=0.001, momentum=0.9, clip_norm=10.0, warmup_iterations=100,
                  sample_fraction=0.01, **kw):
         super().__init__(**kw)
-        checks = {"ratio": (ratio, 0 < ratio <= 1), "momentum": (momentum, 0 <= momentum < 1),
-                  "clip_norm": (clip_norm, clip_norm >= 0),
-                  "warmup_iterations": (warmup_iterations, warmup_iterations >= 0),
-                  "sample_fraction": (sample_fraction, 0 < sample_fraction <= 1)}
-        for key, (val, ok) in checks.items():
-            if not ok:
-                raise ValueError(f"dgc option {key}={val!r} out of range")
         self.ratio, self.momentum = float(ratio), float(momentum)
         self.clip_norm, self.warmup_iterations = float(clip_norm), int(warmup_iterations)
         self.sample_fraction = float(sample_fraction)
-        self.u: list[torch.Tensor | None] = [None] * self.n_workers
-        self.v: list[torch.Tensor | None] = [None] * self.n_workers
+        self.memory = MomentumMemory(self.n_workers, self.device, self.momentum)
+
+    # u (momentum) and v (accumulated, unsent) live in the memory object
+    @property
+    def u(self):
+        return self.memory.u
+
+    @property
+    def v(self):
+        return self.memory.v
 
     def density(self, iteration: int) -> float:
         if iteration < self.warmup_iterations:
@@ -89,31 +91,26 @@ class DGC(SparseScheme):
     def stage(self, iteration):
         return "warmup" if iteration < self.warmup_iterations else "sparse"
 
-    def select(self, worker, iteration, grad):
-        if self.u[worker] is None:
-            self.u[worker] = torch.zeros_like(grad)
-            self.v[worker] = torch.zeros_like(grad)
+    def clip(self, grad: torch.Tensor) -> torch.Tensor:
+        """Local clipping at clip_norm / sqrt(N) (0: off)."""
         if self.clip_norm > 0:
             cap = self.clip_norm / math.sqrt(self.n_workers)
             norm = float(grad.norm())
             if norm > cap:
                 grad = grad * (cap / norm)
-        u = self.u[worker].mul_(self.momentum).add_(grad)
-        v = self.v[worker].add_(u)
+        return grad
+
+    def select(self, worker, iteration, grad):
+        v = self.memory.compensate(worker, self.clip(grad))
         k = k_of(self.density(iteration), self.numel)
         idx = sampled_topk(v, k, self.sample_fraction, counter_generator(self.seed, worker, iteration, 7))
-        sent = round_to(v[idx], self.values_dtype)
-        v[idx] -= sent   # momentum factor masking (zero but for the wire's rounding error)
-        u[idx] = 0.0
+        sent = on_wire(v[idx], self.values_dtype)
+        # momentum factor masking: v keeps only the wire's rounding error where sent, u is zeroed
+        self.memory.update_sparse(worker, v, idx, sent)
         return idx, sent
 
     def state_dict(self):
-        cp = lambda ts: [None if t is None else t.detach().cpu().clone() for t in ts]  # noqa: E731
-        return {"u": cp(self.u), "v": cp(self.v)}
+        return self.memory.state_dict()
 
     def load_state_dict(self, state):
-        for key in ("u", "v"):
-            if len(state[key]) != self.n_workers:
-                raise ValueError(f"dgc state {key!r} has {len(state[key])} entries for {self.n_workers} workers")
-        self.u = [None if t is None else t.clone().to(self.device) for t in state["u"]]
-        self.v = [None if t is None else t.clone().to(self.device) for t in state["v"]]
+        self.memory.load_state_dict(state)

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 from nodes.compression import codec
-from nodes.compression.none import DenseScheme
-from nodes.compression.registry import Option, register
+from nodes.compression.precision import precision
+from nodes.compression.registry import register
+from nodes.compression.templates import DenseScheme
 
 
-@register("fp16", downlink=Option("f16", str, choices=("f32", "f16"),
-                                  help="precision of the server's broadcast of the mean"))
+@register("fp16", wire_id=1, **precision(downlink="f16"))
 class FP16(DenseScheme):
     downlink_dtype = "f16"
 

@@ -22,9 +22,8 @@ from nodes.compression import codec
 from nodes.compression.base import Message, Scheme
 from nodes.compression.dgc import DGC, sampled_topk
 from nodes.compression.lgc_autoencoder import GradientAutoencoder, parse_channels
-from nodes.compression.none import counter_generator
-from nodes.compression.registry import Option
-from nodes.compression.topk import k_of
+from nodes.compression.templates import counter_generator, k_of
+from schema import Field
 
 # Message kinds inside one LGC message (the codec's `kind` byte; the method byte says LGC)
 KIND_SPARSE, KIND_AGGREGATE = codec.KIND_GRADIENT, codec.KIND_AGGREGATE
@@ -90,25 +89,14 @@ class DGCState:
         self.dgc = dgc
 
     def _ensure(self, w: int, like: torch.Tensor) -> None:
-        if self.dgc.u[w] is None:
-            self.dgc.u[w] = torch.zeros_like(like)
-            self.dgc.v[w] = torch.zeros_like(like)
+        self.dgc.memory.ensure(w, like)
 
     def select(self, w: int, it: int, g: torch.Tensor):
         return self.dgc.select(w, it, g.reshape(-1).float())
 
     def accumulate(self, w: int, g: torch.Tensor) -> torch.Tensor:
         """DGC's clipping and momentum correction without its selection; returns v."""
-        d = self.dgc
-        g = g.reshape(-1).float()
-        self._ensure(w, g)
-        if d.clip_norm > 0:
-            cap = d.clip_norm / math.sqrt(d.n_workers)
-            norm = float(g.norm())
-            if norm > cap:
-                g = g * (cap / norm)
-        d.u[w].mul_(d.momentum).add_(g)
-        return d.v[w].add_(d.u[w])
+        return self.dgc.memory.compensate(w, self.dgc.clip(g.reshape(-1).float()))
 
     def mask(self, w: int, idx: torch.Tensor) -> None:
         self.dgc.u[w][idx] = 0.0
@@ -246,31 +234,31 @@ def rms(x: torch.Tensor) -> float:
 
 # ---------------------------------------------------------------- the shared Scheme body
 
-COMMON_OPTIONS: dict[str, Option] = dict(
-    density=Option(0.01, float, min=1e-6, max=1.0, help="final top-k density (fraction of coordinates)"),
-    momentum=Option(0.9, float, min=0.0, max=0.999,
+COMMON_OPTIONS: dict[str, Field] = dict(
+    density=Field(0.01, float, min=1e-6, max=1.0, help="final top-k density (fraction of coordinates)"),
+    momentum=Field(0.9, float, min=0.0, max=1.0, max_open=True,
                     help="DGC momentum correction factor; 0 = plain error feedback"),
-    clip_norm=Option(10.0, float, min=0.0,
+    clip_norm=Field(10.0, float, min=0.0,
                      help="DGC's global gradient-norm cap (per worker clip_norm/sqrt(N)); 0 = off"),
-    sample_fraction=Option(0.01, float, min=1e-6, max=1.0,
+    sample_fraction=Field(0.01, float, min=1e-6, max=1.0,
                            help="share of v DGC samples to estimate the top-k threshold"),
-    warmup_iters=Option(50, int, min=0, help="iterations of DGC-style warm-up (sparsity warm-up)"),
-    ae_iters=Option(20, int, min=1, help="iterations in which the autoencoder is trained online"),
-    retrain_every=Option(0, int, min=0, help="re-train the AE every R LGC iterations; 0 = never"),
-    retrain_iters=Option(5, int, min=1, help="iterations of each re-training window"),
-    ae_channels=Option("16,16,16", str, help="widths of the stride-2 conv layers, e.g. '16,16,16'"),
-    ae_kernel=Option(5, int, min=1, max=31, help="conv kernel size (odd)"),
-    latent_ratio=Option(0.125, float, min=1e-3, max=1.0,
+    warmup_iters=Field(50, int, min=0, help="iterations of DGC-style warm-up (sparsity warm-up)"),
+    ae_iters=Field(20, int, min=1, help="iterations in which the autoencoder is trained online"),
+    retrain_every=Field(0, int, min=0, help="re-train the AE every R LGC iterations; 0 = never"),
+    retrain_iters=Field(5, int, min=1, help="iterations of each re-training window"),
+    ae_channels=Field("16,16,16", str, help="widths of the stride-2 conv layers, e.g. '16,16,16'"),
+    ae_kernel=Field(5, int, min=1, max=31, help="conv kernel size (odd)"),
+    latent_ratio=Field(0.125, float, min=1e-3, max=1.0,
                         help="latent length / value-vector length; a multiple of 1/2**layers"),
-    ae_lr=Option(1e-3, float, min=1e-6, max=1.0, help="Adam learning rate of the AE"),
-    ae_batch=Option(16, int, min=1, max=4096, help="AE minibatch (value vectors)"),
-    ae_steps=Option(25, int, min=0, max=10000, help="AE optimizer steps per AE-training iteration"),
-    ae_buffer=Option(512, int, min=1, help="value vectors kept for AE training (newest win)"),
-    ae_gflops=Option(100.0, float, min=1e-3,
+    ae_lr=Field(1e-3, float, min=1e-6, max=1.0, help="Adam learning rate of the AE"),
+    ae_batch=Field(16, int, min=1, max=4096, help="AE minibatch (value vectors)"),
+    ae_steps=Field(25, int, min=0, max=10000, help="AE optimizer steps per AE-training iteration"),
+    ae_buffer=Field(512, int, min=1, help="value vectors kept for AE training (newest win)"),
+    ae_gflops=Field(100.0, float, min=1e-3,
                      help="virtual GFLOP/s of the node that trains/decodes the AE (charged FLOPs)"),
-    worker_gflops=Option(10.0, float, min=1e-3, help="virtual GFLOP/s of a worker for encoding"),
-    latent_dtype=Option("f16", str, choices=("f32", "f16"), help="precision of the latent on the wire"),
-    leader=Option(-1, int, min=-1, help="node whose top-k positions/latent are shared; -1 = cyclic"),
+    worker_gflops=Field(10.0, float, min=1e-3, help="virtual GFLOP/s of a worker for encoding"),
+    latent_dtype=Field("f16", str, choices=("f32", "f16"), help="precision of the latent on the wire"),
+    leader=Field(-1, int, min=-1, help="node whose top-k positions/latent are shared; -1 = cyclic"),
 )
 
 
@@ -285,17 +273,9 @@ class LGCBase(Scheme):
                  latent_ratio=0.125, ae_lr=1e-3, ae_batch=16, ae_steps=25, ae_buffer=512,
                  ae_gflops=100.0, worker_gflops=10.0, latent_dtype="f16", leader=-1, **kw):
         super().__init__(**kw)
-        if not 0 < density <= 1:
-            raise ValueError(f"density={density!r} not allowed; allowed (0, 1]")
-        if not 0 <= momentum < 1:
-            raise ValueError(f"momentum={momentum!r} not allowed; allowed [0, 1)")
-        if latent_dtype not in ("f32", "f16"):
-            raise ValueError(f"latent_dtype={latent_dtype!r} not allowed; allowed 'f32', 'f16'")
+        # the schema checked each option alone; what it cannot see is the number of workers
         if not -1 <= leader < self.n_workers:
             raise ValueError(f"leader={leader!r} not allowed; allowed -1 (cyclic) or 0..{self.n_workers - 1}")
-        for key, v in (("ae_gflops", ae_gflops), ("worker_gflops", worker_gflops)):
-            if not v > 0:
-                raise ValueError(f"{key}={v!r} not allowed; allowed > 0")
         self.sched = Schedule(int(warmup_iters), int(ae_iters), int(retrain_every),
                               int(retrain_iters) if retrain_every else 0)
         self.density = float(density)

@@ -33,20 +33,19 @@ from nodes.compression.lgc_common import (COMMON_OPTIONS, KIND_INDICES, KIND_INN
                                           indices_message, join, read_indices, rms,
                                           sparse_message, topk_indices, weights_message)
 from nodes.compression.phases import Downlink, ServerCompute, Uplink, WorkerCompute
-from nodes.compression.registry import Option, register
+from nodes.compression.registry import register
+from schema import Field
 
 
-@register("lgc_ps", **COMMON_OPTIONS,
-          innovation_ratio=Option(0.05, float, min=0.0, max=1.0,
-                                  help="innovation entries each node sends, as a fraction of k"))
+@register("lgc_ps", wire_id=9, **COMMON_OPTIONS,
+          innovation_ratio=Field(0.05, float, min=0.0, max=1.0,
+                                 help="innovation entries each node sends, as a fraction of k"))
 class LGCPS(LGCBase):
     collective = "ps"
     linear_encoder = False
 
     def __init__(self, *, innovation_ratio: float = 0.05, **kw):
         super().__init__(**kw)
-        if not 0 <= innovation_ratio <= 1:
-            raise ValueError(f"innovation_ratio={innovation_ratio!r} not allowed; allowed [0, 1]")
         self.innovation_ratio = float(innovation_ratio)
 
     def k_innovation(self, k: int) -> int:

@@ -26,7 +26,7 @@ from nodes.compression.phases import AllReduce, Broadcast, ServerCompute, Worker
 from nodes.compression.registry import register
 
 
-@register("lgc_rar", **COMMON_OPTIONS)
+@register("lgc_rar", wire_id=10, **COMMON_OPTIONS)
 class LGCRAR(LGCBase):
     collective = "allreduce"
     linear_encoder = True

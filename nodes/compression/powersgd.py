@@ -14,24 +14,24 @@ import torch
 
 from nodes.compression import codec
 from nodes.compression.base import Scheme, check_finite
-from nodes.compression.none import counter_generator
+from nodes.compression.memory import ErrorMemory
 from nodes.compression.phases import Downlink, Uplink
-from nodes.compression.registry import Option, register
+from nodes.compression.precision import on_wire, precision
+from nodes.compression.registry import register
+from nodes.compression.templates import counter_generator
+from schema import Field
 
 
-@register("powersgd",
-          rank=Option(2, int, min=1, max=1024, help="rank r of the per-layer approximation"),
-          values=Option("f32", str, choices=("f32", "f16"), help="precision of P, Q and dense layers"))
+@register("powersgd", wire_id=8,
+          rank=Field(2, int, min=1, max=1024, help="rank r of the per-layer approximation"),
+          **precision(values="f32"))
 class PowerSGD(Scheme):
+    """P, Q, the dense layers and both means travel at `values` precision."""
     collective = "ps"
 
-    def __init__(self, *, rank: int = 2, values: str = "f32", **kw):
+    def __init__(self, *, rank: int = 2, **kw):
         super().__init__(**kw)
-        if int(rank) < 1:
-            raise ValueError(f"rank={rank!r} not allowed; allowed >= 1")
-        if values not in ("f32", "f16"):
-            raise ValueError(f"values={values!r} not allowed; allowed 'f32', 'f16'")
-        self.rank, self.values_dtype = int(rank), values
+        self.rank = int(rank)
         # layout: per layer (offset, numel, rows, cols, r) with r = 0 for dense layers
         self.layers = []
         off = 0
@@ -52,7 +52,7 @@ class PowerSGD(Scheme):
         self.d_len = sum(numel for _, numel, _, _, _ in self.dense)
         gen = counter_generator(self.seed, 0, 0, 19)
         self.q = [torch.randn(cols, r, generator=gen) for _, _, _, cols, r in self.low]
-        self.errors: list[torch.Tensor | None] = [None] * self.n_workers
+        self.memory = ErrorMemory(self.n_workers, self.device)
 
     def stage(self, iteration):
         return "lowrank"
@@ -62,7 +62,7 @@ class PowerSGD(Scheme):
                                   method=self.name, kind=kind, iteration=iteration)
 
     def _wire(self, vec):
-        return vec.half().float() if self.values_dtype == "f16" else vec
+        return on_wire(vec, self.values_dtype)
 
     def _mean(self, arrived, n, iteration, workers):
         total, count = torch.zeros(n), torch.zeros(n)
@@ -79,11 +79,7 @@ class PowerSGD(Scheme):
         qs = [q.to(dev) for q in self.q]
         mats = []
         for w, g in enumerate(grads):
-            g = g.reshape(-1).float()
-            if self.errors[w] is None:
-                self.errors[w] = torch.zeros_like(g)
-            m = g + self.errors[w]
-            mats.append(m)
+            mats.append(self.memory.compensate(w, g.reshape(-1).float()))
         # round 1: P_i = M_i Q
         msgs = {}
         for w, m in enumerate(mats):
@@ -125,22 +121,20 @@ class PowerSGD(Scheme):
             out[o:o + n] = q_mean[doff:doff + n]
             doff += n
         for w, m in enumerate(mats):
-            e = torch.zeros_like(m)  # dense layers go exactly (up to the wire's rounding)
+            sent = torch.zeros_like(m)  # what the aggregate credits worker w with
             for (o, n, rows, cols, r), ph, qi in zip(self.low, p_hat, q_own[w]):
-                e[o:o + n] = (m[o:o + n].view(rows, cols) - ph @ self._wire(qi).T).reshape(-1)
+                sent[o:o + n] = (ph @ self._wire(qi).T).reshape(-1)
             for o, n, _, _, _ in self.dense:
-                e[o:o + n] = m[o:o + n] - self._wire(m[o:o + n])
-            self.errors[w] = e
+                sent[o:o + n] = self._wire(m[o:o + n])
+            self.memory.update(w, m, sent)
         self.q = new_q
         return out
 
     def state_dict(self):
-        return {"q": [q.clone() for q in self.q],
-                "errors": [None if e is None else e.detach().cpu().clone() for e in self.errors]}
+        return {"q": [q.clone() for q in self.q], **self.memory.state_dict()}
 
     def load_state_dict(self, state):
-        if len(state["errors"]) != self.n_workers or len(state["q"]) != len(self.low):
-            raise ValueError(f"powersgd state for {len(state['errors'])} workers / {len(state['q'])} "
-                             f"matrices; this run has {self.n_workers} / {len(self.low)}")
+        if len(state["q"]) != len(self.low):
+            raise ValueError(f"powersgd state has {len(state['q'])} matrices; this run has {len(self.low)}")
+        self.memory.load_state_dict(state)
         self.q = [q.clone() for q in state["q"]]
-        self.errors = [None if e is None else e.clone().to(self.device) for e in state["errors"]]

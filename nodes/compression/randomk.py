@@ -14,32 +14,28 @@ import torch
 
 from nodes.compression import codec
 from nodes.compression.base import Scheme, check_finite
-from nodes.compression.none import counter_generator
+from nodes.compression.memory import ErrorMemory
 from nodes.compression.phases import Downlink, Uplink
-from nodes.compression.registry import Option, register
-from nodes.compression.topk import ResidualMixin, k_of, round_to
+from nodes.compression.precision import on_wire, precision
+from nodes.compression.registry import register
+from nodes.compression.templates import counter_generator, k_of
+from schema import Field
 
 SHARED = 2**20  # the "worker" slot of the shared generator (no real worker has this id)
 
 
-@register("randomk",
-          ratio=Option(0.1, float, min=1e-6, max=1.0,
-                       help="fraction of coordinates sent (random-k needs far more than top-k)"),
-          values=Option("f32", str, choices=("f32", "f16"), help="precision of the sent values"),
-          downlink=Option("f32", str, choices=("f32", "f16"), help="precision of the broadcast mean"))
-class RandomK(ResidualMixin, Scheme):
+@register("randomk", wire_id=3,
+          ratio=Field(0.1, float, min=1e-6, max=1.0,
+                      help="fraction of coordinates sent (random-k needs far more than top-k)"),
+          **precision(values="f32", downlink="f32"))
+class RandomK(Scheme):
     collective = "ps"
 
-    def __init__(self, *, ratio=0.1, values="f32", downlink="f32", **kw):
+    def __init__(self, *, ratio=0.1, **kw):
         super().__init__(**kw)
-        if not 0 < ratio <= 1:
-            raise ValueError(f"ratio={ratio!r} not allowed; allowed (0, 1]")
-        for key, v in (("values", values), ("downlink", downlink)):
-            if v not in ("f32", "f16"):
-                raise ValueError(f"{key}={v!r} not allowed; allowed 'f32', 'f16'")
-        self.ratio, self.values_dtype, self.downlink_dtype = float(ratio), values, downlink
+        self.ratio = float(ratio)
         self.k = k_of(self.ratio, self.numel)
-        self._init_residuals()
+        self.memory = ErrorMemory(self.n_workers, self.device)
 
     def stage(self, iteration):
         return "sparse"
@@ -54,10 +50,9 @@ class RandomK(ResidualMixin, Scheme):
         idx = self.indices(iteration).to(dev)
         msgs = {}
         for w, g in enumerate(grads):
-            corrected = g.reshape(-1).float() + self.residual(w, g.reshape(-1).float())
-            sent = round_to(corrected[idx], self.values_dtype)
-            corrected[idx] -= sent
-            self.residuals[w] = corrected
+            had = self.memory.compensate(w, g.reshape(-1).float())
+            sent = on_wire(had[idx], self.values_dtype)
+            self.memory.update_sparse(w, had, idx, sent)
             msgs[w] = codec.encode_dense(sent, payload_bytes=self.payload_bytes, dtype=self.values_dtype,
                                          method=self.name, iteration=iteration)
         arrived = yield Uplink(msgs)
@@ -71,3 +66,9 @@ class RandomK(ResidualMixin, Scheme):
         out = torch.zeros(self.numel)
         out[idx.cpu()] = codec.decode(down.packets, self.k).values
         return out.to(dev)
+
+    def state_dict(self):
+        return self.memory.state_dict()
+
+    def load_state_dict(self, state):
+        self.memory.load_state_dict(state)

@@ -1,81 +1,87 @@
-"""Methods by name: `[compression] method = NAME` and the options each one accepts.
+"""Methods by name: the one source of truth for `[compression] method = NAME`.
 
-Each method module decorates its Scheme with `@register(name, **options)`; the config
-validator reads `METHODS` to check option names, types and ranges before a run starts.
+Each method module decorates its Scheme with `@register(name, wire_id=..., **fields)`; every
+module of this package is imported (lazily) to collect them, so a new method is one file.
+What reads the registry: the config validator (option fields), the codec (the method's id byte
+on the wire), the contract tests, the results tables and the benchmarks (`names()`).
 """
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+import pkgutil
 from typing import Any
 
 from nodes.compression.base import Scheme
+from schema import Field, OptionError, check_table
 
-
-@dataclass(frozen=True)
-class Option:
-    default: Any
-    type: type = float
-    min: float | None = None
-    max: float | None = None
-    choices: tuple | None = None
-    help: str = ""
-
-    def describe(self) -> str:
-        if self.choices:
-            return "one of " + ", ".join(repr(c) for c in self.choices)
-        lo = "-inf" if self.min is None else repr(self.min)
-        hi = "inf" if self.max is None else repr(self.max)
-        return f"{self.type.__name__} in [{lo}, {hi}]"
-
-
-METHODS: dict[str, dict[str, Option]] = {}
+METHODS: dict[str, dict[str, Field]] = {}
 SCHEMES: dict[str, type[Scheme]] = {}
-
-# Modules that register methods; imported lazily so `import nodes` stays light.
-_MODULES = ["none", "fp16", "topk", "randomk", "dgc", "qsgd", "terngrad", "signsgd",
-            "powersgd", "lgc"]
+WIRE_IDS: dict[str, int] = {}
+FIRST_FREE_ID = 64   # ids from here on are handed to methods that do not pick one
 _loaded = False
 
 
-def register(name: str, **options: Option):
+def register(name: str, *, wire_id: int | None = None, **options: Field):
+    """Register a Scheme class under `name` with its option fields and its wire id byte
+    (shipped methods pin theirs so old recordings stay readable; None: the first free one)."""
+    taken = {i for n, i in WIRE_IDS.items() if n != name}
+    if wire_id is None:
+        wire_id = next(i for i in range(FIRST_FREE_ID, 255) if i not in taken)
+    if not 0 <= wire_id < 255 or wire_id in taken:
+        raise ValueError(f"method {name!r}: wire_id {wire_id} is taken or outside 0..254")
+
     def deco(cls: type[Scheme]) -> type[Scheme]:
         cls.name = name
         SCHEMES[name] = cls
         METHODS[name] = dict(options)
+        WIRE_IDS[name] = wire_id
         return cls
     return deco
 
 
+def unregister(name: str) -> None:
+    """Forget a method (tests that register a toy one clean up with this)."""
+    for table in (SCHEMES, METHODS, WIRE_IDS):
+        table.pop(name, None)
+
+
 def load_all() -> None:
+    """Import every module of nodes.compression once; the decorators fill the tables."""
     global _loaded
     if _loaded:
         return
-    for mod in _MODULES:
-        try:
-            importlib.import_module(f"nodes.compression.{mod}")
-        except ModuleNotFoundError as e:  # a method module not written yet
-            if e.name != f"nodes.compression.{mod}":
-                raise
     _loaded = True
+    import nodes.compression as pkg
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        if not mod.name.startswith("_"):
+            importlib.import_module(f"nodes.compression.{mod.name}")
 
 
-def methods() -> dict[str, dict[str, Option]]:
+def methods() -> dict[str, dict[str, Field]]:
     load_all()
     return METHODS
 
 
+def names() -> list[str]:
+    """Registered method names, shipped ones in wire-id order."""
+    load_all()
+    return sorted(SCHEMES, key=WIRE_IDS.__getitem__)
+
+
+def wire_id(method: str) -> int:
+    load_all()
+    if method not in WIRE_IDS:
+        raise KeyError(f"unknown compression method {method!r}; known: {', '.join(names())}")
+    return WIRE_IDS[method]
+
+
 def build_scheme(method: str, options: dict, *, n_workers: int, shapes, payload_bytes: int,
                  seed: int = 0, device="cpu") -> Scheme:
+    """The method's Scheme with `options` checked against its fields (one-line OptionError
+    naming compression.KEY) and defaults filled in."""
     load_all()
     if method not in SCHEMES:
         raise KeyError(f"unknown compression method {method!r}; known: {', '.join(sorted(SCHEMES))}")
-    spec = METHODS[method]
-    unknown = sorted(set(options) - set(spec))
-    if unknown:
-        raise KeyError(f"unknown option {unknown[0]!r} for compression method {method!r}; "
-                       f"allowed: {', '.join(sorted(spec)) or 'none'}")
-    full = {k: o.default for k, o in spec.items()}
-    full.update(options)
+    full: dict[str, Any] = check_table("compression", options, METHODS[method], error=OptionError)
     return SCHEMES[method](n_workers=n_workers, shapes=shapes, payload_bytes=payload_bytes,
                            seed=seed, device=device, **full)

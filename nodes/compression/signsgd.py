@@ -8,20 +8,22 @@ from __future__ import annotations
 
 import torch
 
-from nodes.compression.qsgd import BucketScheme
-from nodes.compression.registry import Option, register
-from nodes.compression.topk import ResidualMixin
+from nodes.compression.memory import ErrorMemory
+from nodes.compression.precision import precision
+from nodes.compression.registry import register
+from nodes.compression.templates import BucketScheme
+from schema import Field
 
 
-@register("signsgd",
-          bucket=Option(1024, int, min=8, help="coordinates per scale (a multiple of 8)"),
-          downlink=Option("f16", str, choices=("f32", "f16"), help="precision of the broadcast mean"))
-class SignSGD(ResidualMixin, BucketScheme):
+@register("signsgd", wire_id=7,
+          bucket=Field(1024, int, min=8, multiple_of=8, help="coordinates per scale"),
+          **precision(downlink="f16"))
+class SignSGD(BucketScheme):
     bits = 1
 
     def __init__(self, *, bucket: int = 1024, **kw):
         super().__init__(bucket=bucket, **kw)
-        self._init_residuals()
+        self.memory = ErrorMemory(self.n_workers, self.device)
 
     def stage(self, iteration):
         return "sign"
@@ -34,7 +36,13 @@ class SignSGD(ResidualMixin, BucketScheme):
         return (2.0 * codes.float() - 1.0) * scalars[:, 0]
 
     def encode(self, worker, iteration, grad):
-        p = grad + self.residual(worker, grad)
+        p = self.memory.compensate(worker, grad)
         codes, scalars = self.quantize_flat(worker, iteration, p)
-        self.residuals[worker] = p - self.sent_values(codes, scalars)
+        self.memory.update(worker, p, self.sent_values(codes, scalars))
         return self.encode_codes(iteration, codes, scalars)
+
+    def state_dict(self):
+        return self.memory.state_dict()
+
+    def load_state_dict(self, state):
+        self.memory.load_state_dict(state)

@@ -9,22 +9,21 @@ from __future__ import annotations
 
 import torch
 
-from nodes.compression.none import counter_generator
-from nodes.compression.qsgd import BucketScheme
-from nodes.compression.registry import Option, register
+from nodes.compression.precision import precision
+from nodes.compression.registry import register
+from nodes.compression.templates import BucketScheme, counter_generator
+from schema import Field
 
 
-@register("terngrad",
-          bucket=Option(512, int, min=8, help="coordinates per scale (a multiple of 8)"),
-          clip_sigma=Option(2.5, float, min=0.0, help="clip at this many std devs; 0 = off"),
-          downlink=Option("f16", str, choices=("f32", "f16"), help="precision of the broadcast mean"))
+@register("terngrad", wire_id=6,
+          bucket=Field(512, int, min=8, multiple_of=8, help="coordinates per scale"),
+          clip_sigma=Field(2.5, float, min=0.0, help="clip at this many std devs; 0 = off"),
+          **precision(downlink="f16"))
 class TernGrad(BucketScheme):
     bits = 2
 
     def __init__(self, *, clip_sigma: float = 2.5, **kw):
         super().__init__(**kw)
-        if clip_sigma < 0:
-            raise ValueError(f"clip_sigma={clip_sigma!r} not allowed; allowed >= 0")
         self.clip_sigma = float(clip_sigma)
 
     def quantize_flat(self, worker, iteration, grad):

@@ -1,0 +1,164 @@
+"""The templates methods are small files over: the exchange shapes every method shares.
+
+- `DenseScheme`: every coordinate from every worker (none, fp16; `BucketScheme` below).
+- `SparseScheme`: (index, value) messages, the union-sparse mean broadcast back (topk, dgc).
+- `BucketScheme`: dense b-bit codes with per-bucket scalars (qsgd, terngrad, signsgd).
+A method subclasses one, registers itself (registry.register) and overrides encode/select/
+quantize. Error memory lives in memory.py, wire precision in precision.py.
+"""
+from __future__ import annotations
+
+import torch
+
+from nodes.compression import codec
+from nodes.compression.base import Message, Scheme, check_finite
+from nodes.compression.codec import Decoded
+from nodes.compression.phases import Downlink, Uplink
+
+
+def counter_generator(seed: int, worker: int, iteration: int, salt: int = 0) -> torch.Generator:
+    """A generator keyed by (seed, worker, iteration): random draws need no saved RNG state,
+    so a run resumed from a checkpoint draws exactly what the uninterrupted run drew."""
+    g = torch.Generator()
+    g.manual_seed((((seed * 1_000_003 + worker) * 1_000_033 + iteration) * 31 + salt) % (2**63 - 1))
+    return g
+
+
+def k_of(ratio: float, n: int) -> int:
+    return max(1, min(n, int(round(ratio * n))))
+
+
+class DenseScheme(Scheme):
+    """PS exchange of dense messages: each worker encodes its whole gradient, the server decodes
+    what arrived, averages each coordinate over the workers whose packet for it arrived, and
+    broadcasts the mean densely in `downlink` precision. The returned gradient is what the
+    workers decode from that broadcast, so server and workers apply exactly the same update."""
+    collective = "ps"
+
+    # -- what a subclass changes
+    def encode(self, worker: int, iteration: int, grad: torch.Tensor) -> Message:
+        raise NotImplementedError
+
+    def decode(self, worker: int, iteration: int, packets: list[bytes]) -> Decoded:
+        """Decoded gradient values (in gradient units) and the mask of what arrived."""
+        return codec.decode(packets, self.numel, iteration=iteration)
+
+    # -- the exchange
+    def exchange(self, iteration, grads):
+        check_finite(grads, iteration)
+        out_device = grads[0].device if grads else self.device
+        msgs = {w: self.encode(w, iteration, g.reshape(-1).float()) for w, g in enumerate(grads)}
+        arrived = yield Uplink(msgs)
+        mean = codec.mean_over_arrived(
+            (self.decode(w, iteration, arrived.get(w, [])) for w in range(len(grads))), self.numel)
+        down = codec.encode_dense(mean, payload_bytes=self.payload_bytes, dtype=self.downlink_dtype,
+                                  method=self.name, kind=codec.KIND_AGGREGATE, iteration=iteration)
+        yield Downlink(down)
+        return codec.decode(down.packets, self.numel).values.to(out_device)
+
+
+class SparseScheme(Scheme):
+    """PS exchange of sparse (index, value) messages; the server broadcasts the union-sparse mean.
+
+    The mean divides by the number of workers: a coordinate a worker did not send is a zero
+    from that worker, and a lost packet's coordinates count as zeros too (best effort).
+    """
+    collective = "ps"
+
+    def select(self, worker: int, iteration: int, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(indices, values as sent) of one worker; updates that worker's state."""
+        raise NotImplementedError
+
+    def encode(self, worker: int, iteration: int, grad: torch.Tensor) -> Message:
+        idx, vals = self.select(worker, iteration, grad)
+        return codec.encode_sparse(idx, vals, self.numel, payload_bytes=self.payload_bytes,
+                                   dtype=self.values_dtype, method=self.name, iteration=iteration)
+
+    def decode(self, worker: int, iteration: int, packets: list[bytes]) -> torch.Tensor:
+        return codec.decode(packets, self.numel, iteration=iteration).values
+
+    def exchange(self, iteration, grads):
+        check_finite(grads, iteration)
+        out_device = grads[0].device if grads else self.device
+        msgs = {w: self.encode(w, iteration, g.reshape(-1).float()) for w, g in enumerate(grads)}
+        arrived = yield Uplink(msgs)
+        total = torch.zeros(self.numel)
+        for w in range(len(grads)):
+            total += self.decode(w, iteration, arrived.get(w, []))
+        mean = total / max(1, len(grads))
+        down = self.encode_aggregate(iteration, mean)
+        yield Downlink(down)
+        return codec.decode(down.packets, self.numel).values.to(out_device)
+
+    def encode_aggregate(self, iteration: int, mean: torch.Tensor) -> Message:
+        nz = torch.nonzero(mean, as_tuple=True)[0]
+        return codec.encode_sparse(nz, mean[nz], self.numel, payload_bytes=self.payload_bytes,
+                                   dtype=self.downlink_dtype, method=self.name,
+                                   kind=codec.KIND_AGGREGATE, iteration=iteration)
+
+
+class BucketScheme(DenseScheme):
+    """Dense b-bit codes per coordinate, `nscalars` float scalars per bucket (`bucket`
+    coordinates, a multiple of 8 so packets cut on bucket borders stay byte-aligned)."""
+    downlink_dtype = "f16"
+    bits: int = 1
+    nscalars: int = 1
+
+    def __init__(self, *, bucket: int = 512, **kw):
+        super().__init__(**kw)
+        self.bucket = int(bucket)
+
+    def quantize(self, worker: int, iteration: int, x: torch.Tensor, valid: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """x: (buckets, bucket) zero-padded; valid: coordinates per bucket.
+        Returns (integer codes like x, scalars (buckets, nscalars))."""
+        raise NotImplementedError
+
+    def dequantize(self, codes: torch.Tensor, scalars: torch.Tensor) -> torch.Tensor:
+        """codes (m,), per-coordinate scalars (m, nscalars) -> values (m,)."""
+        raise NotImplementedError
+
+    def stage(self, iteration):
+        return "quantized"
+
+    def _buckets(self, grad: torch.Tensor):
+        n, b = grad.numel(), self.bucket
+        nb = -(-n // b)
+        x = torch.zeros(nb * b, dtype=grad.dtype, device=grad.device)
+        x[:n] = grad
+        valid = torch.full((nb,), b, dtype=grad.dtype, device=grad.device)
+        if nb:
+            valid[-1] = n - (nb - 1) * b
+        return x.view(nb, b), valid
+
+    def quantize_flat(self, worker, iteration, grad) -> tuple[torch.Tensor, torch.Tensor]:
+        x, valid = self._buckets(grad)
+        codes, scalars = self.quantize(worker, iteration, x, valid)
+        return codes.reshape(-1)[: grad.numel()], scalars
+
+    def sent_values(self, codes: torch.Tensor, scalars: torch.Tensor) -> torch.Tensor:
+        """What the wire carries, decoded locally (scalars rounded to f32 as on the wire)."""
+        per = scalars.float().repeat_interleave(self.bucket, dim=0)[: codes.numel()]
+        return self.dequantize(codes, per)
+
+    def encode_codes(self, iteration, codes, scalars):
+        return codec.encode_dense(codes.cpu().numpy(), payload_bytes=self.payload_bytes,
+                                  dtype="bits", bits=self.bits, method=self.name,
+                                  iteration=iteration, group=self.bucket,
+                                  group_scalars=scalars.float().cpu().numpy())
+
+    def encode(self, worker, iteration, grad):
+        codes, scalars = self.quantize_flat(worker, iteration, grad)
+        return self.encode_codes(iteration, codes, scalars)
+
+    def decode(self, worker, iteration, packets) -> Decoded:
+        d = codec.decode(packets, self.numel, iteration=iteration)
+        nb = -(-self.numel // self.bucket)
+        rows = torch.zeros(nb, self.nscalars)
+        for start, _, sc in d.segments:  # packets hold whole buckets, their scalars in order
+            r = torch.tensor(sc, dtype=torch.float32).view(-1, self.nscalars)
+            first = start // self.bucket
+            rows[first:first + len(r)] = r
+        per = rows.repeat_interleave(self.bucket, dim=0)[: self.numel]
+        d.values = torch.where(d.mask, self.dequantize(d.values, per), torch.zeros(()))
+        return d

@@ -1,0 +1,155 @@
+"""One option schema for every room: a `Field` says a key's type, default, bounds, choices and
+help, and `Field.validate` is the one check, with the one-line error
+
+    KEY = VALUE: must be ALLOWED
+
+used by the experiment file (testbed.config), the compression methods' options
+(nodes.compression.registry), the link layer's keys (channels.config) and the steering controls
+(testbed.controls). Standard library only, so channels (no torch) and nodes (no channels) can
+both import it and the arrows stay one way.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()   # a Field default: the key must be given
+
+_NOUNS = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+          list: "an array", dict: "a table"}
+
+
+class OptionError(ValueError):
+    """A bad value (or key): `key` is the dotted path, `allowed` what would have been accepted.
+
+    `problem` is "type", "range", "choice", "unknown" or "required"."""
+
+    def __init__(self, key: str, value: Any = None, allowed: str = "", *, message: str | None = None,
+                 problem: str = "range"):
+        self.key, self.value, self.allowed, self.problem = key, value, allowed, problem
+        super().__init__(message or f"{key} = {value!r}: must be {allowed}")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One scalar option. `type` defaults to the default's type; an int is accepted where a
+    float is expected (and returned as a float), a whole float where an int is expected."""
+    default: Any = REQUIRED
+    type: Any = None                 # a type or a tuple of types
+    min: float | None = None
+    max: float | None = None
+    min_open: bool = False           # True: value > min rather than >= min
+    max_open: bool = False
+    choices: tuple | None = None
+    multiple_of: int | None = None
+    noun: str | None = None          # how `allowed` names the kind ("a probability", "a file path")
+    help: str = ""
+
+    def __post_init__(self):
+        if self.type is None:
+            d = self.default
+            inferred = type(d) if d is not None and d is not REQUIRED else (int, float, str, bool)
+            object.__setattr__(self, "type", inferred)
+
+    @property
+    def types(self) -> tuple:
+        return self.type if isinstance(self.type, tuple) else (self.type,)
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def allowed(self) -> str:
+        """What is accepted, in words: "an integer >= 1", "one of 'f32', 'f16'"."""
+        if self.choices:
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        kind = self.noun or " or ".join(_NOUNS.get(t, t.__name__) for t in self.types)
+        lo = None if self.min is None else f"{'(' if self.min_open else '['}{self.min}"
+        hi = None if self.max is None else f"{self.max}{')' if self.max_open else ']'}"
+        if lo and hi:
+            text = f"{kind} in {lo}, {hi}"
+        elif lo:
+            text = f"{kind} {'>' if self.min_open else '>='} {self.min}"
+        elif hi:
+            text = f"{kind} {'<' if self.max_open else '<='} {self.max}"
+        else:
+            text = kind
+        if self.multiple_of:
+            text += f", a multiple of {self.multiple_of}"
+        return text
+
+    def validate(self, key: str, value: Any, error: type[OptionError] = OptionError) -> Any:
+        """The value, normalised (int -> float where a number is asked), or `error` raised."""
+        if value is None and self.default is None:
+            return None
+        types = self.types
+        if isinstance(value, bool) and bool not in types:
+            ok = False
+        elif isinstance(value, types):
+            ok = True
+        elif float in types and isinstance(value, int):
+            value, ok = float(value), True
+        elif int in types and isinstance(value, float) and value.is_integer():
+            value, ok = int(value), True
+        else:
+            ok = False
+        if not ok:
+            raise error(key, value, self.allowed(), problem="type")
+        if self.choices and value not in self.choices:
+            raise error(key, value, self.allowed(), problem="choice")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value):
+                raise error(key, value, self.allowed(), problem="range")
+            too_low = self.min is not None and (value < self.min or (self.min_open and value == self.min))
+            too_high = self.max is not None and (value > self.max or (self.max_open and value == self.max))
+            if too_low or too_high or (self.multiple_of and value % self.multiple_of):
+                raise error(key, value, self.allowed(), problem="range")
+        return value
+
+
+def unknown_key(path: str, key: str, known: Iterable[str],
+                error: type[OptionError] = OptionError) -> OptionError:
+    """The error for a key no schema knows, suggesting the closest known one by its full path."""
+    known = list(known)
+    full = ".".join(filter(None, [path, key]))
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f" (did you mean {'.'.join(filter(None, [path, close[0]]))!r}?)" if close else \
+        f" (known: {', '.join(sorted(known))})"
+    return error(full, key, ", ".join(sorted(known)), message=f"unknown key {full!r}{hint}",
+                 problem="unknown")
+
+
+def check_table(path: str, table: Any, fields: dict[str, Field], *, partial: bool = False,
+                error: type[OptionError] = OptionError) -> dict:
+    """Validate a table of scalar keys against `fields`. Unknown keys are errors; missing keys
+    get their default (or are left out when `partial`); a REQUIRED one missing is an error."""
+    if not isinstance(table, dict):
+        raise error(path, table, "a table", problem="type")
+    for key in table:
+        if key not in fields:
+            raise unknown_key(path, key, fields, error)
+    out = {}
+    for key, field in fields.items():
+        full = f"{path}.{key}" if path else key
+        if key in table:
+            out[key] = field.validate(full, table[key], error)
+        elif partial:
+            continue
+        elif field.required:
+            raise error(full, None, field.allowed(), problem="required",
+                        message=f"{full} is required: it must be {field.allowed()}")
+        else:
+            out[key] = field.default
+    return out
+
+
+def defaults(fields: dict[str, Field]) -> dict:
+    return {k: f.default for k, f in fields.items() if not f.required}
