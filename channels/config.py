@@ -5,11 +5,10 @@ validator (testbed/config.py) calls it and turns `ChannelConfigError` into its o
 """
 from __future__ import annotations
 
-import difflib
-import math
 from typing import Any
 
 from channels.errors import ChannelConfigError
+from schema import REQUIRED, Field, check_table, unknown_key
 
 TOPOLOGIES = ("star", "ring", "mesh", "geometric", "file")
 MEDIA = ("dedicated", "shared")
@@ -18,111 +17,91 @@ DELIVERIES = ("reliable", "best_effort")
 ENGINES = ("auto", "fast", "simpy")
 LOSS_MODELS = ("none", "bernoulli", "gilbert_elliott", "fading")
 
-# name -> (kind, default, check) ; kinds: "num", "int", "str", "choice:<a|b>", "path"
-_POS = ("num", ">0")
-LINK_KEYS: dict[str, tuple] = {
-    "bandwidth_mbps": ("num", 20.0, ">0"),
-    "delay_ms": ("num", 1.0, ">=0"),
-    "mtu_bytes": ("int", 1500, ">0"),
-    "header_bytes": ("int", 40, ">=0"),
-    "queue_packets": ("int", 100, ">0"),
-    "delivery": ("choice", "reliable", DELIVERIES),
-    "ack_bytes": ("int", 0, ">=0"),
-    "rto_margin_ms": ("num", 1.0, ">=0"),
-    "retry_limit": ("int", 7, ">=0"),
-    "trace": ("path", None, None),
-    "loss": ("table", None, None),
+# Every key is a schema Field (type, default, bounds, choices); tables and lists are checked
+# by the functions below, a node's position by `_pos`.
+_PROB = dict(min=0.0, max=1.0, noun="a probability")
+LINK_KEYS: dict[str, Field] = {
+    "bandwidth_mbps": Field(20.0, float, min=0, min_open=True),
+    "delay_ms": Field(1.0, float, min=0),
+    "mtu_bytes": Field(1500, int, min=0, min_open=True),
+    "header_bytes": Field(40, int, min=0),
+    "queue_packets": Field(100, int, min=0, min_open=True),
+    "delivery": Field("reliable", str, choices=DELIVERIES),
+    "ack_bytes": Field(0, int, min=0),
+    "rto_margin_ms": Field(1.0, float, min=0),
+    "retry_limit": Field(7, int, min=0),
+    "trace": Field(None, str, noun="a file path"),
+    "loss": Field(None, dict),
 }
 
-LOSS_KEYS: dict[str, dict[str, tuple]] = {
+LOSS_KEYS: dict[str, dict[str, Field]] = {
     "none": {},
-    "bernoulli": {"p": ("num", None, "[0,1]")},
+    "bernoulli": {"p": Field(REQUIRED, float, **_PROB)},
     "gilbert_elliott": {
-        "p_good_to_bad": ("num", None, "[0,1]"),
-        "p_bad_to_good": ("num", None, "[0,1]"),
-        "loss_good": ("num", 0.0, "[0,1]"),
-        "loss_bad": ("num", 1.0, "[0,1]"),
+        "p_good_to_bad": Field(REQUIRED, float, **_PROB),
+        "p_bad_to_good": Field(REQUIRED, float, **_PROB),
+        "loss_good": Field(0.0, float, **_PROB),
+        "loss_bad": Field(1.0, float, **_PROB),
     },
     "fading": {
-        "fading": ("choice", "rayleigh", ("rayleigh", "rician", "none")),
-        "k_factor": ("num", 3.0, ">=0"),            # Rician K (linear)
-        "coherence_ms": ("num", 10.0, ">0"),
-        "tx_power_dbm": ("num", 20.0, "any"),
-        "noise_dbm_per_hz": ("num", -174.0, "any"),
-        "noise_figure_db": ("num", 7.0, ">=0"),
-        "channel_bandwidth_mhz": ("num", 20.0, ">0"),
-        "path_loss_exponent": ("num", 3.0, ">0"),
-        "reference_loss_db": ("num", 40.0, ">=0"),   # path loss at 1 m
-        "shadowing_db": ("num", 4.0, ">=0"),         # std of log-normal shadowing, per link
-        "distance_m": ("num", 10.0, ">0"),
-        "rate": ("choice", "shannon", ("shannon", "mcs")),
-        "efficiency": ("num", 0.75, "(0,1]"),
-        "mcs_table": ("path", None, None),
-        "per_slope_db": ("num", 1.5, ">0"),
-        "outage_snr_db": ("num", None, "any"),       # shannon: below this SNR a packet is lost
-        "min_rate_mbps": ("num", 0.1, ">0"),
+        "fading": Field("rayleigh", str, choices=("rayleigh", "rician", "none")),
+        "k_factor": Field(3.0, float, min=0),            # Rician K (linear)
+        "coherence_ms": Field(10.0, float, min=0, min_open=True),
+        "tx_power_dbm": Field(20.0, float),
+        "noise_dbm_per_hz": Field(-174.0, float),
+        "noise_figure_db": Field(7.0, float, min=0),
+        "channel_bandwidth_mhz": Field(20.0, float, min=0, min_open=True),
+        "path_loss_exponent": Field(3.0, float, min=0, min_open=True),
+        "reference_loss_db": Field(40.0, float, min=0),   # path loss at 1 m
+        "shadowing_db": Field(4.0, float, min=0),         # std of log-normal shadowing, per link
+        "distance_m": Field(10.0, float, min=0, min_open=True),
+        "rate": Field("shannon", str, choices=("shannon", "mcs")),
+        "efficiency": Field(0.75, float, min=0, min_open=True, max=1),
+        "mcs_table": Field(None, str, noun="a file path"),
+        "per_slope_db": Field(1.5, float, min=0, min_open=True),
+        "outage_snr_db": Field(None, float),       # shannon: below this SNR a packet is lost
+        "min_rate_mbps": Field(0.1, float, min=0, min_open=True),
     },
 }
 
-NODE_EXTRA_KEYS: dict[str, tuple] = {
-    "pos": ("pos", None, None),
-    "role": ("choice", None, ("worker", "server", "relay")),
-    "compute_speed": ("num", None, ">0"),
-    "gflops": ("num", None, ">0"),
+NODE_EXTRA_KEYS: dict[str, Field] = {
+    "pos": Field(None, list, noun="[x, y] in metres"),
+    "role": Field(None, str, choices=("worker", "server", "relay")),
+    "compute_speed": Field(None, float, min=0, min_open=True),
+    "gflops": Field(None, float, min=0, min_open=True),
 }
 
-NETWORK_KEYS: dict[str, tuple] = {
-    "topology": ("choice", "star", TOPOLOGIES),
-    "workers": ("int", 4, ">0"),
-    "medium": ("choice", "shared", MEDIA),
-    "sharing": ("choice", "tdma", SHARINGS),
-    "engine": ("choice", "auto", ENGINES),
-    "file": ("path", None, None),
-    "area_m": ("num", 100.0, ">0"),      # geometric: side of the square the workers are placed in
-    "range_m": ("num", 60.0, ">0"),      # geometric: two nodes closer than this are linked
-    "link": ("table", None, None),
-    "nodes": ("table", None, None),
-    "links": ("list", None, None),
+NETWORK_KEYS: dict[str, Field] = {
+    "topology": Field("star", str, choices=TOPOLOGIES),
+    "workers": Field(4, int, min=0, min_open=True),
+    "medium": Field("shared", str, choices=MEDIA),
+    "sharing": Field("tdma", str, choices=SHARINGS),
+    "engine": Field("auto", str, choices=ENGINES),
+    "file": Field(None, str, noun="a file path"),
+    "area_m": Field(100.0, float, min=0, min_open=True),  # geometric: side of the square of workers
+    "range_m": Field(60.0, float, min=0, min_open=True),  # geometric: closer than this are linked
+    "link": Field(None, dict),
+    "nodes": Field(None, dict),
+    "links": Field(None, list),
 }
+_TABLES = ("link", "nodes", "links", "loss")
 
 
 def _unknown(path: str, key: str, known) -> ChannelConfigError:
-    close = difflib.get_close_matches(key, list(known), n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return ChannelConfigError(f"{path}.{key}" if path else key, key,
-                              f"unknown key; {hint}known keys: {', '.join(sorted(known))}")
+    return unknown_key(path, key, known, ChannelConfigError)
 
 
-def _check(path: str, value: Any, kind: str, check) -> Any:
-    if kind in ("num", "int"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ChannelConfigError(path, value, "a number" if kind == "num" else "an integer")
-        if kind == "int" and (isinstance(value, float) and not value.is_integer()):
-            raise ChannelConfigError(path, value, "an integer")
-        if not math.isfinite(value):
-            raise ChannelConfigError(path, value, "a finite number")
-        value = int(value) if kind == "int" else float(value)
-        ok = {">0": value > 0, ">=0": value >= 0, "[0,1]": 0 <= value <= 1,
-              "(0,1]": 0 < value <= 1, "any": True}[check]
-        if not ok:
-            words = {">0": "> 0", ">=0": ">= 0", "[0,1]": "a probability in [0, 1]",
-                     "(0,1]": "in (0, 1]", "any": ""}[check]
-            raise ChannelConfigError(path, value, words)
-        return value
-    if kind == "choice":
-        if value not in check:
-            raise ChannelConfigError(path, value, "one of " + ", ".join(repr(c) for c in check))
-        return value
-    if kind == "path":
-        if not isinstance(value, str) or not value:
-            raise ChannelConfigError(path, value, "a file path (string)")
-        return value
-    if kind == "pos":
-        if (not isinstance(value, (list, tuple)) or len(value) != 2
-                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value)):
-            raise ChannelConfigError(path, value, "[x, y] in metres")
-        return [float(value[0]), float(value[1])]
-    raise AssertionError(kind)
+def _check(path: str, value: Any, field: Field) -> Any:
+    value = field.validate(path, value, ChannelConfigError)
+    if field is NODE_EXTRA_KEYS["pos"]:
+        return _pos(path, value)
+    return value
+
+
+def _pos(path: str, value: list) -> list[float]:
+    if len(value) != 2 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
+        raise ChannelConfigError(path, value, "[x, y] in metres")
+    return [float(value[0]), float(value[1])]
 
 
 def validate_loss(loss: Any, path: str = "network.link.loss") -> dict:
@@ -133,21 +112,8 @@ def validate_loss(loss: Any, path: str = "network.link.loss") -> dict:
     model = loss.get("model", "none")
     if model not in LOSS_KEYS:
         raise ChannelConfigError(f"{path}.model", model, "one of " + ", ".join(map(repr, LOSS_MODELS)))
-    spec = LOSS_KEYS[model]
-    out = {"model": model}
-    for key, value in loss.items():
-        if key == "model":
-            continue
-        if key not in spec:
-            raise _unknown(path, key, ["model", *spec])
-    for key, (kind, default, check) in spec.items():
-        if key in loss and loss[key] is not None:
-            out[key] = _check(f"{path}.{key}", loss[key], kind, check)
-        elif default is None and kind == "num" and check == "[0,1]":
-            raise ChannelConfigError(f"{path}.{key}", None, f"required for model {model!r}: a probability in [0, 1]")
-        else:
-            out[key] = default
-    return out
+    rest = {k: v for k, v in loss.items() if k != "model" and v is not None}
+    return {"model": model, **check_table(path, rest, LOSS_KEYS[model], error=ChannelConfigError)}
 
 
 def validate_link(link: Any, path: str, *, partial: bool) -> dict:
@@ -158,16 +124,13 @@ def validate_link(link: Any, path: str, *, partial: bool) -> dict:
     for key, value in link.items():
         if key not in LINK_KEYS:
             raise _unknown(path, key, LINK_KEYS)
-        kind, _, check = LINK_KEYS[key]
         if key == "loss":
             out[key] = validate_loss(value, f"{path}.loss")
-        elif value is None and key == "trace":
-            out[key] = None
         else:
-            out[key] = _check(f"{path}.{key}", value, kind, check)
+            out[key] = _check(f"{path}.{key}", value, LINK_KEYS[key])
     if not partial:
-        for key, (kind, default, _) in LINK_KEYS.items():
-            out.setdefault(key, {"model": "none"} if key == "loss" else default)
+        for key, field in LINK_KEYS.items():
+            out.setdefault(key, {"model": "none"} if key == "loss" else field.default)
     return out
 
 
@@ -194,11 +157,11 @@ def validate_network(network: Any) -> dict:
     for key, value in network.items():
         if key not in NETWORK_KEYS:
             raise _unknown("network", key, NETWORK_KEYS)
-    for key, (kind, default, check) in NETWORK_KEYS.items():
-        if key in ("link", "nodes", "links"):
+    for key, field in NETWORK_KEYS.items():
+        if key in _TABLES:
             continue
         value = network.get(key)
-        out[key] = default if value is None else _check(f"network.{key}", value, kind, check)
+        out[key] = field.default if value is None else _check(f"network.{key}", value, field)
     if out["topology"] == "ring" and out["workers"] < 2:
         raise ChannelConfigError("network.workers", out["workers"], ">= 2 for a ring")
     if out["topology"] == "file" and not out["file"]:
@@ -214,7 +177,7 @@ def validate_network(network: Any) -> dict:
         path = f"network.nodes.{name}"
         if not isinstance(over, dict):
             raise ChannelConfigError(path, over, "a table of overrides")
-        extra = {k: _check(f"{path}.{k}", v, *NODE_EXTRA_KEYS[k][::2]) for k, v in over.items()
+        extra = {k: _check(f"{path}.{k}", v, NODE_EXTRA_KEYS[k]) for k, v in over.items()
                  if k in NODE_EXTRA_KEYS}
         link_part = {k: v for k, v in over.items() if k not in NODE_EXTRA_KEYS}
         for k in link_part:

@@ -2,15 +2,12 @@
 what is allowed, so a user can fix an experiment file from the message alone."""
 from __future__ import annotations
 
-from typing import Any
+from schema import OptionError
 
 
-class ChannelConfigError(ValueError):
-    """A bad parameter of the link layer: `key` is the dotted path in the experiment file."""
-
-    def __init__(self, key: str, value: Any, allowed: str, *, message: str | None = None):
-        self.key, self.value, self.allowed = key, value, allowed
-        super().__init__(message or f"{key} = {value!r} is not allowed: {allowed}")
+class ChannelConfigError(OptionError):
+    """A bad parameter of the link layer: `key` is the dotted path in the experiment file;
+    the one-line message is the schema's (`KEY = VALUE: must be ALLOWED`)."""
 
 
 class DeliveryError(RuntimeError):

@@ -14,7 +14,7 @@ import networkx as nx
 import numpy as np
 
 from channels import fast, relay
-from channels.config import LINK_KEYS, MEDIA, SHARINGS, ENGINES, validate_link
+from channels.config import LINK_KEYS, NETWORK_KEYS, validate_link
 from channels.errors import ChannelConfigError
 from channels.link import LinkSpec
 from channels.report import CollectiveReport, FlowReport, LinkStats, build_report
@@ -29,10 +29,8 @@ STEERABLE = ("bandwidth_mbps", "delay_ms", "loss", "queue_packets", "delivery", 
 class Network:
     def __init__(self, graph: nx.Graph, *, medium: str = "dedicated", sharing: str = "tdma",
                  rng: np.random.Generator | None = None, engine: str = "auto"):
-        for key, value, allowed in (("network.medium", medium, MEDIA), ("network.sharing", sharing, SHARINGS),
-                                    ("network.engine", engine, ENGINES)):
-            if value not in allowed:
-                raise ChannelConfigError(key, value, "one of " + ", ".join(map(repr, allowed)))
+        for key, value in (("medium", medium), ("sharing", sharing), ("engine", engine)):
+            NETWORK_KEYS[key].validate(f"network.{key}", value, ChannelConfigError)
         self.graph = graph
         self.medium, self.sharing, self.engine = medium, sharing, engine
         rng = rng if rng is not None else np.random.default_rng(0)

@@ -72,14 +72,14 @@ class Field:
         if self.choices:
             return "one of " + ", ".join(repr(c) for c in self.choices)
         kind = self.noun or " or ".join(_NOUNS.get(t, t.__name__) for t in self.types)
-        lo = None if self.min is None else f"{'(' if self.min_open else '['}{self.min}"
-        hi = None if self.max is None else f"{self.max}{')' if self.max_open else ']'}"
+        lo = None if self.min is None else f"{'(' if self.min_open else '['}{self.min:g}"
+        hi = None if self.max is None else f"{self.max:g}{')' if self.max_open else ']'}"
         if lo and hi:
             text = f"{kind} in {lo}, {hi}"
         elif lo:
-            text = f"{kind} {'>' if self.min_open else '>='} {self.min}"
+            text = f"{kind} {'>' if self.min_open else '>='} {self.min:g}"
         elif hi:
-            text = f"{kind} {'<' if self.max_open else '<='} {self.max}"
+            text = f"{kind} {'<' if self.max_open else '<='} {self.max:g}"
         else:
             text = kind
         if self.multiple_of:

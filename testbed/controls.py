@@ -12,16 +12,17 @@ It is pure: a run dict (`status`, `graph` as node-link JSON) in, a normalised re
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Iterable
 
+from channels.config import LINK_KEYS, LOSS_KEYS
+from schema import Field, OptionError
 from testbed.graph_json import directed_links, graph_edges, graph_nodes  # noqa: F401 (re-exported)
 
-# key -> (test, allowed range in words)
-CHANGE_RULES: dict[str, tuple[Any, str]] = {
-    "bandwidth_mbps": (lambda v: v > 0, "a number > 0"),
-    "delay_ms": (lambda v: v >= 0, "a number >= 0"),
-    "loss_p": (lambda v: 0 <= v <= 1, "a probability in [0, 1]"),
+# what a control may change: schema fields (channels' own link fields where they exist)
+CHANGE_RULES: dict[str, Field] = {
+    "bandwidth_mbps": LINK_KEYS["bandwidth_mbps"],
+    "delay_ms": LINK_KEYS["delay_ms"],
+    "loss_p": LOSS_KEYS["bernoulli"]["p"],
 }
 ALL_LINKS = "*"
 
@@ -93,13 +94,11 @@ def validate_changes(changes: Any) -> dict[str, float]:
         if key not in CHANGE_RULES:
             raise ControlError(f"control change {key!r} is unknown; allowed keys: "
                                f"{', '.join(CHANGE_RULES)}")
-        test, allowed = CHANGE_RULES[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ControlError(f"control change {key}={value!r} is not a number; allowed: {allowed}")
-        value = float(value)
-        if not math.isfinite(value) or not test(value):
-            raise ControlError(f"control change {key}={value!r} is out of range; allowed: {allowed}")
-        out[key] = value
+        try:
+            out[key] = CHANGE_RULES[key].validate(key, value)
+        except OptionError as e:
+            what = "is not a number" if e.problem == "type" else "is out of range"
+            raise ControlError(f"control change {key}={e.value!r} {what}; allowed: {e.allowed}") from None
     return out
 
 

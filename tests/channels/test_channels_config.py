@@ -17,11 +17,11 @@ from channels.topology import build_topology
     ({"link": {"loss": {"model": "bernoulli", "p": -0.1}}}, "network.link.loss.p", ["-0.1"]),
     ({"link": {"loss": {"model": "bernouli", "p": 0.1}}}, "network.link.loss.model", ["bernouli", "'bernoulli'"]),
     ({"topology": "hexagon"}, "network.topology", ["hexagon", "'star'"]),
-    ({"toplogy": "star"}, "network.toplogy", ["did you mean 'topology'"]),
+    ({"toplogy": "star"}, "network.toplogy", ["did you mean 'network.topology'"]),
     ({"link": {"loss": {"model": "gilbert_elliott", "p_good_to_bad": 0.1}}}, "network.link.loss.p_bad_to_good", ["required"]),
     ({"link": {"mtu_bytes": 40, "header_bytes": 40}}, "network.link.header_bytes", ["less than mtu_bytes"]),
     ({"medium": "air"}, "network.medium", ["'dedicated'", "'shared'"]),
-    ({"nodes": {"w1": {"delay_m": 3}}}, "network.nodes.w1.delay_m", ["did you mean 'delay_ms'"]),
+    ({"nodes": {"w1": {"delay_m": 3}}}, "network.nodes.w1.delay_m", ["did you mean 'network.nodes.w1.delay_ms'"]),
     ({"links": [{"src": "w0", "dst": "server", "delivery": "maybe"}]}, "network.links[0].delivery", ["maybe"]),
     ({"link": {"loss": {"model": "fading", "rate": "turbo"}}}, "network.link.loss.rate", ["'shannon'", "'mcs'"]),
 ])

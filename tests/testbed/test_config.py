@@ -88,11 +88,21 @@ def test_overrides_are_typed_and_validated(tmp_path):
     assert parse_override("a.b=[1, 2]") == (["a", "b"], [1, 2])
     with pytest.raises(ConfigError, match="run.iterations = 0"):
         load_config(path, ["run.iterations=0"])
-    # A method's options belong to it: switching to fp32 while keeping top-k's ratio is an error.
-    with pytest.raises(ConfigError, match="unknown key 'compression.ratio'"):
-        load_config(path, ["compression.method=none"])
     with pytest.raises(ConfigError, match="key.path=value"):
         load_config(path, ["no-equals-sign"])
+
+
+def test_switching_method_sets_other_methods_options_aside(tmp_path, capsys):
+    """Issue 16: top-k's `ratio` on a file switched to fp32 waits, with a one-line note."""
+    path = write(tmp_path, GOOD)
+    cfg = load_config(path, ["compression.method=none"])
+    assert cfg.compression.method == "none" and cfg.compression.options == {}
+    assert cfg.compression.set_aside == {"ratio": 0.01}
+    note = capsys.readouterr().err.strip()
+    assert note.count("\n") == 0 and "compression.ratio = 0.01 set aside" in note and "'topk'" in note
+    # a key that no registered method knows is still an error, with a close match
+    with pytest.raises(ConfigError, match="unknown key 'compression.downlnk'.*did you mean 'compression.downlink'"):
+        load_config(path, ["compression.method=none", "compression.downlnk='f16'"])
 
 
 def test_missing_file_is_named(tmp_path, capsys):
