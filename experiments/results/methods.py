@@ -30,8 +30,14 @@ def options(label: str, warmup: int, ae_iters: int) -> dict:
         "lgc_ps": {"method": "lgc_ps", **lgc, "innovation_ratio": 0.01},
         "lgc_rar": {"method": "lgc_rar", **lgc},
     }
+    from nodes.compression.registry import names
+
+    if label not in table and label in names():  # any registered method, with its defaults
+        return {"method": label}
     if label not in table:
-        raise KeyError(f"method label {label!r}: must be one of {', '.join(LABELS)}")
+        raise KeyError(f"method label {label!r}: must be one of {', '.join(LABELS + names())}")
+    if table[label]["method"] not in names():
+        raise KeyError(f"method label {label!r}: {table[label]['method']!r} is not registered")
     return table[label]
 
 
