@@ -70,7 +70,7 @@ def test_probe_full_loss(tmp_path, capsys):
 @pytest.mark.parametrize("bad,words", [
     ("bandwidth_mbps = -1.0", ["network.link.bandwidth_mbps", "-1"]),
     ('loss = { model = "bernoulli", p = 1.5 }', ["network.link.loss.p", "1.5", "[0, 1]"]),
-    ("bandwith_mbps = 3.0", ["network.link.bandwith_mbps", "did you mean 'bandwidth_mbps'"]),
+    ("bandwith_mbps = 3.0", ["network.link.bandwith_mbps", "did you mean 'network.link.bandwidth_mbps'"]),
 ])
 def test_probe_bad_input_names_the_key(tmp_path, capsys, bad, words):
     f = _write(tmp_path, STAR.replace("bandwidth_mbps = 10.0", bad))
