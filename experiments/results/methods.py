@@ -16,7 +16,7 @@ LABELS = ["fp32", "fp16", "topk", "dgc", "qsgd", "signsgd_ef", "powersgd", "lgc_
 
 def options(label: str, warmup: int, ae_iters: int) -> dict:
     """`[compression]` table for one method at the given stage lengths."""
-    lgc = {"density": DENSITY, "warmup_iters": warmup, "ae_iters": ae_iters, "ae_steps": 25,
+    lgc = {"ratio": DENSITY, "warmup_iterations": warmup, "ae_iters": ae_iters, "ae_steps": 25,
            "ae_channels": "16,16,16", "ae_kernel": 5, "latent_ratio": 0.125,
            "latent_dtype": "f16"}
     table = {

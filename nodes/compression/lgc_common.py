@@ -235,14 +235,14 @@ def rms(x: torch.Tensor) -> float:
 # ---------------------------------------------------------------- the shared Scheme body
 
 COMMON_OPTIONS: dict[str, Field] = dict(
-    density=Field(0.01, float, min=1e-6, max=1.0, help="final top-k density (fraction of coordinates)"),
+    ratio=Field(0.01, float, min=1e-6, max=1.0, help="final top-k density (fraction of coordinates), as DGC's"),
     momentum=Field(0.9, float, min=0.0, max=1.0, max_open=True,
                     help="DGC momentum correction factor; 0 = plain error feedback"),
     clip_norm=Field(10.0, float, min=0.0,
                      help="DGC's global gradient-norm cap (per worker clip_norm/sqrt(N)); 0 = off"),
     sample_fraction=Field(0.01, float, min=1e-6, max=1.0,
                            help="share of v DGC samples to estimate the top-k threshold"),
-    warmup_iters=Field(50, int, min=0, help="iterations of DGC-style warm-up (sparsity warm-up)"),
+    warmup_iterations=Field(50, int, min=0, help="iterations of DGC-style warm-up (sparsity warm-up)"),
     ae_iters=Field(20, int, min=1, help="iterations in which the autoencoder is trained online"),
     retrain_every=Field(0, int, min=0, help="re-train the AE every R LGC iterations; 0 = never"),
     retrain_iters=Field(5, int, min=1, help="iterations of each re-training window"),
@@ -268,7 +268,7 @@ class LGCBase(Scheme):
     linear_encoder = False
     handles_momentum = True  # DGC's momentum correction: the optimizer must not add momentum
 
-    def __init__(self, *, density=0.01, momentum=0.9, clip_norm=10.0, sample_fraction=0.01, warmup_iters=50, ae_iters=20,
+    def __init__(self, *, ratio=0.01, momentum=0.9, clip_norm=10.0, sample_fraction=0.01, warmup_iterations=50, ae_iters=20,
                  retrain_every=0, retrain_iters=5, ae_channels="16,16,16", ae_kernel=5,
                  latent_ratio=0.125, ae_lr=1e-3, ae_batch=16, ae_steps=25, ae_buffer=512,
                  ae_gflops=100.0, worker_gflops=10.0, latent_dtype="f16", leader=-1, **kw):
@@ -276,9 +276,9 @@ class LGCBase(Scheme):
         # the schema checked each option alone; what it cannot see is the number of workers
         if not -1 <= leader < self.n_workers:
             raise ValueError(f"leader={leader!r} not allowed; allowed -1 (cyclic) or 0..{self.n_workers - 1}")
-        self.sched = Schedule(int(warmup_iters), int(ae_iters), int(retrain_every),
+        self.sched = Schedule(int(warmup_iterations), int(ae_iters), int(retrain_every),
                               int(retrain_iters) if retrain_every else 0)
-        self.density = float(density)
+        self.density = float(ratio)
         self.latent_dtype = latent_dtype
         self.leader = int(leader)
         self.ae_steps = int(ae_steps)
@@ -288,9 +288,9 @@ class LGCBase(Scheme):
         self.ae = GradientAutoencoder(**self._arch, seed=self.seed)
         self.trainer = AETrainer(self.ae, lr=float(ae_lr), batch=int(ae_batch),
                                  buffer=int(ae_buffer), seed=self.seed + 1)
-        # warm-up is DGC itself, with its exponential sparsity warm-up over warmup_iters
+        # warm-up is DGC itself, with its exponential sparsity warm-up over warmup_iterations
         self.dgc = DGC(ratio=self.density, momentum=momentum, clip_norm=clip_norm,
-                       warmup_iterations=int(warmup_iters), sample_fraction=sample_fraction,
+                       warmup_iterations=int(warmup_iterations), sample_fraction=sample_fraction,
                        n_workers=self.n_workers, shapes=self.shapes, payload_bytes=self.payload_bytes,
                        seed=self.seed, device=self.device)
         self.workers = DGCState(self.dgc)

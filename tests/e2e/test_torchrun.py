@@ -56,7 +56,7 @@ delay_ms = 1.0
 delivery = "best_effort"
 loss = {{ model = "bernoulli", p = 0.05 }}
 """
-LGC = "density = 0.05\nwarmup_iters = 3\nae_iters = 3\nae_steps = 5"  # the lgc stage from iteration 6
+LGC = "ratio = 0.05\nwarmup_iterations = 3\nae_iters = 3\nae_steps = 5"  # the lgc stage from iteration 6
 OPTIONS = {"topk": "ratio = 0.05", "dgc": "ratio = 0.05\nwarmup_iterations = 4",
            "lgc_ps": LGC, "lgc_rar": LGC}
 

@@ -39,7 +39,7 @@ def grads(t: int, correlated: bool, sigma: float = 0.03) -> list[torch.Tensor]:
     return [bumps(gen) for _ in range(N_WORKERS)]
 
 
-LGC_OPTS = dict(density=0.05, warmup_iters=0, ae_iters=10, ae_steps=40, momentum=0.0, clip_norm=0.0,
+LGC_OPTS = dict(ratio=0.05, warmup_iterations=0, ae_iters=10, ae_steps=40, momentum=0.0, clip_norm=0.0,
                 ae_channels="16,16", latent_ratio=0.25, innovation_ratio=0.02, latent_dtype="f16")
 
 
@@ -190,7 +190,7 @@ def drive(sch, it, gs, record):
 
 
 def test_lgc_rar_decodes_the_sum_of_the_latents_that_travelled_the_ring():
-    sch = scheme("lgc_rar", density=0.05, ae_iters=3, ae_steps=10)
+    sch = scheme("lgc_rar", ratio=0.05, ae_iters=3, ae_steps=10)
     for it in range(3):
         drive(sch, it, grads(it, True), [])
     assert sch.stage(3) == "lgc" and sch.worker_ae is not None
@@ -241,7 +241,7 @@ def test_stages_switch_at_the_configured_iterations():
     sched = Schedule(warmup_iters=3, ae_iters=2, retrain_every=4, retrain_iters=1)
     expect = ["warmup"] * 3 + ["ae_train"] * 2 + ["lgc"] * 3 + ["ae_train"] + ["lgc"] * 3 + ["ae_train"]
     assert [sched.stage(i) for i in range(13)] == expect
-    sch = scheme(warmup_iters=3, ae_iters=2, retrain_every=4, retrain_iters=1, ae_steps=2)
+    sch = scheme(warmup_iterations=3, ae_iters=2, retrain_every=4, retrain_iters=1, ae_steps=2)
     kinds = []
     for it in range(13):
         _, st = run_exchange(sch, it, grads(it, True))
@@ -272,7 +272,7 @@ def test_ae_training_time_is_its_flops_over_ae_gflops():
 
 @pytest.mark.parametrize("method", ["lgc_ps", "lgc_rar"])
 def test_state_dict_round_trip_mid_run_reproduces_the_continuation(method):
-    opts = dict(warmup_iters=2, ae_iters=3, ae_steps=5, momentum=0.9, clip_norm=10.0,
+    opts = dict(warmup_iterations=2, ae_iters=3, ae_steps=5, momentum=0.9, clip_norm=10.0,
                 retrain_every=3, retrain_iters=1)
     a = scheme(method, **opts)
     outs = {}
