@@ -96,9 +96,7 @@ def _read_graph_file(path: str) -> nx.Graph:
     g = nx.relabel_nodes(g, {n: str(n) for n in g.nodes})
     for n, attrs in g.nodes(data=True):
         role = attrs.get("role", SERVER if n == SERVER else "worker")
-        if role not in ("worker", "server", "relay"):
-            raise ChannelConfigError(f"{path}: node {n} role", role, "one of 'worker', 'server', 'relay'")
-        attrs["role"] = role
+        attrs["role"] = NODE_EXTRA_KEYS["role"].validate(f"{path}: node {n} role", role, ChannelConfigError)
         if "x" in attrs and "y" in attrs and "pos" not in attrs:
             attrs["pos"] = (float(attrs.pop("x")), float(attrs.pop("y")))
         elif isinstance(attrs.get("pos"), (list, tuple)):
