@@ -24,7 +24,7 @@ class ConfigError(OptionError):
     def __init__(self, key: str, value: Any = None, allowed: str = "", *, source: str | None = None,
                  message: str | None = None, problem: str = "range"):
         self.source = source
-        text = message or f"{key} = {value!r}: {allowed}"
+        text = message or f"{key} = {value!r}: must be {allowed}"
         super().__init__(key, value, allowed, message=f"{source}: {text}" if source else text,
                          problem=problem)
 
@@ -161,7 +161,7 @@ def _check_data(table: dict) -> DataConfig:
     ds_name = table.get("dataset", DATA_KEYS["dataset"].default)
     known = getattr(datasets, "DATASETS", {})
     if known and ds_name not in known:
-        raise ConfigError("data.dataset", ds_name, "must be one of " + ", ".join(map(repr, known)))
+        raise ConfigError("data.dataset", ds_name, "one of " + ", ".join(map(repr, known)))
     ds_options = known.get(ds_name, {}) if known else {}
     own = {k: table.pop(k) for k in list(table) if k in ds_options and k not in DATA_KEYS}
     for k, v in own.items():
@@ -182,14 +182,14 @@ def _check_compression(table: dict) -> CompressionConfig:
     from nodes.compression.registry import methods
 
     if not isinstance(table, dict):
-        raise ConfigError("compression", table, "must be a table")
+        raise ConfigError("compression", table, "a table")
     known = methods()
     method = table.get("method", "none")
     if method not in known:
         close = difflib.get_close_matches(str(method), list(known), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ConfigError("compression.method", method,
-                          "must be one of " + ", ".join(map(repr, known)) + hint)
+                          "one of " + ", ".join(map(repr, known)) + hint)
     spec = known[method]
     options, set_aside = {}, {}
     for key, value in table.items():
@@ -228,11 +228,11 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     """`a.b.c=value` -> (["a","b","c"], value); the value is read as a TOML literal when it
     parses as one (numbers, booleans, strings in quotes, arrays, inline tables), else a string."""
     if "=" not in item:
-        raise ConfigError("--set", item, "must look like key.path=value, e.g. run.iterations=100")
+        raise ConfigError("--set", item, "of the form key.path=value, e.g. run.iterations=100")
     key, raw = item.split("=", 1)
     key = key.strip()
     if not key or any(not p for p in key.split(".")):
-        raise ConfigError("--set", item, "must look like key.path=value, e.g. run.iterations=100")
+        raise ConfigError("--set", item, "of the form key.path=value, e.g. run.iterations=100")
     try:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
     except tomllib.TOMLDecodeError:
@@ -247,7 +247,7 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
         for p in path[:-1]:
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
-                raise ConfigError(".".join(path), value, f"{p} is not a table")
+                raise ConfigError(".".join(path), value, f"under a table ({p} is not one)")
         node[path[-1]] = value
     return raw
 
@@ -255,13 +255,13 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
 def validate(raw: dict, *, source: str = "<config>", default_name: str = "run") -> ExperimentConfig:
     try:
         if not isinstance(raw, dict):
-            raise ConfigError("", raw, "an experiment file is a TOML document of tables")
+            raise ConfigError("", raw, "a TOML document of tables (an experiment file)")
         for key in raw:
             if key not in SECTIONS:
                 raise _unknown("", key, list(SECTIONS))
         run = check_table("run", raw.get("run", {}), RUN_KEYS)
         if run["iterations"] is not None and run["epochs"] is not None:
-            raise ConfigError("run.epochs", run["epochs"],
+            raise ConfigError("run.epochs", run["epochs"], message=f"run.epochs = {run['epochs']!r}: "
                               "set either run.iterations or run.epochs, not both")
         if run["iterations"] is None and run["epochs"] is None:
             run["iterations"] = 200
@@ -273,7 +273,7 @@ def validate(raw: dict, *, source: str = "<config>", default_name: str = "run") 
         names = getattr(model_zoo, "MODELS", None)
         if names and model["name"] not in names:
             raise ConfigError("model.name", model["name"],
-                              "must be one of " + ", ".join(map(repr, names)))
+                              "one of " + ", ".join(map(repr, names)))
         optim = check_table("optim", raw.get("optim", {}), OPTIM_KEYS)
         compression = _check_compression(raw.get("compression", {}))
         network = _check_network(raw.get("network", {}), run["seed"])
