@@ -209,16 +209,20 @@ class Experiment:
                 target, changes = validate_control(self.run_info, req["target"], req["changes"])
                 changed = self._steer(target, changes)
             except (ControlError, ValueError) as e:
-                self.store.resolve_control(req["id"], "rejected", it, str(e))
                 self.store.append_event(self.run_id, "control_rejected",
                                         {"target": req["target"], "changes": req["changes"],
                                          "error": str(e)}, iteration=it, virtual_time_s=self.clock)
+                # the event is committed before the request reads as resolved, so a reader
+                # that sees "rejected"/"applied" also finds its event
+                self.store.flush()
+                self.store.resolve_control(req["id"], "rejected", it, str(e))
                 continue
-            self.store.resolve_control(req["id"], "applied", it, f"{len(changed)} link(s) changed")
             self.store.append_event(self.run_id, "control",
                                     {"target": target, "changes": changes, "links": changed},
                                     iteration=it, virtual_time_s=self.clock)
             self._refresh_graph_json()
+            self.store.flush()
+            self.store.resolve_control(req["id"], "applied", it, f"{len(changed)} link(s) changed")
 
     def _steer(self, target: str, changes: dict) -> list[str]:
         from testbed.controls import ALL_LINKS, resolve_target
