@@ -52,7 +52,11 @@ RUN_KEYS = {
     # seed), or the measured wall time of the real step (what this machine took).
     "compute_time": Field("flops", str, choices=COMPUTE_TIME),
     "device_gflops": Field(20.0, float, min=0, min_open=True),
-    "workers_mode": Field("auto", str, choices=("auto", "sequential", "vmap")),
+    # Sequential by default: one answer per seed, in one process and under torchrun (a rank
+    # computes one worker). vmap rounds convolutions differently and, measured on this CPU
+    # (benchmarks/bench_workers.py), is slower for the CNN at 1-64 workers and for the MLP
+    # below 16; "auto"/"vmap" are there for the runs where it pays.
+    "workers_mode": Field("sequential", str, choices=("auto", "sequential", "vmap")),
     "target_accuracy": Field(None, float, min=0, max=1, min_open=True),
     "flush_every": Field(10, int, min=1),
     "threads": Field(0, int, min=0),
