@@ -26,9 +26,10 @@ from dashboards import queries as Q
 from testbed.controls import ControlError, link_targets, validate_control
 from testbed.store import RunNotFound, Store
 
-LIVE_FIGURES = ["accuracy", "rate", "latency", "links", "topology"]
-SERIES_FIGURES = ["accuracy", "rate", "latency", "links"]
+LIVE_FIGURES = ["accuracy", "rate", "latency", "channel", "topology"]
+SERIES_FIGURES = ["accuracy", "rate", "latency", "channel"]
 NO_EVAL_TEXT = "No evaluation yet: accuracy appears after the first test pass."
+NO_AXIS = "-"   # the sweep view's "no second axis" choice (one row)
 
 
 class Dashboard:
@@ -109,9 +110,11 @@ class Dashboard:
     def _empty(self, text: str):
         return tuple(F.empty_figure(text, as_dict=True) for _ in LIVE_FIGURES)
 
-    def live_view(self, run_id: int | None, x: str | None, state: dict | None):
-        """(figures in LIVE_FIGURES order, new state, message, level)."""
-        x = x or "iteration"
+    def live_view(self, run_id: int | None, x: str | None, state: dict | None,
+                  scale: str | None = "log", smoothing: float | None = 0.0):
+        """(figures in LIVE_FIGURES order, new state, message, level). `scale`: the rate
+        axis ("log" or "linear"); `smoothing`: the EMA weight of noisy curves (0 = raw)."""
+        x, scale, smoothing = x or "iteration", scale or "log", float(smoothing or 0.0)
         if run_id is None:
             return self._empty("No run to show."), None, "No run to show: the store is empty.", "warn"
         with self.store() as store:
@@ -120,11 +123,13 @@ class Dashboard:
             except RunNotFound:
                 return (self._empty("Run not found."), None,
                         f"Run {run_id} is not in the store {self.path}.", "warn")
-            if not state or state.get("run_id") != run["id"]:
-                return self._full(store, run, x)
+            view = {"x": x, "scale": scale, "smoothing": smoothing}
+            if (not state or state.get("run_id") != run["id"] or state.get("scale") != scale
+                    or state.get("smoothing") != smoothing):
+                return self._full(store, run, view)
             if state.get("x") != x:
                 return self._switch_x(store, run, x, state)
-            return self._tick(store, run, x, state)
+            return self._tick(store, run, view, state)
 
     def _switch_x(self, store: Store, run: dict, x: str, state: dict):
         """Redraw only the accuracy figure against the other x axis, from the rows already sent."""
@@ -133,9 +138,11 @@ class Dashboard:
         evals = [e for e in store.evals(rid) if e["iteration"] <= state["eval"]]
         events = [e for e in store.events(rid) if e["id"] <= state["event"]]
         note = f"mean per {stride} iterations" if stride > 1 else ""
-        acc = F.accuracy_figure(its, evals, events, x, uirevision=rid, note=note, as_dict=True)
+        acc = F.accuracy_figure(its, evals, events, x, uirevision=rid, note=note,
+                                smoothing=state["smoothing"], as_dict=True)
         figs = tuple(acc if name == "accuracy" else no_update for name in LIVE_FIGURES)
-        state = dict(state, x=x, uids=dict(state["uids"], accuracy=[t["uid"] for t in acc["data"]]))
+        state = dict(state, x=x, uids=dict(state["uids"], accuracy=[t["uid"] for t in acc["data"]]),
+                     carry=dict(state["carry"], accuracy=F.smoothing_carry(acc, "accuracy")))
         msg, level = self._message(run, state["has_iter"], state["has_eval"], upto)
         return figs, state, msg, level
 
@@ -143,8 +150,8 @@ class Dashboard:
         rows = store.links(run_id, after=upto - self.topology_window)
         return [r for r in rows if r["iteration"] <= upto]
 
-    def _full(self, store: Store, run: dict, x: str):
-        rid = run["id"]
+    def _full(self, store: Store, run: dict, view: dict):
+        rid, x, sm = run["id"], view["x"], view["smoothing"]
         last = Q.last_iteration(store.db, rid)
         stride = max(1, math.ceil((last + 1) / self.max_points)) if last is not None else 1
         upto = self._upto(store, run, stride)
@@ -155,20 +162,27 @@ class Dashboard:
         events = store.events(rid)
         note = f"mean per {stride} iterations" if stride > 1 else ""
         figs = {
-            "accuracy": F.accuracy_figure(its, evals, events, x, uirevision=rid, note=note, as_dict=True),
-            "rate": F.rate_figure(its, nodes, events, uirevision=rid, note=note, as_dict=True),
-            "latency": F.latency_figure(its, events, uirevision=rid, note=note, as_dict=True),
-            "links": F.links_figure(links, events, uirevision=rid, note=note, as_dict=True),
+            "accuracy": F.accuracy_figure(its, evals, events, x, uirevision=rid, note=note,
+                                          smoothing=sm, as_dict=True),
+            "rate": F.rate_figure(its, nodes, events, uirevision=rid, note=note, scale=view["scale"],
+                                  smoothing=sm, as_dict=True),
+            "latency": F.latency_figure(its, events, uirevision=rid, note=note, smoothing=sm,
+                                        as_dict=True),
+            "channel": F.channel_figure(links, None, events, uirevision=rid, note=note,
+                                        smoothing=sm, as_dict=True),
             "topology": self._topology(store, run, upto),
         }
-        cum = F.rate_series(its, ())["cum_bytes"][1]
+        cum = F.rate_series(its, ())
         state = {
-            "run_id": rid, "x": x, "stride": stride, "iter": upto,
+            "run_id": rid, **view, "stride": stride, "iter": upto,
+            "end_vt": its[-1]["virtual_time_s"] if its else None,
             "eval": evals[-1]["iteration"] if evals else -1,
             "event": max((e["id"] for e in events), default=0),
-            "cum_bytes": cum[-1] if cum else 0.0,
+            "cum_bytes": {part: (cum[f"cum_{part}"][1] or [0.0])[-1] for part in ("up", "down")},
             "has_iter": bool(its), "has_eval": bool(evals), "has_links": bool(links),
+            "has_snr": any(r.get("snr_db") is not None for r in links),
             "uids": {name: [t["uid"] for t in figs[name]["data"]] for name in SERIES_FIGURES},
+            "carry": {name: F.smoothing_carry(figs[name], name) for name in SERIES_FIGURES},
         }
         msg, level = self._message(run, bool(its), bool(evals), upto)
         return tuple(figs[n] for n in LIVE_FIGURES), state, msg, level
@@ -178,8 +192,8 @@ class Dashboard:
         label = f"over iterations {max(0, upto - self.topology_window + 1)}-{upto}" if upto >= 0 else ""
         return F.topology_figure(run.get("graph"), window, label, uirevision=run["id"], as_dict=True)
 
-    def _tick(self, store: Store, run: dict, x: str, state: dict):
-        rid, stride, after = run["id"], state["stride"], state["iter"]
+    def _tick(self, store: Store, run: dict, view: dict, state: dict):
+        rid, stride, after, x = run["id"], state["stride"], state["iter"], view["x"]
         upto = max(after, self._upto(store, run, stride))
         new = upto > after
         its = Q.iterations(store.db, rid, after, upto, stride) if new else []
@@ -188,19 +202,29 @@ class Dashboard:
         evals = store.evals(rid, after=state["eval"])
         events = store.events(rid)
         new_events = [e for e in events if e["id"] > state["event"]]
-        # A figure drawn with a "no data yet" note is redrawn whole when its data arrives.
+        # A figure drawn with a "no data yet" note is redrawn whole when its data arrives, and
+        # the channel figure when its first SNR arrives (a row of its own).
         if ((its and not state["has_iter"]) or (evals and not state["has_eval"])
-                or (links and not state["has_links"])):
-            return self._full(store, run, x)
+                or (links and not state["has_links"])
+                or (not state["has_snr"] and any(r.get("snr_db") is not None for r in links))):
+            return self._full(store, run, view)
         series = {
             "accuracy": F.accuracy_series(its, evals, x),
             "rate": F.rate_series(its, nodes, start_bytes=state["cum_bytes"]),
             "latency": F.latency_series(its),
-            "links": F.links_series(links),
+            "channel": F.channel_series(links),
         }
         for name, s in series.items():
             if any(xy[0] and uid not in state["uids"][name] for uid, xy in s.items()):
-                return self._full(store, run, x)  # a new node or link: new traces
+                return self._full(store, run, view)  # a new node or link: new traces
+        carry = dict(state["carry"])
+        for name in SERIES_FIGURES:
+            series[name], carry[name] = F.smooth(series[name], name, view["smoothing"], carry[name])
+        end_vt = its[-1]["virtual_time_s"] if its else state["end_vt"]
+        # Stage bands stretch to the newest point: redraw the marks when rows or events arrive.
+        remark = bool(new_events) or (new and bool(F.stage_bands(events)))
+        ends = {"accuracy": upto if x == "iteration" else end_vt, "rate": upto, "latency": upto,
+                "channel": end_vt}
         out: dict[str, Any] = {}
         for name, s in series.items():
             patch, changed = Patch(), False
@@ -211,8 +235,9 @@ class Dashboard:
                     patch["data"][i]["x"].extend(xs)
                     patch["data"][i]["y"].extend(ys)
                     changed = True
-            if new_events:
-                shapes, notes = F.event_marks(events, x if name == "accuracy" else "iteration")
+            if remark:
+                mark_x = x if name == "accuracy" else "virtual_time_s" if name == "channel" else "iteration"
+                shapes, notes = F.event_marks(events, mark_x, ends[name])
                 if name == "accuracy" and not (state["has_eval"] or evals):
                     notes = [F.placeholder_note(NO_EVAL_TEXT)] + notes
                 patch["layout"]["shapes"] = shapes
@@ -220,11 +245,12 @@ class Dashboard:
                 changed = True
             out[name] = patch if changed else no_update
         out["topology"] = self._topology(store, run, upto) if (new or new_events) else no_update
-        cum = series["rate"]["cum_bytes"][1]
+        cum = series["rate"]
         state = dict(state, iter=upto, eval=evals[-1]["iteration"] if evals else state["eval"],
-                     event=max([state["event"]] + [e["id"] for e in new_events]),
-                     cum_bytes=cum[-1] if cum else state["cum_bytes"],
-                     has_eval=state["has_eval"] or bool(evals))
+                     event=max([state["event"]] + [e["id"] for e in new_events]), end_vt=end_vt,
+                     cum_bytes={part: (cum[f"cum_{part}"][1] or [state["cum_bytes"][part]])[-1]
+                                for part in ("up", "down")},
+                     has_eval=state["has_eval"] or bool(evals), carry=carry)
         msg, level = self._message(run, state["has_iter"], state["has_eval"], upto)
         return tuple(out[n] for n in LIVE_FIGURES), state, msg, level
 
@@ -305,6 +331,48 @@ class Dashboard:
         its = Q.iterations(store.db, run["id"], -1, last if last is not None else -1, stride)
         return {"run": run, "iterations": its, "evals": store.evals(run["id"])}
 
+    # ------------------------------------------------------------------ sweep
+    def sweep_view(self, base: str | None, x_key: str | None, y_key: str | None,
+                   target: float | None):
+        """The sweep heat maps: (figure, sweep options, sweep, key options, x key, y options,
+        y key, message). Unknown or missing choices fall back to the newest sweep and to its
+        first two grid keys that vary (seeds are averaged over unless chosen)."""
+        with self.store() as store:
+            groups = F.sweeps(store.runs())
+            if not groups:
+                return (F.sweep_figure([], None, as_dict=True), [], None, [], None, [], NO_AXIS,
+                        f"No sweep in {self.path} yet: run `testbed sweep FILE --grid key=v1,v2 "
+                        f"--store {self.path}`.")
+            if base not in groups:
+                base = max(groups, key=lambda b: groups[b][-1][0]["id"])
+            members = groups[base]
+            keys = F.sweep_keys([p for _, p in members])
+            x_key = x_key if x_key in keys else keys[0]
+            varying = [k for k in keys if len({p.get(k) for _, p in members}) > 1]
+            if y_key != NO_AXIS and (y_key not in keys or y_key == x_key):
+                y_key = next((k for k in varying if k not in (x_key, "seed")), NO_AXIS)
+            bad_target = target is None or not 0 < target <= 1
+            cells = []
+            for run, params in members:
+                evals = store.evals(run["id"])
+                accs = [e["test_accuracy"] for e in evals if e["test_accuracy"] is not None]
+                cells.append({"params": params, "final_accuracy": accs[-1] if accs else None,
+                              "time_to_target_s": None if bad_target else
+                              F.time_to_accuracy(evals, target)[1]})
+        y = None if y_key == NO_AXIS else y_key
+        others = [k for k in varying if k not in (x_key, y)]
+        title = f"Sweep {base}: {len(members)} runs"
+        fig = F.sweep_figure(cells, x_key, y, None if bad_target else target, title, as_dict=True)
+        message = (f"{len(members)} runs of sweep {base} over "
+                   + ", ".join(f"{k} ({len(F.sweep_values([p for _, p in members], k))})" for k in keys)
+                   + (f"; each cell averages over {', '.join(others)}." if others else "."))
+        if bad_target:
+            message += f" Target accuracy {target!r} is out of range: enter a percentage in (0, 100]."
+        key_options = [{"label": k, "value": k} for k in keys]
+        y_options = [{"label": "(one row)", "value": NO_AXIS}] + [o for o in key_options if o["value"] != x_key]
+        sweep_options = [{"label": f"{b} ({len(m)} runs)", "value": b} for b, m in groups.items()]
+        return fig, sweep_options, base, key_options, x_key, y_options, y_key, message
+
 
 def _level_class(level: str) -> str:
     return f"message {level}"
@@ -323,9 +391,10 @@ def register(app, board: Dashboard) -> None:
     @app.callback(*live_outputs, Output("live-state", "data"), Output("live-message", "children"),
                   Output("live-message", "className"),
                   Input("live-interval", "n_intervals"), Input("run-select", "value"),
-                  Input("x-mode", "value"), State("live-state", "data"))
-    def _live(_n, run_id, x, state):
-        figs, state, message, level = board.live_view(run_id, x, state)
+                  Input("x-mode", "value"), Input("rate-scale", "value"), Input("smoothing", "value"),
+                  State("live-state", "data"))
+    def _live(_n, run_id, x, scale, smoothing, state):
+        figs, state, message, level = board.live_view(run_id, x, state, scale, smoothing)
         return (*figs, state, message, _level_class(level))
 
     @app.callback(Output("controls-table", "data"), Output("control-target", "options"),
@@ -350,3 +419,16 @@ def register(app, board: Dashboard) -> None:
     def _compare(run_ids, target_pct, x, _tab):
         target = None if target_pct is None else float(target_pct) / 100
         return board.compare_view(run_ids, target, x)
+
+    @app.callback(Output("sweep-graph", "figure"), Output("sweep-select", "options"),
+                  Output("sweep-select", "value"), Output("sweep-x", "options"),
+                  Output("sweep-x", "value"), Output("sweep-y", "options"), Output("sweep-y", "value"),
+                  Output("sweep-message", "children"),
+                  Input("runs-interval", "n_intervals"), Input("view-tabs", "value"),
+                  Input("sweep-select", "value"), Input("sweep-x", "value"),
+                  Input("sweep-y", "value"), Input("sweep-target", "value"))
+    def _sweep(_n, tab, base, x_key, y_key, target_pct):
+        if tab != "sweep":
+            return (no_update,) * 8
+        target = None if target_pct is None else float(target_pct) / 100
+        return board.sweep_view(base, x_key, y_key, target)

@@ -5,10 +5,16 @@ Every time-series figure is made of named series: `*_series(rows)` returns {uid:
 matching `*_figure(rows)` draws exactly those series as traces with the same `uid`, in a fixed
 order. The live dashboard appends only new points to each trace (Dash `Patch`) by calling the
 series function on the new rows, and rebuilds a figure only when a new series appears.
+
+Noisy series (`NOISY`) can be smoothed with an exponential moving average (`smooth`), whose
+last value carries over to the points appended later. Compression stages (the `stage` events)
+are drawn as shaded bands behind the time series; controls and other events as vertical lines.
+Legends sit right of the plot (vertical, scrolling when long) so they never cover an axis title.
 """
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from typing import Iterable, Sequence
 
@@ -31,9 +37,17 @@ GRID = "#e5ecf6"
 TEMPLATE = {"layout": {"paper_bgcolor": "white", "plot_bgcolor": "white", "colorway": PALETTE,
                        "font": {"color": "#2a3f5f"}, "hoverlabel": {"align": "left"}}}
 
-# Event kinds drawn as vertical marks on the time-series figures: colour, dash.
-MARKS = {"control": ("#d62728", "dash"), "stage": ("#7f7f7f", "dot"),
-         "target_reached": ("#2ca02c", "dashdot"), "error": ("#000000", "solid")}
+# Event kinds drawn as vertical marks on the time-series figures: colour, dash. Stages are
+# bands (STAGE_COLOURS), not marks.
+MARKS = {"control": ("#d62728", "dash"), "target_reached": ("#2ca02c", "dashdot"),
+         "error": ("#000000", "solid")}
+# Band colours of the compression stages the registered methods report (others: the palette).
+STAGE_COLOURS = {"dense": "#9ca3af", "warmup": "#f59e0b", "sparse": "#60a5fa",
+                 "ae_train": "#a855f7", "lgc": "#10b981"}
+SCALES = ("log", "linear")
+# The series of each figure that are noisy from one iteration to the next (smoothable).
+NOISY = {"accuracy": ("train_loss",), "rate": ("bits_up", "bits_down", "node_"),
+         "latency": tuple(k for k, _ in LATENCY_PARTS), "channel": ("rate_", "loss_", "retx_", "snr_")}
 
 
 def series_uid(kind: str, name: str) -> str:
@@ -83,11 +97,27 @@ def _grid2(top: float = 0.55, gap: float = 0.08, x_title: str = "") -> dict:
             "yaxis2": _axis(anchor="x2", domain=[0, bottom])}
 
 
+def _grid(rows: int, gap: float = 0.06, x_title: str = "") -> dict:
+    """`rows` equal stacked subplots sharing the bottom one's x axis (row 1 on top)."""
+    h = (1 - gap * (rows - 1)) / rows
+    out = {}
+    for r in range(1, rows + 1):
+        a = "" if r == 1 else str(r)
+        top = 1 - (r - 1) * (h + gap)
+        last = r == rows
+        out[f"xaxis{a}"] = _axis(anchor=f"y{a}", domain=[0, 1], showticklabels=last,
+                                 **({"title": dict(text=x_title)} if last else {"matches": f"x{rows}"}))
+        out[f"yaxis{a}"] = _axis(anchor=f"x{a}", domain=[max(0.0, top - h), top])
+    return out
+
+
 def _layout(title: str, height: int, uirevision, grid: dict | None = None, **kw) -> dict:
     """Common layout; `grid` axes first, then `kw` (axis dicts merge into the grid's)."""
     layout = dict(title=dict(text=title, x=0.01, font=dict(size=15)), template=TEMPLATE,
                   height=height, margin=dict(l=60, r=20, t=45, b=40),
-                  legend=dict(orientation="h", y=-0.15, x=0), uirevision=uirevision,
+                  legend=dict(orientation="v", x=1.02, xanchor="left", y=1, yanchor="top",
+                              font=dict(size=11), tracegroupgap=2),
+                  uirevision=uirevision,
                   hovermode="x unified", shapes=[], annotations=[], **(grid or {}))
     for key, value in kw.items():  # merge axis settings into the grid's axes
         if isinstance(value, dict) and isinstance(layout.get(key), dict):
@@ -145,10 +175,40 @@ def event_label(event: dict) -> str:
     return kind
 
 
-def event_marks(events: Sequence[dict], x: str = "iteration") -> tuple[list[dict], list[dict]]:
-    """Vertical lines and labels (layout shapes, annotations) for the events worth marking."""
+def stage_colour(stage: str) -> str:
+    if stage in STAGE_COLOURS:
+        return STAGE_COLOURS[stage]
+    return PALETTE[sum(map(ord, stage)) % len(PALETTE)]
+
+
+def stage_bands(events: Sequence[dict], x: str = "iteration", end=None) -> list[tuple]:
+    """(stage, start, end) of each stage a run went through, in order, from its `stage` events:
+    a stage lasts until the next one starts; the last until `end` (the last x drawn) or, when
+    `end` is None, until its own start. One stage only (fp32, top-k...) is no band at all."""
+    _check_x(x)
+    starts = [(e.get(x), (e.get("detail") or {}).get("stage", "?")) for e in events
+              if e.get("kind") == "stage" and e.get(x) is not None]
+    if len({name for _, name in starts}) < 2:
+        return []
+    out = []
+    for i, (x0, name) in enumerate(starts):
+        x1 = starts[i + 1][0] if i + 1 < len(starts) else (x0 if end is None else max(x0, end))
+        out.append((name, x0, x1))
+    return out
+
+
+def event_marks(events: Sequence[dict], x: str = "iteration", end=None) -> tuple[list[dict], list[dict]]:
+    """Layout shapes and annotations for the events worth marking: shaded bands for the
+    compression stages (up to `end`, see `stage_bands`), vertical lines for the others."""
     _check_x(x)
     shapes, notes = [], []
+    for name, x0, x1 in stage_bands(events, x, end):
+        colour = stage_colour(name)
+        shapes.append(dict(type="rect", xref="x", yref="paper", x0=x0, x1=x1, y0=0, y1=1,
+                           fillcolor=colour, opacity=0.13, layer="below", line=dict(width=0),
+                           name=f"stage {name}"))
+        notes.append(dict(x=x0, xref="x", y=1, yref="paper", text=name, showarrow=False,
+                          xanchor="left", yanchor="top", font=dict(size=10, color=colour)))
     for e in events:
         style = MARKS.get(e.get("kind"))
         xv = e.get(x)
@@ -163,8 +223,12 @@ def event_marks(events: Sequence[dict], x: str = "iteration") -> tuple[list[dict
     return shapes, notes
 
 
-def _add_marks(layout: dict, events: Sequence[dict], x: str) -> dict:
-    shapes, notes = event_marks(events, x)
+def _last_x(rows: Sequence[dict], x: str):
+    return next((r[x] for r in reversed(rows) if r.get(x) is not None), None)
+
+
+def _add_marks(layout: dict, events: Sequence[dict], x: str, end=None) -> dict:
+    shapes, notes = event_marks(events, x, end)
     layout["shapes"] = list(layout.get("shapes") or []) + shapes
     layout["annotations"] = list(layout.get("annotations") or []) + notes
     return layout
@@ -172,6 +236,46 @@ def _add_marks(layout: dict, events: Sequence[dict], x: str) -> dict:
 
 def _title(text: str, note: str) -> str:
     return f"{text} · {note}" if note else text
+
+
+# ------------------------------------------------------------------ smoothing
+def _noisy(figure: str, uid: str) -> bool:
+    return any(uid == k or (k.endswith("_") and uid.startswith(k)) for k in NOISY.get(figure, ()))
+
+
+def smooth(series: Series, figure: str, alpha: float, carry: dict | None = None) -> tuple[Series, dict]:
+    """Exponential moving average of the figure's noisy series (`NOISY`), TensorBoard-style:
+    s = alpha * s_prev + (1 - alpha) * y, starting from the first point (or from `carry`, the
+    last smoothed value per uid of the points drawn before). `alpha` 0 leaves them as they are.
+    Returns the series and the new carry."""
+    if not 0 <= alpha < 1:
+        raise ValueError(f"smoothing = {alpha!r}: must be in [0, 1)")
+    carry = dict(carry or {})
+    if alpha == 0:
+        return series, carry
+    out: Series = {}
+    for uid, (xs, ys) in series.items():
+        if not _noisy(figure, uid):
+            out[uid] = (xs, ys)
+            continue
+        prev, sm = carry.get(uid), []
+        for y in ys:
+            prev = y if prev is None else alpha * prev + (1 - alpha) * y
+            sm.append(prev)
+        out[uid] = (xs, sm)
+        if prev is not None:
+            carry[uid] = prev
+    return out, carry
+
+
+def smoothing_carry(fig: dict, figure: str) -> dict:
+    """The carry of a drawn figure (dict form): the last y of each smoothed trace."""
+    return {t["uid"]: t["y"][-1] for t in fig["data"]
+            if t.get("uid") and _noisy(figure, t["uid"]) and len(t.get("y") or [])}
+
+
+def _smooth_note(note: str, alpha: float) -> str:
+    return note if not alpha else ", ".join(filter(None, [note, f"smoothed {alpha:g}"]))
 
 
 # ------------------------------------------------------------------ accuracy and loss
@@ -184,10 +288,10 @@ def accuracy_series(iterations: Sequence[dict], evals: Sequence[dict],
 
 
 def accuracy_figure(iterations: Sequence[dict], evals: Sequence[dict], events: Sequence[dict] = (),
-                    x: str = "iteration", uirevision=None, note: str = "",
+                    x: str = "iteration", uirevision=None, note: str = "", smoothing: float = 0.0,
                     as_dict: bool = False) -> go.Figure | dict:
     """Test accuracy (top) and train/test loss (bottom) against iteration or virtual time."""
-    s = accuracy_series(iterations, evals, x)
+    s, _ = smooth(accuracy_series(iterations, evals, x), "accuracy", smoothing)
     traces = [
         _line("test_accuracy", "test accuracy", s["test_accuracy"], mode="lines+markers",
               line=dict(color=PALETTE[0])),
@@ -196,14 +300,15 @@ def accuracy_figure(iterations: Sequence[dict], evals: Sequence[dict], events: S
               line=dict(color=PALETTE[2])),
     ]
     grid = _grid2(x_title=X_AXES[x])
-    layout = _layout(_title(f"Accuracy and loss vs {X_AXES[x]}", note), 440, uirevision, grid=grid,
+    layout = _layout(_title(f"Accuracy and loss vs {X_AXES[x]}", _smooth_note(note, smoothing)), 440,
+                     uirevision, grid=grid,
                      yaxis=dict(title=dict(text="test accuracy"), tickformat=".0%", rangemode="tozero"),
                      yaxis2=dict(title=dict(text="loss"), rangemode="tozero"))
     if not iterations:
         layout["annotations"].append(placeholder_note("No iterations yet: the run has not written its first step."))
     elif not evals:
         layout["annotations"].append(placeholder_note("No evaluation yet: accuracy appears after the first test pass."))
-    return _figure(traces, _add_marks(layout, events, x), as_dict)
+    return _figure(traces, _add_marks(layout, events, x, _last_x(iterations, x)), as_dict)
 
 
 # ------------------------------------------------------------------ rate
@@ -219,51 +324,72 @@ def _bits_sum(r: dict) -> int | None:
     return r["bits_sum"] if "bits_sum" in r else _bits(r)
 
 
+def _bits_part(r: dict, part: str):
+    """Uplink or downlink bits a row stands for (a binned row: `bits_up_sum`/`bits_down_sum`)."""
+    return r[f"{part}_sum"] if f"{part}_sum" in r else r.get(part)
+
+
 def _node_order(names) -> list[str]:
     return sorted(names, key=lambda n: (len(n), n))  # w2 before w10
 
 
-def rate_series(iterations: Sequence[dict], nodes: Sequence[dict], start_bytes: float = 0.0) -> Series:
-    """Bits per iteration (total and per node) and cumulative bytes from `start_bytes` on."""
-    out: Series = {"bits_total": _points(iterations, "iteration", _bits)}
+def rate_series(iterations: Sequence[dict], nodes: Sequence[dict], start_bytes: float | dict = 0.0) -> Series:
+    """Bits per iteration, uplink (what the workers sent) and downlink (what they received)
+    apart, each worker's uplink, and cumulative bytes up and down from `start_bytes` on
+    ({"up": bytes, "down": bytes}, or one number for both)."""
+    out: Series = {"bits_up": _points(iterations, "iteration", "bits_up"),
+                   "bits_down": _points(iterations, "iteration", "bits_down")}
     per_node: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
     for r in nodes:
-        b = _bits(r)
-        if b is not None:
+        if r.get("bits_up") is not None:
             xs, ys = per_node[str(r["node"])]
             xs.append(r["iteration"])
-            ys.append(b)
+            ys.append(r["bits_up"])
     for name in _node_order(per_node):
         out[series_uid("node", name)] = per_node[name]
-    total = start_bytes
-    cum_x, cum_y = [], []
-    for r in iterations:
-        b = _bits_sum(r)
-        if b is None:
-            continue
-        total += b / 8
-        cum_x.append(r["iteration"])
-        cum_y.append(total)
-    out["cum_bytes"] = (cum_x, cum_y)
+    start = start_bytes if isinstance(start_bytes, dict) else {"up": start_bytes, "down": start_bytes}
+    for part in ("up", "down"):
+        total, cum_x, cum_y = start.get(part, 0.0), [], []
+        for r in iterations:
+            b = _bits_part(r, f"bits_{part}")
+            if b is None:
+                continue
+            total += b / 8
+            cum_x.append(r["iteration"])
+            cum_y.append(total)
+        out[f"cum_{part}"] = (cum_x, cum_y)
     return out
 
 
 def rate_figure(iterations: Sequence[dict], nodes: Sequence[dict], events: Sequence[dict] = (),
-                uirevision=None, note: str = "", as_dict: bool = False) -> go.Figure | dict:
-    s = rate_series(iterations, nodes)
-    traces = [_line("bits_total", "all nodes", s["bits_total"], line=dict(color="#222", width=2))]
-    for i, name in enumerate(_node_order({str(r["node"]) for r in nodes if _bits(r) is not None})):
-        traces.append(_line(series_uid("node", name), name, s[series_uid("node", name)],
-                            line=dict(color=PALETTE[i % len(PALETTE)], width=1)))
-    traces.append(_line("cum_bytes", "cumulative bytes", s["cum_bytes"], row=2, fill="tozeroy",
+                uirevision=None, note: str = "", scale: str = "log", smoothing: float = 0.0,
+                as_dict: bool = False) -> go.Figure | dict:
+    """Bits per iteration (top; log scale by default, so a 100x cut is a step down, not a
+    line at zero) uplink and downlink apart, and cumulative bytes (bottom)."""
+    if scale not in SCALES:
+        raise ValueError(f"rate scale {scale!r} is unknown; allowed: {', '.join(SCALES)}")
+    s, _ = smooth(rate_series(iterations, nodes), "rate", smoothing)
+    traces = [_line("bits_up", "uplink (all workers)", s["bits_up"], legendgroup="total",
+                    line=dict(color="#111827", width=2)),
+              _line("bits_down", "downlink (all workers)", s["bits_down"], legendgroup="total",
+                    line=dict(color="#111827", width=2, dash="dash"))]
+    for i, name in enumerate(_node_order({str(r["node"]) for r in nodes if r.get("bits_up") is not None})):
+        traces.append(_line(series_uid("node", name), f"{name} uplink", s[series_uid("node", name)],
+                            legendgroup="nodes", line=dict(color=PALETTE[i % len(PALETTE)], width=1)))
+    traces.append(_line("cum_up", "cumulative up", s["cum_up"], row=2, legendgroup="cum",
                         line=dict(color=PALETTE[0])))
-    layout = _layout(_title("Rate: bits per iteration (up + down) and cumulative bytes", note), 440,
+    traces.append(_line("cum_down", "cumulative down", s["cum_down"], row=2, legendgroup="cum",
+                        line=dict(color=PALETTE[0], dash="dash")))
+    zero = {} if scale == "log" else {"rangemode": "tozero"}
+    layout = _layout(_title(f"Rate: bits per iteration, up and down ({scale})",
+                            _smooth_note(note, smoothing)), 440,
                      uirevision, grid=_grid2(top=0.5, x_title="iteration"),
-                     yaxis=dict(title=dict(text="bits / iteration"), rangemode="tozero"),
-                     yaxis2=dict(title=dict(text="cumulative bytes"), rangemode="tozero"))
+                     yaxis=dict(title=dict(text="bits / iteration"), type=scale, **zero),
+                     yaxis2=dict(title=dict(text="cumulative bytes"), type=scale, **zero))
     if not iterations:
         layout["annotations"].append(placeholder_note("No iterations yet."))
-    return _figure(traces, _add_marks(layout, events, "iteration"), as_dict)
+    return _figure(traces, _add_marks(layout, events, "iteration", _last_x(iterations, "iteration")),
+                   as_dict)
 
 
 # ------------------------------------------------------------------ latency
@@ -273,56 +399,90 @@ def latency_series(iterations: Sequence[dict]) -> Series:
 
 
 def latency_figure(iterations: Sequence[dict], events: Sequence[dict] = (), uirevision=None,
-                   note: str = "", as_dict: bool = False) -> go.Figure | dict:
+                   note: str = "", smoothing: float = 0.0, as_dict: bool = False) -> go.Figure | dict:
     """Virtual seconds per iteration split into compute / uplink / aggregation / downlink."""
-    s = latency_series(iterations)
+    s, _ = smooth(latency_series(iterations), "latency", smoothing)
     traces = [_line(key, label, s[key], stackgroup="latency", line=dict(width=0.5, color=PALETTE[i]))
               for i, (key, label) in enumerate(LATENCY_PARTS)]
-    layout = _layout(_title("Latency per iteration (virtual time, stacked)", note), 340, uirevision,
-                     legend=dict(y=-0.3), xaxis=_axis(title=dict(text="iteration")),
+    layout = _layout(_title("Latency per iteration (virtual time, stacked)", _smooth_note(note, smoothing)),
+                     340, uirevision, xaxis=_axis(title=dict(text="iteration")),
                      yaxis=_axis(title=dict(text="virtual seconds"), rangemode="tozero"))
     if not iterations:
         layout["annotations"].append(placeholder_note("No iterations yet."))
-    return _figure(traces, _add_marks(layout, events, "iteration"), as_dict)
+    return _figure(traces, _add_marks(layout, events, "iteration", _last_x(iterations, "iteration")),
+                   as_dict)
 
 
-# ------------------------------------------------------------------ per-link loss
+# ------------------------------------------------------------------ channel (per link)
 def _link_name(r: dict) -> str:
     return f"{r['src']}->{r['dst']}"
 
 
-def links_series(links: Sequence[dict]) -> Series:
-    """Lost packets and retransmissions per one-way link per iteration."""
+CHANNEL_ROWS = [("rate", "Mb/s while sending"), ("loss", "lost (% of sent)"),
+                ("retx", "retransmissions"), ("snr", "SNR (dB)")]
+
+
+def _rate_mbps(r: dict):
+    """Bits on the wire over airtime: the rate the link ran at while it sent (its capacity on
+    a fixed link, the chosen MCS/Shannon rate on a fading one, the trace's on a trace link,
+    its share of the cell on a shared medium). Binned rows hold means, and a ratio of means
+    is the ratio of the bin's sums."""
+    busy, size = r.get("busy_s"), r.get("bytes")
+    return 8 * size / busy / 1e6 if busy and size else None
+
+
+def _loss_pct(r: dict):
+    sent, lost = r.get("packets"), r.get("lost")
+    return 100.0 * lost / sent if sent and lost is not None else None
+
+
+def channel_series(links: Sequence[dict], times: dict | None = None) -> Series:
+    """Per one-way link: rate while sending, lost share, retransmissions and (fading links)
+    mean SNR, against virtual time. A row carries its `virtual_time_s` (binned queries) or
+    takes it from `times` {iteration: virtual time at its end}."""
     by_link: dict[str, list[dict]] = defaultdict(list)
     for r in links:
-        by_link[_link_name(r)].append(r)
-    out: Series = {}
+        vt = r.get("virtual_time_s", (times or {}).get(r["iteration"]))
+        by_link[_link_name(r)].append({**r, "virtual_time_s": vt})
     names = sorted(by_link)
-    for name in names:
-        out[series_uid("lost", name)] = _points(by_link[name], "iteration", "lost")
-    for name in names:
-        out[series_uid("retx", name)] = _points(by_link[name], "iteration", "retransmitted")
+    getters = {"rate": _rate_mbps, "loss": _loss_pct, "retx": lambda r: r.get("retransmitted"),
+               "snr": lambda r: r.get("snr_db")}
+    out: Series = {}
+    for kind, _ in CHANNEL_ROWS:
+        for name in names:
+            out[series_uid(kind, name)] = _points(by_link[name], "virtual_time_s", getters[kind])
     return out
 
 
-def links_figure(links: Sequence[dict], events: Sequence[dict] = (), uirevision=None,
-                 note: str = "", as_dict: bool = False) -> go.Figure | dict:
-    s = links_series(links)
+def channel_figure(links: Sequence[dict], times: dict | None = None, events: Sequence[dict] = (),
+                   uirevision=None, note: str = "", smoothing: float = 0.0,
+                   as_dict: bool = False) -> go.Figure | dict:
+    """The channel, per link, over virtual time: rate while sending, lost share,
+    retransmissions, and the SNR of fading links (a row only when a link reports one)."""
+    s, _ = smooth(channel_series(links, times), "channel", smoothing)
     names = sorted({_link_name(r) for r in links})
     color = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
-    # Trace order equals the series order: every `lost` trace, then every `retx` trace.
-    traces = [_line(series_uid("lost", n), n.replace("->", "→"), s[series_uid("lost", n)],
-                    legendgroup=n, line=dict(color=color[n], width=1)) for n in names]
-    traces += [_line(series_uid("retx", n), n.replace("->", "→"), s[series_uid("retx", n)], row=2,
-                     legendgroup=n, showlegend=False, line=dict(color=color[n], width=1, dash="dot"))
-               for n in names]
-    layout = _layout(_title("Packet loss and retransmissions per link", note), 440, uirevision,
-                     grid=_grid2(top=0.5, x_title="iteration"),
-                     yaxis=dict(title=dict(text="lost packets"), rangemode="tozero"),
-                     yaxis2=dict(title=dict(text="retransmissions"), rangemode="tozero"))
+    has_snr = any(r.get("snr_db") is not None for r in links)
+    kinds = [k for k in CHANNEL_ROWS if k[0] != "snr" or has_snr]
+    # Trace order equals the series order: every link's rate, then loss, retx, SNR; the
+    # SNR traces exist (empty) when no link has one, so the order never changes.
+    traces = []
+    for kind, _ in CHANNEL_ROWS:
+        row = next((i for i, (k, _) in enumerate(kinds, 1) if k == kind), len(kinds))
+        for n in names:
+            traces.append(_line(series_uid(kind, n), n.replace("->", "→"), s[series_uid(kind, n)],
+                                row=row, legendgroup=n, showlegend=kind == "rate",
+                                line=dict(color=color[n], width=1)))
+    axes = {f"yaxis{'' if i == 1 else i}": dict(title=dict(text=label, font=dict(size=11)),
+                                                **({} if k == "snr" else {"rangemode": "tozero"}))
+            for i, (k, label) in enumerate(kinds, 1)}
+    layout = _layout(_title("Channel per link (virtual time)", _smooth_note(note, smoothing)),
+                     150 + 150 * len(kinds), uirevision,
+                     grid=_grid(len(kinds), x_title=X_AXES["virtual_time_s"]), **axes)
     if not links:
         layout["annotations"].append(placeholder_note("No link traffic recorded yet."))
-    return _figure(traces, _add_marks(layout, events, "iteration"), as_dict)
+    end = max((p for xs, _ in s.values() for p in xs[-1:]), default=None)
+    return _figure(traces, _add_marks(layout, events, "virtual_time_s", end), as_dict)
 
 
 # ------------------------------------------------------------------ topology
@@ -508,6 +668,114 @@ def compare_summary(entries: Sequence[dict], target: float, baseline: dict | Non
             "time_to_target_s": vt_target,
         })
     return rows
+
+
+# ------------------------------------------------------------------ sweep
+# `testbed sweep` names each run "BASE[key=value,key=value]" (the last part of each grid key).
+SWEEP_NAME = re.compile(r"^(?P<base>.+)\[(?P<label>[^\[\]]+)\]$")
+ALL = "all"
+
+
+def sweep_params(name: str | None) -> tuple[str, dict[str, str]] | None:
+    """(base, {key: value}) of a run named by `testbed sweep`, or None for any other name."""
+    m = SWEEP_NAME.match(name or "")
+    if not m:
+        return None
+    params = {}
+    for part in m["label"].split(","):
+        key, eq, value = part.partition("=")
+        if not eq or not key.strip():
+            return None
+        params[key.strip()] = value.strip()
+    return m["base"], params
+
+
+def sweeps(runs: Sequence[dict]) -> dict[str, list[tuple[dict, dict]]]:
+    """Runs grouped by sweep base, in run order: {base: [(run, params)]} (two runs or more)."""
+    out: dict[str, list] = defaultdict(list)
+    for run in runs:
+        parsed = sweep_params(run.get("name"))
+        if parsed:
+            out[parsed[0]].append((run, parsed[1]))
+    return {base: members for base, members in out.items() if len(members) > 1}
+
+
+def sweep_keys(params: Sequence[dict]) -> list[str]:
+    """The grid keys of a sweep, those that vary first (seeds last), in the grid's order."""
+    keys: list[str] = []
+    for p in params:
+        keys += [k for k in p if k not in keys]
+    varies = [k for k in keys if len({p.get(k) for p in params}) > 1]
+    return sorted(keys, key=lambda k: (k not in varies, k == "seed"))
+
+
+def sweep_values(params: Sequence[dict], key: str | None) -> list[str]:
+    if key is None:
+        return [ALL]
+    out: list[str] = []
+    for p in params:
+        if p.get(key) not in out:
+            out.append(p.get(key))
+    return out
+
+
+def sweep_grid(cells: Sequence[dict], x_key: str, y_key: str | None) -> dict:
+    """Mean final accuracy and mean virtual time to the target of the runs in each (x, y) cell
+    (`cells`: {"params", "final_accuracy", "time_to_target_s"} per run); the other grid keys
+    (seeds, ...) are averaged over. Time is over the runs that reached the target; `reached`
+    counts them ("2/3")."""
+    params = [c["params"] for c in cells]
+    xs, ys = sweep_values(params, x_key), sweep_values(params, y_key)
+    acc = [[None] * len(xs) for _ in ys]
+    ttt = [[None] * len(xs) for _ in ys]
+    reached = [[""] * len(xs) for _ in ys]
+    for j, yv in enumerate(ys):
+        for i, xv in enumerate(xs):
+            here = [c for c in cells if c["params"].get(x_key) == xv
+                    and (y_key is None or c["params"].get(y_key) == yv)]
+            if not here:
+                continue
+            accs = [c["final_accuracy"] for c in here if c["final_accuracy"] is not None]
+            times = [c["time_to_target_s"] for c in here if c["time_to_target_s"] is not None]
+            acc[j][i] = sum(accs) / len(accs) if accs else None
+            ttt[j][i] = sum(times) / len(times) if times else None
+            reached[j][i] = f"{len(times)}/{len(here)}"
+    return {"x": xs, "y": ys, "accuracy": acc, "time_to_target_s": ttt, "reached": reached}
+
+
+def sweep_figure(cells: Sequence[dict], x_key: str | None, y_key: str | None = None,
+                 target: float | None = None, title: str = "", as_dict: bool = False) -> go.Figure | dict:
+    """Two heat maps over the sweep's grid: final test accuracy and virtual time to `target`."""
+    layout = _layout(title or "Sweep", 460, None, hovermode="closest",
+                     xaxis=_axis(domain=[0, 0.42], type="category", title=dict(text=x_key or "")),
+                     xaxis2=_axis(domain=[0.56, 0.98], type="category", anchor="y2",
+                                  title=dict(text=x_key or "")),
+                     yaxis=_axis(type="category", title=dict(text=y_key or "")),
+                     yaxis2=_axis(type="category", anchor="x2", matches="y", showticklabels=True))
+    if not cells or x_key is None:
+        layout["annotations"].append(placeholder_note(
+            "No sweep in this store: `testbed sweep FILE --grid key=v1,v2` names its runs BASE[key=value]."))
+        return _figure([], layout, as_dict)
+    g = sweep_grid(cells, x_key, y_key)
+    pct = "" if target is None else f"{100 * target:g}%"
+    acc_text = [[("" if v is None else f"{100 * v:.1f}%") for v in row] for row in g["accuracy"]]
+    ttt_text = [[("never" if v is None and r else "" if v is None else f"{v:.2f} s ({r})")
+                 for v, r in zip(row, rrow)] for row, rrow in zip(g["time_to_target_s"], g["reached"])]
+    traces = [
+        dict(type="heatmap", uid="sweep_accuracy", x=g["x"], y=g["y"], z=g["accuracy"],
+             text=acc_text, texttemplate="%{text}", colorscale="Viridis",
+             colorbar=dict(x=0.43, thickness=10, title=dict(text="final acc."), tickformat=".0%"),
+             hovertemplate=f"{x_key}=%{{x}}<br>{y_key or ''}=%{{y}}<br>final accuracy %{{text}}<extra></extra>"),
+        dict(type="heatmap", uid="sweep_time", x=g["x"], y=g["y"], z=g["time_to_target_s"],
+             text=ttt_text, texttemplate="%{text}", colorscale="Viridis", reversescale=True,
+             xaxis="x2", yaxis="y2", colorbar=dict(x=0.99, thickness=10, title=dict(text="s")),
+             hovertemplate=f"{x_key}=%{{x}}<br>{y_key or ''}=%{{y}}<br>to {pct}: %{{text}}<extra></extra>"),
+    ]
+    for i, (text, x) in enumerate((("final test accuracy", 0.0), (f"virtual time to {pct} (reached/runs)", 0.56))):
+        layout["annotations"].append(dict(text=text, xref="paper", yref="paper", x=x, y=1.0,
+                                          xanchor="left", yanchor="bottom", showarrow=False,
+                                          font=dict(size=12)))
+    return _figure(traces, layout, as_dict)
 
 
 # ------------------------------------------------------------------ runs table

@@ -1,4 +1,5 @@
-"""The page: runs table on top, then a live view of one run and a compare view in tabs.
+"""The page: runs table on top, then a live view of one run, a compare view and a sweep view
+in tabs.
 
 Component ids here are the contract with dashboards/callbacks.py and the browser tests.
 """
@@ -55,6 +56,10 @@ TABLE_STYLE = dict(
 )
 X_OPTIONS = [{"label": " iteration", "value": "iteration"},
              {"label": " virtual time", "value": "virtual_time_s"}]
+SCALE_OPTIONS = [{"label": " log", "value": "log"}, {"label": " linear", "value": "linear"}]
+# EMA weights of the "smoothing" control (TensorBoard's convention: 0 is raw).
+SMOOTHING_OPTIONS = [{"label": "off", "value": 0}] + [{"label": f"{a:g}", "value": a}
+                                                      for a in (0.6, 0.8, 0.9, 0.95, 0.99)]
 
 
 def _graph(name: str) -> dcc.Graph:
@@ -86,6 +91,11 @@ def live_view() -> html.Div:
             html.Label(["run", dcc.Dropdown(id="run-select", clearable=False, style={"minWidth": 360})]),
             html.Label(["accuracy against", dcc.RadioItems(id="x-mode", options=X_OPTIONS,
                                                            value="iteration", inline=True)]),
+            html.Label(["rate axis", dcc.RadioItems(id="rate-scale", options=SCALE_OPTIONS,
+                                                    value="log", inline=True)]),
+            html.Label(["smoothing", dcc.Dropdown(id="smoothing", options=SMOOTHING_OPTIONS, value=0,
+                                                  clearable=False, searchable=False,
+                                                  style={"minWidth": 110})]),
         ]),
         html.Div(id="live-message", className="message"),
         html.Div(className="grid", children=[_graph(name) for name in LIVE_FIGURES]),
@@ -108,6 +118,21 @@ def compare_view() -> html.Div:
     ])
 
 
+def sweep_view() -> html.Div:
+    return html.Div(className="view", children=[
+        html.Div(className="row", children=[
+            html.Label(["sweep", dcc.Dropdown(id="sweep-select", clearable=False,
+                                              style={"minWidth": 300})]),
+            html.Label(["across", dcc.Dropdown(id="sweep-x", clearable=False, style={"minWidth": 180})]),
+            html.Label(["down", dcc.Dropdown(id="sweep-y", clearable=False, style={"minWidth": 180})]),
+            html.Label(["target accuracy (%)", dcc.Input(id="sweep-target", type="number", value=90,
+                                                         min=0, max=100, step="any")]),
+        ]),
+        html.Div(id="sweep-message", className="message"),
+        _graph("sweep"),
+    ])
+
+
 def build_layout(store_path: str, *, live_interval_ms: int = 1500, runs_interval_ms: int = 3000) -> html.Div:
     return html.Div(className="page", children=[
         html.Header(className="header", children=[
@@ -124,6 +149,7 @@ def build_layout(store_path: str, *, live_interval_ms: int = 1500, runs_interval
         dcc.Tabs(id="view-tabs", value="live", children=[
             dcc.Tab(label="Live run", value="live", children=live_view()),
             dcc.Tab(label="Compare", value="compare", children=compare_view()),
+            dcc.Tab(label="Sweep", value="sweep", children=sweep_view()),
         ]),
         dcc.Store(id="live-state"),
         dcc.Interval(id="live-interval", interval=live_interval_ms),

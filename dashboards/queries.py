@@ -5,7 +5,8 @@ row by row and drawing every point is what makes a dashboard slow. These queries
 average `stride` consecutive iterations into one point (bin b holds iterations
 b*stride .. b*stride+stride-1; the point sits at the bin's last iteration) and return rows with
 the same column names as `Store.iterations()` / `node_iterations()` / `links()`, plus
-`bits_sum` (the bin's total bits, for cumulative figures) and `n` (iterations in the bin).
+`bits_sum`, `bits_up_sum`, `bits_down_sum` (the bin's total bits, for cumulative figures) and
+`n` (iterations in the bin); link rows also carry the `virtual_time_s` of their bin's end.
 With stride 1 a bin is one iteration and the rows equal the store's.
 
 Reads only, on the store's connection, every value a bound parameter; the schema is the one
@@ -33,6 +34,7 @@ def iterations(db: sqlite3.Connection, run_id: int, after: int, upto: int, strid
                MAX(wall_time_s) AS wall_time_s, AVG(train_loss) AS train_loss,
                AVG(bits_up) AS bits_up, AVG(bits_down) AS bits_down,
                SUM(COALESCE(bits_up, 0) + COALESCE(bits_down, 0)) AS bits_sum,
+               SUM(bits_up) AS bits_up_sum, SUM(bits_down) AS bits_down_sum,
                AVG(compute_s) AS compute_s, AVG(uplink_s) AS uplink_s,
                AVG(aggregation_s) AS aggregation_s, AVG(downlink_s) AS downlink_s,
                COUNT(*) AS n
@@ -49,12 +51,15 @@ def node_iterations(db: sqlite3.Connection, run_id: int, after: int, upto: int, 
 
 
 def links(db: sqlite3.Connection, run_id: int, after: int, upto: int, stride: int) -> list[dict]:
+    """Link rows, averaged per bin, with the virtual time at the end of the bin's last one."""
     return _rows(db, """
-        SELECT MAX(iteration) AS iteration, src, dst, AVG(bytes) AS bytes, AVG(packets) AS packets,
-               AVG(lost) AS lost, AVG(retransmitted) AS retransmitted, AVG(busy_s) AS busy_s,
-               COUNT(*) AS n
-        FROM links WHERE run_id=? AND iteration > ? AND iteration <= ?
-        GROUP BY iteration / ?, src, dst ORDER BY 1, src, dst""", (run_id, after, upto, stride))
+        SELECT MAX(l.iteration) AS iteration, l.src AS src, l.dst AS dst,
+               MAX(i.virtual_time_s) AS virtual_time_s, AVG(l.bytes) AS bytes,
+               AVG(l.packets) AS packets, AVG(l.lost) AS lost,
+               AVG(l.retransmitted) AS retransmitted, AVG(l.busy_s) AS busy_s, COUNT(*) AS n
+        FROM links l LEFT JOIN iterations i ON i.run_id = l.run_id AND i.iteration = l.iteration
+        WHERE l.run_id=? AND l.iteration > ? AND l.iteration <= ?
+        GROUP BY l.iteration / ?, l.src, l.dst ORDER BY 1, 2, 3""", (run_id, after, upto, stride))
 
 
 def newest_run_id(db: sqlite3.Connection, method: str) -> int | None:

@@ -80,9 +80,11 @@ def test_live_view_appends_only_new_points(store):
     shapes = [v for op, loc, v in acc_ops if loc == ["layout", "shapes"]][0]
     assert [s["x0"] for s in shapes] == [3]
     rate_ops = ops(live["rate"])
-    # cumulative bytes continue from 3 x 125 bytes: 500, 625.
-    cum_index = state["uids"]["rate"].index("cum_bytes")
-    assert ("Extend", ["data", cum_index, "y"], [500.0, 625.0]) in rate_ops
+    # cumulative bytes continue from 3 x 100 bytes up (800 bits) and 3 x 25 down (200 bits).
+    cum_up = state["uids"]["rate"].index("cum_up")
+    cum_down = state["uids"]["rate"].index("cum_down")
+    assert ("Extend", ["data", cum_up, "y"], [400.0, 500.0]) in rate_ops
+    assert ("Extend", ["data", cum_down, "y"], [100.0, 125.0]) in rate_ops
     lat_ops = ops(live["latency"])
     assert ("Extend", ["data", 1, "y"], [3.0, 4.0]) in lat_ops  # uplink_s of iterations 3, 4
     assert isinstance(live["topology"], dict)  # small: redrawn whole with the new window
@@ -174,4 +176,126 @@ def test_compare_view_against_the_fp32_run(store):
     assert rows == [] and "Tick one or more runs" in message
     _, _, message = board.compare_view([fp32], 1.5, "iteration")
     assert "out of range" in message
+    board.close()
+
+
+def noisy_iterations(store, rid, first, last):
+    """Iterations whose bits alternate 1000/100 (a noisy curve) with one link row each."""
+    for i in range(first, last + 1):
+        up = 1000 if i % 2 == 0 else 100
+        store.append_iteration(
+            rid, {"iteration": i, "virtual_time_s": 0.5 * (i + 1), "train_loss": float(up),
+                  "bits_up": up, "bits_down": 10, "compute_s": 0.1, "uplink_s": 0.01 * up,
+                  "aggregation_s": 0.0, "downlink_s": 0.1},
+            nodes=[{"iteration": i, "node": "w0", "bits_up": up, "bits_down": 10}],
+            links=[{"iteration": i, "src": "w0", "dst": "server", "bytes": up // 8, "packets": 1,
+                    "lost": 0, "retransmitted": 0, "busy_s": up / 1e6}])
+    store.flush()
+
+
+def test_smoothed_points_appended_live_equal_a_fresh_drawing(store):
+    """The EMA of points appended tick by tick continues from the last drawn value: after the
+    ticks, every smoothed trace equals what a fresh page would draw from all the rows."""
+    rid = new_run(store)
+    noisy_iterations(store, rid, 0, 4)
+    board = Dashboard(store.path)
+    figs, state, _, _ = board.live_view(rid, "iteration", None, "log", 0.8)
+    drawn = {name: [[list(t["x"]), list(t["y"])] for t in fig["data"]]
+             for name, fig in zip(LIVE_FIGURES, figs) if name != "topology"}
+    rate_up = state["uids"]["rate"].index("bits_up")
+    assert drawn["rate"][rate_up][1][:2] == [1000, 0.8 * 1000 + 0.2 * 100]
+    for last in (6, 9):
+        noisy_iterations(store, rid, state["iter"] + 1, last)
+        figs, state, _, _ = board.live_view(rid, "iteration", state, "log", 0.8)
+        for name, patch in zip(LIVE_FIGURES, figs):
+            for op, loc, value in ops(patch) if name in drawn and patch is not no_update else []:
+                if op == "Extend":
+                    drawn[name][loc[1]][0 if loc[2] == "x" else 1] += value
+    fresh, _, _, _ = board.live_view(rid, "iteration", None, "log", 0.8)
+    for name, fig in zip(LIVE_FIGURES, fresh):
+        if name in drawn:
+            for (xs, ys), t in zip(drawn[name], fig["data"]):
+                assert xs == list(t["x"]), (name, t["uid"])
+                assert ys == pytest.approx(list(t["y"])), (name, t["uid"])
+    assert len(drawn["rate"][rate_up][0]) == 10
+    board.close()
+
+
+def test_changing_the_rate_scale_or_smoothing_redraws_the_figures(store):
+    rid = new_run(store)
+    noisy_iterations(store, rid, 0, 3)
+    board = Dashboard(store.path)
+    figs, state, _, _ = board.live_view(rid, "iteration", None)
+    rate = dict(zip(LIVE_FIGURES, figs))["rate"]
+    assert rate["layout"]["yaxis"]["type"] == "log" and state["smoothing"] == 0.0
+    figs, state, _, _ = board.live_view(rid, "iteration", state, "linear", 0.0)
+    rate = dict(zip(LIVE_FIGURES, figs))["rate"]
+    assert rate["layout"]["yaxis"]["type"] == "linear" and state["scale"] == "linear"
+    figs, state, _, _ = board.live_view(rid, "iteration", state, "linear", 0.5)
+    lat = dict(zip(LIVE_FIGURES, figs))["latency"]
+    assert lat["data"][1]["y"][:2] == [10.0, 0.5 * 10.0 + 0.5 * 1.0]  # uplink_s smoothed
+    board.close()
+
+
+def test_stage_bands_follow_the_newest_iteration(store):
+    rid = new_run(store, method="lgc_ps")
+    store.append_event(rid, "stage", {"stage": "warmup"}, iteration=0, virtual_time_s=0.0)
+    store.append_event(rid, "stage", {"stage": "lgc"}, iteration=2, virtual_time_s=1.5)
+    noisy_iterations(store, rid, 0, 3)
+    board = Dashboard(store.path)
+    figs, state, _, _ = board.live_view(rid, "iteration", None)
+    rects = lambda shapes: [(s["x0"], s["x1"]) for s in shapes if s["type"] == "rect"]  # noqa: E731
+    assert rects(dict(zip(LIVE_FIGURES, figs))["rate"]["layout"]["shapes"]) == [(0, 2), (2, 3)]
+    channel = dict(zip(LIVE_FIGURES, figs))["channel"]
+    assert rects(channel["layout"]["shapes"]) == [(0.0, 1.5), (1.5, 2.0)]  # virtual time
+    noisy_iterations(store, rid, 4, 5)
+    figs, state, _, _ = board.live_view(rid, "iteration", state)
+    live = dict(zip(LIVE_FIGURES, figs))
+    shapes = [v for op, loc, v in ops(live["rate"]) if loc == ["layout", "shapes"]][0]
+    assert rects(shapes) == [(0, 2), (2, 5)]
+    shapes = [v for op, loc, v in ops(live["channel"]) if loc == ["layout", "shapes"]][0]
+    assert rects(shapes) == [(0.0, 1.5), (1.5, 3.0)]
+    board.close()
+
+
+def sweep_run(store, name, accuracies, times):
+    rid = store.create_run(name, {}, method="topk")
+    for i, (acc, t) in enumerate(zip(accuracies, times)):
+        store.append_eval(rid, {"iteration": i, "virtual_time_s": t, "test_accuracy": acc})
+    store.finish_run(rid, "completed")
+    return rid
+
+
+def test_sweep_view_averages_seeds_over_the_grid(store):
+    new_run(store, "not-a-sweep")
+    # accuracy over (bandwidth, ratio, seed); time to 90% only where a run reaches it
+    sweep_run(store, "qs[bandwidth_mbps=2,ratio=0.01,seed=0]", [0.5, 0.8], [1.0, 2.0])
+    sweep_run(store, "qs[bandwidth_mbps=2,ratio=0.01,seed=1]", [0.6, 0.9], [1.0, 3.0])
+    sweep_run(store, "qs[bandwidth_mbps=20,ratio=0.01,seed=0]", [0.7, 0.95], [0.1, 0.2])
+    sweep_run(store, "qs[bandwidth_mbps=20,ratio=0.01,seed=1]", [0.91, 0.97], [0.1, 0.2])
+    sweep_run(store, "qs[bandwidth_mbps=2,ratio=0.1,seed=0]", [0.4], [1.0])
+    sweep_run(store, "qs[bandwidth_mbps=2,ratio=0.1,seed=1]", [0.2], [1.0])
+    board = Dashboard(store.path)
+    fig, sweeps, base, keys, x, y_options, y, message = board.sweep_view(None, None, None, 0.9)
+    assert sweeps == [{"label": "qs (6 runs)", "value": "qs"}] and base == "qs"
+    assert [k["value"] for k in keys] == ["bandwidth_mbps", "ratio", "seed"]
+    assert (x, y) == ("bandwidth_mbps", "ratio")
+    assert "each cell averages over seed" in message
+    acc, ttt = fig["data"]
+    assert acc["x"] == ["2", "20"] and acc["y"] == ["0.01", "0.1"]
+    assert acc["z"][0] == pytest.approx([(0.8 + 0.9) / 2, (0.95 + 0.97) / 2])
+    assert acc["z"][1] == pytest.approx([0.3, None])  # bandwidth 20, ratio 0.1: never run
+    assert ttt["z"][0] == pytest.approx([3.0, (0.2 + 0.1) / 2])  # seed 0 at 2 Mb/s never got there
+    assert ttt["text"][0][0] == "3.00 s (1/2)" and ttt["text"][1][0] == "never"
+    # seeds across, one row
+    fig, *_, y, _ = board.sweep_view("qs", "seed", "-", 0.9)
+    assert fig["data"][0]["x"] == ["0", "1"] and fig["data"][0]["y"] == ["all"] and y == "-"
+    board.close()
+
+
+def test_sweep_view_without_a_sweep_says_how_to_make_one(store):
+    new_run(store)
+    board = Dashboard(store.path)
+    fig, sweeps, base, *_, message = board.sweep_view(None, None, None, 0.9)
+    assert sweeps == [] and base is None and "testbed sweep FILE --grid" in message
     board.close()

@@ -65,27 +65,40 @@ def test_no_data_and_no_eval_say_so():
     assert not F.accuracy_figure(its(2), EVALS).layout.annotations
 
 
-def test_rate_totals_per_node_and_cumulative_bytes():
+def test_rate_up_and_down_apart_per_node_uplink_and_cumulative_bytes():
     nodes = [{"iteration": i, "node": n, "bits_up": 400, "bits_down": 100}
              for i in range(3) for n in ("w1", "w0", "w10")]
     fig = validated(F.rate_figure(its(3), nodes))
     t = by_uid(fig)
-    assert [tr.uid for tr in fig.data] == ["bits_total", uid("node", "w0"), uid("node", "w1"),
-                                           uid("node", "w10"), "cum_bytes"]
-    assert [tr.name for tr in fig.data[1:4]] == ["w0", "w1", "w10"]
-    assert list(t["bits_total"].y) == [1000, 1000, 1000]
-    assert list(t[uid("node", "w1")].y) == [500, 500, 500]
-    assert list(t["cum_bytes"].y) == [125.0, 250.0, 375.0]  # 1000 bits = 125 bytes each
-    # Appending later rows continues the cumulative sum from where it stopped.
-    more = F.rate_series(its(5)[3:], [], start_bytes=375.0)
-    assert more["cum_bytes"] == ([3, 4], [500.0, 625.0])
+    assert [tr.uid for tr in fig.data] == ["bits_up", "bits_down", uid("node", "w0"), uid("node", "w1"),
+                                           uid("node", "w10"), "cum_up", "cum_down"]
+    assert [tr.name for tr in fig.data[2:5]] == ["w0 uplink", "w1 uplink", "w10 uplink"]
+    assert list(t["bits_up"].y) == [800, 800, 800] and list(t["bits_down"].y) == [200, 200, 200]
+    assert t["bits_down"].line.dash == "dash"
+    assert list(t[uid("node", "w1")].y) == [400, 400, 400]
+    assert list(t["cum_up"].y) == [100.0, 200.0, 300.0]   # 800 bits = 100 bytes each
+    assert list(t["cum_down"].y) == [25.0, 50.0, 75.0]
+    # Appending later rows continues each cumulative sum from where it stopped.
+    more = F.rate_series(its(5)[3:], [], start_bytes={"up": 300.0, "down": 75.0})
+    assert more["cum_up"] == ([3, 4], [400.0, 500.0]) and more["cum_down"] == ([3, 4], [100.0, 125.0])
+
+
+def test_rate_axis_is_log_by_default_and_linear_on_request():
+    fig = validated(F.rate_figure(its(2), []))
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis2.type == "log"
+    assert "(log)" in fig.layout.title.text
+    fig = validated(F.rate_figure(its(2), [], scale="linear"))
+    assert fig.layout.yaxis.type == "linear" and fig.layout.yaxis.rangemode == "tozero"
+    with pytest.raises(ValueError, match="rate scale 'ln' is unknown; allowed: log, linear"):
+        F.rate_figure(its(2), [], scale="ln")
 
 
 def test_binned_rows_keep_per_iteration_means_and_total_bits():
-    binned = [{"iteration": 4, "bits_up": 800.0, "bits_down": 200.0, "bits_sum": 5000, "n": 5}]
+    binned = [{"iteration": 4, "bits_up": 800.0, "bits_down": 200.0, "bits_sum": 5000,
+               "bits_up_sum": 4000, "bits_down_sum": 1000, "n": 5}]
     s = F.rate_series(binned, [])
-    assert s["bits_total"] == ([4], [1000.0])
-    assert s["cum_bytes"] == ([4], [625.0])
+    assert s["bits_up"] == ([4], [800.0]) and s["bits_down"] == ([4], [200.0])
+    assert s["cum_up"] == ([4], [500.0]) and s["cum_down"] == ([4], [125.0])
 
 
 def test_latency_is_four_stacked_parts():
@@ -97,17 +110,81 @@ def test_latency_is_four_stacked_parts():
     assert F.latency_series([{"iteration": 0, "compute_s": 1.0}])["downlink_s"] == ([0], [0.0])
 
 
-def test_loss_and_retransmissions_per_link():
-    rows = [{"iteration": i, "src": s, "dst": d, "bytes": 10, "packets": 4, "lost": lost, "retransmitted": r}
-            for i, (s, d, lost, r) in enumerate([("w0", "server", 1, 2), ("server", "w0", 0, 0),
-                                                 ("w0", "server", 3, 3)])]
-    fig = validated(F.links_figure(rows))
-    assert [t.uid for t in fig.data] == [uid("lost", "server->w0"), uid("lost", "w0->server"),
-                                         uid("retx", "server->w0"), uid("retx", "w0->server")]
+def test_channel_per_link_rate_loss_and_retransmissions_over_virtual_time():
+    # w0->server: 2 packets of 1250 bytes in 1 ms of airtime = 20 Mb/s, 1 of 4 sent lost.
+    rows = [{"iteration": 0, "src": "w0", "dst": "server", "bytes": 2500, "packets": 4, "lost": 1,
+             "retransmitted": 1, "busy_s": 0.001},
+            {"iteration": 0, "src": "server", "dst": "w0", "bytes": 500, "packets": 1, "lost": 0,
+             "retransmitted": 0, "busy_s": 0.0008},
+            {"iteration": 1, "src": "w0", "dst": "server", "bytes": 1000, "packets": 2, "lost": 0,
+             "retransmitted": 0, "busy_s": 0.0}]        # no airtime: no rate point
+    times = {0: 0.5, 1: 1.25}
+    fig = validated(F.channel_figure(rows, times))
+    names = ["server->w0", "w0->server"]
+    assert [tr.uid for tr in fig.data] == [uid(k, n) for k in ("rate", "loss", "retx", "snr") for n in names]
     t = by_uid(fig)
-    lost, retx = t[uid("lost", "w0->server")], t[uid("retx", "w0->server")]
-    assert (list(lost.x), list(lost.y)) == ([0, 2], [1, 3]) and lost.name == "w0→server"
-    assert list(retx.y) == [2, 3] and retx.yaxis == "y2"
+    up_rate = t[uid("rate", "w0->server")]
+    assert list(up_rate.x) == [0.5] and up_rate.y[0] == pytest.approx(20.0)
+    assert t[uid("rate", "server->w0")].y[0] == pytest.approx(5.0)
+    assert list(t[uid("loss", "w0->server")].y) == [25.0, 0.0]
+    assert list(t[uid("loss", "w0->server")].x) == [0.5, 1.25]
+    assert list(t[uid("retx", "w0->server")].y) == [1, 0]
+    assert (up_rate.yaxis, t[uid("loss", "w0->server")].yaxis, t[uid("retx", "w0->server")].yaxis) == ("y", "y2", "y3")
+    # one legend entry per link (on its rate trace); the rest follow it by legend group
+    assert [tr.name for tr in fig.data if tr.showlegend is not False] == ["server→w0", "w0→server"]
+    assert fig.layout.xaxis3.title.text == "virtual time (s)" and "yaxis4" not in fig.to_dict()["layout"]
+    # A fading link's SNR gets a row of its own.
+    fading = [dict(rows[0], snr_db=12.5)]
+    fig = validated(F.channel_figure(fading, times))
+    assert by_uid(fig)[uid("snr", "w0->server")].y == (12.5,)
+    assert by_uid(fig)[uid("snr", "w0->server")].yaxis == "y4" and fig.layout.yaxis4.title.text == "SNR (dB)"
+
+
+def test_stage_bands_span_each_stage_to_the_next_and_the_last_to_the_newest_point():
+    events = [{"id": 1, "kind": "start", "iteration": 0},
+              {"id": 2, "kind": "stage", "iteration": 0, "virtual_time_s": 0.0, "detail": {"stage": "warmup"}},
+              {"id": 3, "kind": "stage", "iteration": 60, "virtual_time_s": 4.6, "detail": {"stage": "ae_train"}},
+              CONTROL,
+              {"id": 8, "kind": "stage", "iteration": 90, "virtual_time_s": 5.7, "detail": {"stage": "lgc"}}]
+    assert F.stage_bands(events, "iteration", 149) == [("warmup", 0, 60), ("ae_train", 60, 90), ("lgc", 90, 149)]
+    assert F.stage_bands(events, "virtual_time_s", 6.75)[2] == ("lgc", 5.7, 6.75)
+    # one stage only (fp32, top-k) is no band
+    assert F.stage_bands(events[:2], "iteration", 10) == []
+    shapes, notes = F.event_marks(events, "iteration", 149)
+    rects = [s for s in shapes if s["type"] == "rect"]
+    assert [(r["x0"], r["x1"]) for r in rects] == [(0, 60), (60, 90), (90, 149)]
+    assert [n["text"] for n in notes][:3] == ["warmup", "ae_train", "lgc"]
+    assert [s["x0"] for s in shapes if s["type"] == "line"] == [2]  # the control stays a line
+    fig = validated(F.rate_figure(its(3), [], events))
+    assert len([s for s in fig.layout.shapes if s.type == "rect"]) == 3
+
+
+def test_smoothing_is_an_ema_that_carries_over_appended_points():
+    s = {"train_loss": ([0, 1, 2, 3], [1.0, 0.0, 1.0, 0.0]), "test_loss": ([1], [5.0])}
+    out, carry = F.smooth(s, "accuracy", 0.5)
+    # by hand: 1, 0.5*1 + 0.5*0 = 0.5, 0.5*0.5 + 0.5*1 = 0.75, 0.375
+    assert out["train_loss"] == ([0, 1, 2, 3], [1.0, 0.5, 0.75, 0.375])
+    assert out["test_loss"] == s["test_loss"] and carry == {"train_loss": 0.375}  # evals stay raw
+    head, c = F.smooth({"train_loss": ([0, 1], [1.0, 0.0])}, "accuracy", 0.5)
+    tail, _ = F.smooth({"train_loss": ([2, 3], [1.0, 0.0])}, "accuracy", 0.5, c)
+    assert head["train_loss"][1] + tail["train_loss"][1] == out["train_loss"][1]
+    assert F.smooth(s, "accuracy", 0.0)[0] is s
+    with pytest.raises(ValueError, match="smoothing = 1.0: must be in"):
+        F.smooth(s, "accuracy", 1.0)
+    fig = F.accuracy_figure(its(4), EVALS, smoothing=0.5, as_dict=True)
+    # train losses 1, 1/2, 1/3, 1/4: the last smoothed value is what a later tick continues from
+    assert F.smoothing_carry(fig, "accuracy") == {
+        "train_loss": pytest.approx(((1 * .5 + .5 * .5) * .5 + .5 / 3) * .5 + .5 * .25)}
+    assert "smoothed 0.5" in fig["layout"]["title"]["text"]
+
+
+def test_legends_sit_right_of_the_plot():
+    links = [{"iteration": 0, "src": f"w{i}", "dst": "server", "bytes": 1, "packets": 1, "lost": 0,
+              "retransmitted": 0, "busy_s": 1.0} for i in range(16)]
+    for fig in (F.accuracy_figure(its(2), EVALS), F.rate_figure(its(2), []), F.latency_figure(its(2)),
+                F.channel_figure(links, {0: 1.0})):
+        legend = fig.layout.legend
+        assert legend.orientation == "v" and legend.x > 1 and legend.xanchor == "left"
 
 
 def test_topology_colours_by_load_and_labels_bandwidth():
