@@ -6,9 +6,13 @@ loss-free star at 20 Mb/s) writes the store from another process.
   2. a bandwidth change typed into the page becomes a control request, the running experiment
      applies it (control event in the store), the uplink times change by the factor the
      bandwidth did, and the plots mark it;
-  3. the compare view shows two runs with their compression ratio.
+  3. the channel panel shows each link's rate falling from 20 to 5 Mb/s at that iteration;
+  4. the compare view shows two runs with their compression ratio;
+  5. a real LGC-PS run (experiments/lgc_ps_digits.toml, shortened) drawn with its rate on a log
+     axis (switchable to linear), its three stages as bands and the cut between them;
+  6. the sweep view's heat maps over a sweep's grid.
 
-Set DASHBOARD_SCREENSHOTS=1 to save a screenshot of each view under docs/img/.
+Set DASHBOARD_SCREENSHOTS=1 to save a screenshot of each view under docs/img/ (the README's).
 """
 from __future__ import annotations
 
@@ -56,6 +60,17 @@ def fresh_store(path: Path) -> Store:
     return Store(path)
 
 
+def stop_live_run(live: dict) -> None:
+    proc = live["proc"]
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)  # the run ends as "stopped"
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     """The store, the live run (a real `testbed run` process) and the served dashboard."""
@@ -85,13 +100,7 @@ def live(tmp_path_factory):
         yield {"url": f"http://127.0.0.1:{server.server_port}", "store": reader, "run_id": run["id"],
                "proc": proc, "path": store_path}
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)  # the run ends as "stopped"
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_live_run({"proc": proc})
         log.close()
         server.shutdown()
         thread.join(timeout=10)
@@ -160,7 +169,6 @@ def test_accuracy_graph_gains_points_while_the_run_goes(live, browser):
     assert xs == sorted(xs) and len(set(xs)) == len(xs)  # appended in order, never twice
     assert "is running" in text(browser, "live-message")
     assert severe_errors(browser) == []
-    screenshot(browser, "dashboard-live")
 
 
 def test_bandwidth_change_from_the_page_reaches_the_run(live, browser):
@@ -204,6 +212,41 @@ def test_bandwidth_change_from_the_page_reaches_the_run(live, browser):
     screenshot(browser, "dashboard-steer", height=2600)
 
 
+def link_trace(driver, graph_id: str, uid: str, expr: str):
+    """Evaluate `expr` on the trace `t` of graph `graph_id` whose uid is `uid` (None if absent)."""
+    return js_graph(driver, graph_id, f"(t => t ? {expr} : null)(g.data.find(t => t.uid === '{uid}'))")
+
+
+def test_channel_panel_shows_the_new_rate_of_every_link(live, browser):
+    """Rate while sending = bytes on the wire / airtime, per link: the star's links run at
+    20 Mb/s before the control's iteration and at 5 Mb/s from it on (no loss on this star)."""
+    from dashboards.figures import series_uid
+
+    store, rid = live["store"], live["run_id"]
+    (control,) = [c for c in store.controls(rid) if c["status"] == "applied"]
+    at = control["applied_iteration"]
+    vt = {r["iteration"]: r["virtual_time_s"] for r in store.iterations(rid)}
+    for link in ("w0->server", "server->w1"):
+        uid = series_uid("rate", link)
+        wait_for(lambda: (link_trace(browser, "channel-graph", uid, "t.x.length") or 0) > at + 3, 20,
+                 f"rate points of {link} after the change")
+        xs, ys = link_trace(browser, "channel-graph", uid, "[Array.from(t.x), Array.from(t.y)]")
+        before = [y for x, y in zip(xs, ys) if x < vt[at]]
+        after = [y for x, y in zip(xs, ys) if x >= vt[at]]   # x: virtual time at an iteration's end
+        assert len(before) == at and len(after) > 3
+        assert all(abs(y - START_MBPS) < 1e-6 for y in before), before[:5]
+        assert all(abs(y - NEW_MBPS) < 1e-6 for y in after), after[:5]
+        loss = link_trace(browser, "channel-graph", series_uid("loss", link), "Array.from(t.y)")
+        assert loss and set(loss) == {0}
+    assert js_graph(browser, "channel-graph", "g.layout.xaxis3.title.text") == "virtual time (s)"
+    # the control is marked on the channel panel at its virtual time
+    marks = js_graph(browser, "channel-graph", "(g.layout.shapes || []).map(s => s.x0)")
+    control_vt = [e["virtual_time_s"] for e in store.events(rid) if e["kind"] == "control"]
+    assert marks == control_vt
+    assert severe_errors(browser) == []
+    screenshot(browser, "dashboard-channel", height=1400)
+
+
 def test_compare_view_with_two_runs(live, browser):
     store, rid = live["store"], live["run_id"]
     live_bits = store.iterations(rid)[0]
@@ -240,3 +283,80 @@ def test_compare_view_with_two_runs(live, browser):
     assert "Compression ratio" in text(browser, "compare-message")
     assert severe_errors(browser) == []
     screenshot(browser, "dashboard-compare", height=1800)
+
+
+# The shipped LGC-PS file, shortened, with the MLP (4x less wall time than its CNN here).
+LGC_SETS = ["run.iterations=60", "run.eval_every=10", "run.device=cpu", "network.workers=4",
+            "model.name=mlp", "compression.warmup_iters=25", "compression.ae_iters=10",
+            "compression.ae_steps=5"]
+
+
+def choose(driver, dropdown_id: str, label_part: str) -> None:
+    """Pick the option of a dcc.Dropdown whose text contains `label_part`."""
+    driver.find_element(By.ID, dropdown_id).click()
+    option = wait_for(lambda: next((o for o in driver.find_elements(By.CSS_SELECTOR, "[role=option]")
+                                    if label_part in o.text), None), 10, f"option {label_part!r}")
+    option.click()
+
+
+def test_lgc_run_rate_on_a_log_axis_with_its_stages(live, browser):
+    """A real LGC-PS run: DGC warm-up [0, 25), autoencoder training [25, 35), LGC after. The
+    page draws its rate on a log axis, the stages as three bands where the store's stage events
+    say, and the cut: the LGC stage's uplink is a small fraction of the first warm-up step's."""
+    from testbed.config import load_config
+    from testbed.experiment import Experiment
+
+    stop_live_run(live)  # the remaining tests need no running run: free its core
+    with Store(live["path"]) as writer:  # in this process: no second start-up of torch
+        Experiment(load_config(ROOT / "experiments" / "lgc_ps_digits.toml", LGC_SETS), writer).run()
+    store = live["store"]
+    lgc = [r for r in store.runs() if r["name"] == "lgc_ps_digits"][-1]
+    assert lgc["status"] == "completed"
+    stages = [(e["iteration"], e["detail"]["stage"]) for e in store.events(lgc["id"]) if e["kind"] == "stage"]
+    assert stages == [(0, "warmup"), (25, "ae_train"), (35, "lgc")]
+    browser.find_element(By.XPATH, "//*[@id='view-tabs']//*[text()='Live run']").click()
+    choose(browser, "run-select", "lgc_ps_digits")
+    wait_for(lambda: "lgc_ps_digits" in text(browser, "live-message")
+             and "completed" in text(browser, "live-message"), 20, "the LGC run in the live view")
+    bands = wait_for(lambda: js_graph(browser, "rate-graph",
+                                      "g.layout.shapes.filter(s => s.type === 'rect').map(s => [s.x0, s.x1])"),
+                     20, "the stage bands")
+    assert bands == [[0, 25], [25, 35], [35, 59]]
+    assert js_graph(browser, "rate-graph", "g.layout.yaxis.type") == "log"
+    xs, ys = link_trace(browser, "rate-graph", "bits_up", "[Array.from(t.x), Array.from(t.y)]")
+    lgc_bits = [y for x, y in zip(xs, ys) if x >= 35]
+    assert len(lgc_bits) == 25 and max(lgc_bits) < ys[0] / 20, (ys[0], max(lgc_bits))
+    # the scale control redraws the axis linear and back
+    browser.find_element(By.XPATH, "//*[@id='rate-scale']//label[contains(., 'linear')]").click()
+    wait_for(lambda: js_graph(browser, "rate-graph", "g.layout.yaxis.type") == "linear", 15,
+             "a linear rate axis")
+    browser.find_element(By.XPATH, "//*[@id='rate-scale']//label[contains(., 'log')]").click()
+    wait_for(lambda: js_graph(browser, "rate-graph", "g.layout.yaxis.type") == "log", 15,
+             "the log rate axis again")
+    assert severe_errors(browser) == []
+    screenshot(browser, "dashboard-live")
+
+
+def test_sweep_view_heat_maps(live, browser):
+    """Six runs named as `testbed sweep` names them (bandwidth x ratio x seed), written with the
+    store's API: the heat maps average the seeds of each (bandwidth, ratio) cell."""
+    with Store(live["path"]) as writer:
+        for bw, ratio, seed, accs in [(2, 0.01, 0, (0.5, 0.8)), (2, 0.01, 1, (0.6, 0.9)),
+                                      (20, 0.01, 0, (0.7, 0.95)), (20, 0.01, 1, (0.91, 0.97)),
+                                      (2, 0.1, 0, (0.4, 0.6)), (20, 0.1, 0, (0.3, 0.5))]:
+            rid = writer.create_run(f"grid[bandwidth_mbps={bw},ratio={ratio},seed={seed}]", {}, method="topk")
+            for i, acc in enumerate(accs):
+                writer.append_eval(rid, {"iteration": i, "virtual_time_s": (i + 1) * 20 / bw,
+                                         "test_accuracy": acc})
+            writer.finish_run(rid, "completed")
+    browser.find_element(By.XPATH, "//*[@id='view-tabs']//*[text()='Sweep']").click()
+    acc, ttt = wait_for(lambda: js_graph(browser, "sweep-graph", "g.data.length === 2 && g.data.map(t => t.z)"),
+                        20, "the sweep's heat maps")
+    assert js_graph(browser, "sweep-graph", "[g.data[0].x, g.data[0].y]") == [["2", "20"], ["0.01", "0.1"]]
+    assert acc[0] == [pytest.approx(0.85), pytest.approx(0.96)]
+    assert acc[1] == [pytest.approx(0.6), pytest.approx(0.5)]
+    # time to 90%: at 2 Mb/s seed 1 only (its 2nd eval, 20 s); at 20 Mb/s seed 0 at 2 s, seed 1 at 1 s
+    assert ttt[0] == [pytest.approx(20.0), pytest.approx(1.5)] and ttt[1] == [None, None]
+    assert "each cell averages over seed" in text(browser, "sweep-message")
+    assert severe_errors(browser) == []
+    screenshot(browser, "dashboard-sweep", height=1100)
