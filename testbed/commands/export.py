@@ -1,4 +1,4 @@
-"""`testbed export RUN --format csv|json|html|png`: a run's rows for other tools."""
+"""`testbed export RUN --format csv|json|html|png|tensorboard`: a run's rows for other tools."""
 from __future__ import annotations
 
 import csv
@@ -13,8 +13,9 @@ def register(sub) -> None:
     p = sub.add_parser("export", help="export one run (by name or id)")
     p.add_argument("run", help="run name (newest of that name) or id")
     add_store_arg(p)
-    p.add_argument("--format", choices=["json", "csv", "html", "png"], default="json")
-    p.add_argument("--out", help="output file (json/html/png) or folder (csv); json defaults to stdout")
+    p.add_argument("--format", choices=["json", "csv", "html", "png", "tensorboard"], default="json")
+    p.add_argument("--out", help="output file (json/html/png) or folder (csv, tensorboard: the "
+                                 "--logdir; the run gets a folder in it); json defaults to stdout")
     p.set_defaults(func=main)
 
 
@@ -57,6 +58,15 @@ def main(args) -> int:
             folder = Path(args.out or f"export_{name}_{data['run']['id']}")
             for path in write_csv(data, folder):
                 print(f"wrote {path}", file=sys.stderr)
+        elif args.format == "tensorboard":
+            from testbed.tensorboard_export import write_tensorboard
+
+            logdir = Path(args.out or "tensorboard")
+            try:
+                folder = write_tensorboard(data, logdir)
+            except RuntimeError as e:
+                return fail(str(e))
+            print(f"wrote {folder} (open with: tensorboard --logdir {logdir})", file=sys.stderr)
         else:
             from testbed.cli import export_figures
 
