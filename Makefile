@@ -3,6 +3,8 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+PORT ?= 8050
+BENCH ?=
 
 .PHONY: venv demo test bench clean
 
@@ -16,13 +18,13 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: venv
-	$(BIN)/testbed demo experiments/quickstart.toml --store runs.db --port 8050
+	$(BIN)/testbed demo experiments/quickstart.toml --store runs.db --port $(PORT)
 
 test: venv
 	$(BIN)/python -m pytest -q
 
 bench: venv
-	$(BIN)/python -m benchmarks $(if $(FULL),--full,)
+	$(BIN)/python -m benchmarks $(if $(FULL),--full,) $(BENCH)
 
 clean:
 	rm -rf $(VENV) runs.db runs.db-wal runs.db-shm
