@@ -37,6 +37,15 @@ class LinkStats:
     lost: int = 0
     retransmitted: int = 0
     busy_s: float = 0.0
+    # Fading links: the SNR (dB) of the coherence block each transmission started in, summed,
+    # and how many transmissions that is (0 on links without fading).
+    snr_db_sum: float = 0.0
+    snr_samples: int = 0
+
+    @property
+    def snr_db(self) -> float | None:
+        """Mean SNR over the transmissions on a fading link; None on other links."""
+        return self.snr_db_sum / self.snr_samples if self.snr_samples else None
 
 
 @dataclass

@@ -165,6 +165,9 @@ def record(q: TxQueue, pkt, bits, att, mask, starts, ends, air, stats: dict) -> 
         st.lost += int(lost.sum())
         st.retransmitted += int((att[idx] > 0).sum())
         st.busy_s += float(air[idx].sum())
+        if link.fading is not None:
+            st.snr_db_sum += float((10 * np.log10(link.fading.snr(starts[idx]))).sum())
+            st.snr_samples += idx.size
         if q.ack_bits and link.v is not None:
             rst = stats.setdefault((link.v, link.u), LinkStats())
             rst.bytes += int((~lost).sum()) * q.ack_bits // 8

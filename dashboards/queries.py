@@ -56,7 +56,8 @@ def links(db: sqlite3.Connection, run_id: int, after: int, upto: int, stride: in
         SELECT MAX(l.iteration) AS iteration, l.src AS src, l.dst AS dst,
                MAX(i.virtual_time_s) AS virtual_time_s, AVG(l.bytes) AS bytes,
                AVG(l.packets) AS packets, AVG(l.lost) AS lost,
-               AVG(l.retransmitted) AS retransmitted, AVG(l.busy_s) AS busy_s, COUNT(*) AS n
+               AVG(l.retransmitted) AS retransmitted, AVG(l.busy_s) AS busy_s,
+               AVG(l.snr_db) AS snr_db, COUNT(*) AS n
         FROM links l LEFT JOIN iterations i ON i.run_id = l.run_id AND i.iteration = l.iteration
         WHERE l.run_id=? AND l.iteration > ? AND l.iteration <= ?
         GROUP BY l.iteration / ?, l.src, l.dst ORDER BY 1, 2, 3""", (run_id, after, upto, stride))

@@ -6,7 +6,8 @@ Schema (virtual-time columns end in `_s`; `wall_time_s` is this machine's clock)
   iterations(run_id, iteration, stage, virtual_time_s, wall_time_s, train_loss, bits_up,
        bits_down, compute_s, uplink_s, aggregation_s, downlink_s)   bits summed over nodes
   node_iterations(run_id, iteration, node, bits_up, bits_down, compute_s, uplink_done_s)
-  links(run_id, iteration, src, dst, bytes, packets, lost, retransmitted, busy_s)
+  links(run_id, iteration, src, dst, bytes, packets, lost, retransmitted, busy_s, snr_db)
+           snr_db: mean SNR of the iteration's transmissions on a fading link, else NULL
   evals(run_id, iteration, virtual_time_s, test_loss, test_accuracy)   accuracy in [0, 1]
   events(id, run_id, iteration, virtual_time_s, kind, detail_json)
   controls(id, run_id, created_at, target, changes_json, status, applied_iteration, message)
@@ -54,6 +55,7 @@ CREATE TABLE IF NOT EXISTS node_iterations (
 CREATE TABLE IF NOT EXISTS links (
     run_id INTEGER NOT NULL, iteration INTEGER NOT NULL, src TEXT NOT NULL, dst TEXT NOT NULL,
     bytes INTEGER, packets INTEGER, lost INTEGER, retransmitted INTEGER, busy_s REAL,
+    snr_db REAL,
     PRIMARY KEY (run_id, iteration, src, dst)
 );
 CREATE TABLE IF NOT EXISTS evals (
@@ -80,7 +82,11 @@ ITERATION_COLUMNS = ["iteration", "stage", "virtual_time_s", "wall_time_s", "tra
                      "bits_up", "bits_down", "compute_s", "uplink_s", "aggregation_s",
                      "downlink_s"]
 NODE_COLUMNS = ["iteration", "node", "bits_up", "bits_down", "compute_s", "uplink_done_s"]
-LINK_COLUMNS = ["iteration", "src", "dst", "bytes", "packets", "lost", "retransmitted", "busy_s"]
+LINK_COLUMNS = ["iteration", "src", "dst", "bytes", "packets", "lost", "retransmitted", "busy_s",
+                "snr_db"]
+# Columns added to a table after stores were first written: a store made before gets them
+# (NULL in its old rows) when it is opened for writing.
+ADDED_COLUMNS = {"links": {"snr_db": "REAL"}}
 EVAL_COLUMNS = ["iteration", "virtual_time_s", "test_loss", "test_accuracy"]
 SUMMARY_COLUMNS = ["last_iteration", "virtual_time_s", "total_bits", "best_accuracy"]
 RUN_COLUMNS = ["id", "name", "method", "topology", "workers", "bandwidth_mbps", "status",
@@ -125,6 +131,7 @@ class Store:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
+            self._add_missing_columns()
             self.db.commit()
             self.mark_dead_runs()
         self.db.row_factory = sqlite3.Row
@@ -142,6 +149,13 @@ class Store:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def _add_missing_columns(self) -> None:
+        for table, columns in ADDED_COLUMNS.items():
+            have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
+            for name, kind in columns.items():
+                if name not in have:
+                    self.db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
 
     def mark_dead_runs(self) -> list[int]:
         """Runs left `running` by a process that no longer exists were killed: say so."""

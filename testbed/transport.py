@@ -63,12 +63,17 @@ class Traffic:
     def add_links(self, report) -> None:
         for (u, v), st in report.links.items():
             row = self.links.setdefault((u, v), {"bytes": 0, "packets": 0, "lost": 0,
-                                                 "retransmitted": 0, "busy_s": 0.0})
+                                                 "retransmitted": 0, "busy_s": 0.0,
+                                                 "snr_db_sum": 0.0, "snr_samples": 0})
             row["bytes"] += int(st.bytes)
             row["packets"] += int(st.packets)
             row["lost"] += int(st.lost)
             row["retransmitted"] += int(st.retransmitted)
             row["busy_s"] += float(st.busy_s)
+            row["snr_db_sum"] += float(st.snr_db_sum)
+            row["snr_samples"] += int(st.snr_samples)
+            # the stored column: mean SNR of the iteration's transmissions (fading links only)
+            row["snr_db"] = row["snr_db_sum"] / row["snr_samples"] if row["snr_samples"] else None
 
 
 Timer = Callable[[str, float, int], None]   # (what, wall seconds, iteration)
