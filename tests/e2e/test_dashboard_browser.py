@@ -244,7 +244,6 @@ def test_channel_panel_shows_the_new_rate_of_every_link(live, browser):
     control_vt = [e["virtual_time_s"] for e in store.events(rid) if e["kind"] == "control"]
     assert marks == control_vt
     assert severe_errors(browser) == []
-    screenshot(browser, "dashboard-channel", height=1400)
 
 
 def test_compare_view_with_two_runs(live, browser):
@@ -282,13 +281,15 @@ def test_compare_view_with_two_runs(live, browser):
                     "two runs overlaid (accuracy and bits traces)")
     assert "Compression ratio" in text(browser, "compare-message")
     assert severe_errors(browser) == []
-    screenshot(browser, "dashboard-compare", height=1800)
 
 
-# The shipped LGC-PS file, shortened, with the MLP (4x less wall time than its CNN here).
+# The shipped LGC-PS file, shortened, with the MLP (4x less wall time than its CNN here), over
+# Rayleigh-fading links whose rate follows their SNR (an MCS table) and lose packets.
 LGC_SETS = ["run.iterations=60", "run.eval_every=10", "run.device=cpu", "network.workers=4",
             "model.name=mlp", "compression.warmup_iters=25", "compression.ae_iters=10",
-            "compression.ae_steps=5"]
+            "compression.ae_steps=5",
+            'network.link.loss={ model = "fading", fading = "rayleigh", distance_m = 40.0, '
+            'rate = "mcs", coherence_ms = 5.0 }']
 
 
 def choose(driver, dropdown_id: str, label_part: str) -> None:
@@ -302,7 +303,8 @@ def choose(driver, dropdown_id: str, label_part: str) -> None:
 def test_lgc_run_rate_on_a_log_axis_with_its_stages(live, browser):
     """A real LGC-PS run: DGC warm-up [0, 25), autoencoder training [25, 35), LGC after. The
     page draws its rate on a log axis, the stages as three bands where the store's stage events
-    say, and the cut: the LGC stage's uplink is a small fraction of the first warm-up step's."""
+    say, and the cut: the LGC stage's uplink is a small fraction of the first warm-up step's.
+    Its links fade: the channel panel has an SNR row with each link's stored SNR."""
     from testbed.config import load_config
     from testbed.experiment import Experiment
 
@@ -326,6 +328,15 @@ def test_lgc_run_rate_on_a_log_axis_with_its_stages(live, browser):
     xs, ys = link_trace(browser, "rate-graph", "bits_up", "[Array.from(t.x), Array.from(t.y)]")
     lgc_bits = [y for x, y in zip(xs, ys) if x >= 35]
     assert len(lgc_bits) == 25 and max(lgc_bits) < ys[0] / 20, (ys[0], max(lgc_bits))
+    # the channel panel: SNR per link as stored (mean over the iteration's transmissions)
+    from dashboards.figures import series_uid
+
+    assert js_graph(browser, "channel-graph", "g.layout.yaxis4.title.text") == "SNR (dB)"
+    for link in ("w2->server", "server->w2"):
+        stored = [r["snr_db"] for r in store.links(lgc["id"]) if f"{r['src']}->{r['dst']}" == link]
+        drawn = link_trace(browser, "channel-graph", series_uid("snr", link), "Array.from(t.y)")
+        assert len(stored) == 60 and drawn == pytest.approx(stored)
+        assert max(stored) - min(stored) > 3  # it fades
     # the scale control redraws the axis linear and back
     browser.find_element(By.XPATH, "//*[@id='rate-scale']//label[contains(., 'linear')]").click()
     wait_for(lambda: js_graph(browser, "rate-graph", "g.layout.yaxis.type") == "linear", 15,
@@ -335,6 +346,16 @@ def test_lgc_run_rate_on_a_log_axis_with_its_stages(live, browser):
              "the log rate axis again")
     assert severe_errors(browser) == []
     screenshot(browser, "dashboard-live")
+    # LGC-PS against the fp32 live run in the compare view (the synthetic run unticked)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr")
+    for row in rows:
+        box = row.find_elements(By.CSS_SELECTOR, "input[type=checkbox]")
+        if box and ("sparse-ref" in row.text) == box[0].is_selected():
+            box[0].click()
+    browser.find_element(By.XPATH, "//*[@id='view-tabs']//*[text()='Compare']").click()
+    wait_for(lambda: "lgc_ps_digits" in text(browser, "compare-table")
+             and "sparse-ref" not in text(browser, "compare-table"), 20, "LGC-PS and fp32 compared")
+    screenshot(browser, "dashboard-compare", height=1300)
 
 
 def test_sweep_view_heat_maps(live, browser):
@@ -359,4 +380,3 @@ def test_sweep_view_heat_maps(live, browser):
     assert ttt[0] == [pytest.approx(20.0), pytest.approx(1.5)] and ttt[1] == [None, None]
     assert "each cell averages over seed" in text(browser, "sweep-message")
     assert severe_errors(browser) == []
-    screenshot(browser, "dashboard-sweep", height=1100)
