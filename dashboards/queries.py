@@ -52,15 +52,18 @@ def node_iterations(db: sqlite3.Connection, run_id: int, after: int, upto: int, 
 
 def links(db: sqlite3.Connection, run_id: int, after: int, upto: int, stride: int) -> list[dict]:
     """Link rows, averaged per bin, with the virtual time at the end of the bin's last one."""
+    # The bins first, then one look-up of each bin's last iteration (not a join of every row).
     return _rows(db, """
-        SELECT MAX(l.iteration) AS iteration, l.src AS src, l.dst AS dst,
-               MAX(i.virtual_time_s) AS virtual_time_s, AVG(l.bytes) AS bytes,
-               AVG(l.packets) AS packets, AVG(l.lost) AS lost,
-               AVG(l.retransmitted) AS retransmitted, AVG(l.busy_s) AS busy_s,
-               AVG(l.snr_db) AS snr_db, COUNT(*) AS n
-        FROM links l LEFT JOIN iterations i ON i.run_id = l.run_id AND i.iteration = l.iteration
-        WHERE l.run_id=? AND l.iteration > ? AND l.iteration <= ?
-        GROUP BY l.iteration / ?, l.src, l.dst ORDER BY 1, 2, 3""", (run_id, after, upto, stride))
+        SELECT b.iteration, b.src, b.dst, i.virtual_time_s, b.bytes, b.packets, b.lost,
+               b.retransmitted, b.busy_s, b.snr_db, b.n
+        FROM (SELECT MAX(iteration) AS iteration, src, dst, AVG(bytes) AS bytes,
+                     AVG(packets) AS packets, AVG(lost) AS lost,
+                     AVG(retransmitted) AS retransmitted, AVG(busy_s) AS busy_s,
+                     AVG(snr_db) AS snr_db, COUNT(*) AS n
+              FROM links WHERE run_id=? AND iteration > ? AND iteration <= ?
+              GROUP BY iteration / ?, src, dst) b
+        LEFT JOIN iterations i ON i.run_id = ? AND i.iteration = b.iteration
+        ORDER BY 1, 2, 3""", (run_id, after, upto, stride, run_id))
 
 
 def newest_run_id(db: sqlite3.Connection, method: str) -> int | None:
