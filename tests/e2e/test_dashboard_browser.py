@@ -346,15 +346,25 @@ def test_lgc_run_rate_on_a_log_axis_with_its_stages(live, browser):
              "the log rate axis again")
     assert severe_errors(browser) == []
     screenshot(browser, "dashboard-live")
-    # LGC-PS against the fp32 live run in the compare view (the synthetic run unticked)
-    rows = browser.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr")
-    for row in rows:
+
+    # The same file, seed and channel with fp32 gradients: the compare view's ratio is the
+    # store's bits per iteration of one over the other.
+    with Store(live["path"]) as writer:
+        Experiment(load_config(ROOT / "experiments" / "lgc_ps_digits.toml",
+                               LGC_SETS + ["compression.method=none", "run.name=fp32_digits"]), writer).run()
+    totals = {r["name"]: r["total_bits"] / (r["last_iteration"] + 1) for r in store.runs()}
+    ratio = totals["fp32_digits"] / totals["lgc_ps_digits"]
+    wait_for(lambda: "fp32_digits" in text(browser, "runs-table"), 15, "the fp32 run in the table")
+    for row in browser.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr"):
         box = row.find_elements(By.CSS_SELECTOR, "input[type=checkbox]")
-        if box and ("sparse-ref" in row.text) == box[0].is_selected():
+        wanted = "lgc_ps_digits" in row.text or "fp32_digits" in row.text
+        if box and wanted != box[0].is_selected():
             box[0].click()
     browser.find_element(By.XPATH, "//*[@id='view-tabs']//*[text()='Compare']").click()
-    wait_for(lambda: "lgc_ps_digits" in text(browser, "compare-table")
-             and "sparse-ref" not in text(browser, "compare-table"), 20, "LGC-PS and fp32 compared")
+    wait_for(lambda: (t := text(browser, "compare-table")) and "fp32_digits" in t and "e2e-live" not in t,
+             20, "LGC-PS and fp32 compared")
+    assert f"{ratio:.1f}" in text(browser, "compare-table").split()
+    assert severe_errors(browser) == []
     screenshot(browser, "dashboard-compare", height=1300)
 
 
