@@ -61,6 +61,12 @@ RUN_KEYS = {
     "flush_every": Field(10, int, min=1),
     "threads": Field(0, int, min=0),
     "stop_at_accuracy": Field(False, bool),
+    # Virtual seconds from an iteration's start at which its uplink closes: a worker whose
+    # update has not arrived by then is left out of that iteration's aggregate.
+    "deadline_s": Field(None, float, min=0, min_open=True),
+    # A device trace (testbed/device_trace.py): each worker's compute speed over virtual time
+    # and when it is available; an away worker skips the iteration.
+    "device_trace": Field(None, str),
 }
 DATA_KEYS = {
     "dataset": Field("digits", str),
@@ -98,6 +104,8 @@ class RunConfig:
     flush_every: int
     threads: int
     stop_at_accuracy: bool
+    deadline_s: float | None = None
+    device_trace: str | None = None
 
 
 @dataclass
@@ -281,6 +289,10 @@ def validate(raw: dict, *, source: str = "<config>", default_name: str = "run") 
         optim = check_table("optim", raw.get("optim", {}), OPTIM_KEYS)
         compression = _check_compression(raw.get("compression", {}))
         network = _check_network(raw.get("network", {}), run["seed"])
+        if run["device_trace"] is not None:
+            from testbed.device_trace import check_device_trace
+
+            check_device_trace("run.device_trace", run["device_trace"], network)
     except ConfigError as e:
         if e.source is None:
             raise ConfigError(e.key, e.value, e.allowed, source=source,

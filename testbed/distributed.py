@@ -323,8 +323,8 @@ class DistributedTransport(Transport):
             raise WorkerFailure(f"the link layer on rank 0 failed: {outcome[1]}")
         return outcome[1]
 
-    def begin(self, iteration: int, start: float, ready: dict) -> None:
-        self.emulated.begin(iteration, start, ready)
+    def begin(self, iteration: int, start: float, ready: dict, **who) -> None:
+        self.emulated.begin(iteration, start, ready, **who)
 
     def stepped(self, seconds: float) -> None:
         self.emulated.stepped(seconds)
@@ -340,6 +340,10 @@ class DistributedTransport(Transport):
     @property
     def traffic(self):
         return self.emulated.traffic
+
+    @property
+    def left_out(self):
+        return self.emulated.left_out
 
 
 class RankGradients:

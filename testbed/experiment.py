@@ -149,6 +149,17 @@ class Experiment:
         self.node_speed = {w: float(self.graph.nodes[w].get("compute_speed", 1.0)) for w in self.workers}
         self.node_gflops = {w: float(self.graph.nodes[w].get("gflops", cfg.run.device_gflops))
                             for w in self.workers}
+        self.devices = None
+        if cfg.run.device_trace is not None:
+            from testbed.device_trace import check_device_trace
+
+            self.devices = check_device_trace("run.device_trace", cfg.run.device_trace,
+                                              workers=[str(w) for w in self.workers])
+        if (cfg.run.deadline_s or self.devices) and self.scheme.collective != "ps":
+            raise ExperimentError(
+                f"run.deadline_s and run.device_trace leave workers out of a parameter server's "
+                f"aggregate; compression.method {cfg.compression.method!r} runs a ring all-reduce, "
+                "which needs every worker")
         self.clock = 0.0
         self.gradients = (self._gradients_factory or LocalGradients)(self)
         self.transport = (self._transport_factory(self) if self._transport_factory
@@ -184,10 +195,20 @@ class Experiment:
         return max(1, math.ceil(run.epochs * self.pool.iterations_per_epoch))
 
     # ------------------------------------------------------------------ time
-    def _compute_seconds(self, worker: str, wall_s: float) -> float:
+    def _speed(self, worker: str, t: float) -> float:
+        """The node's compute speed at virtual time t: the device trace's, else its own."""
+        traced = self.devices.speed(str(worker), t) if self.devices else None
+        return self.node_speed[worker] if traced is None else traced
+
+    def _compute_seconds(self, worker: str, wall_s: float, t: float = 0.0) -> float:
+        speed = self._speed(worker, t)
         if self.cfg.run.compute_time == "measured":
-            return wall_s / self.node_speed[worker]
-        return self.step_flops / (self.node_gflops[worker] * 1e9 * self.node_speed[worker])
+            return wall_s / speed
+        return self.step_flops / (self.node_gflops[worker] * 1e9 * speed)
+
+    def _present(self, t: float) -> list:
+        """Workers available at virtual time t (all of them without a device trace)."""
+        return [w for w in self.workers if self.devices is None or self.devices.available(str(w), t)]
 
     def _lr(self, it: int) -> float:
         o = self.cfg.optim
@@ -296,6 +317,7 @@ class Experiment:
 
     def _loop(self) -> None:
         from nodes.compression.base import check_finite
+        from nodes.compression.memory import hold_memory, keep_undelivered
         from nodes.compression.transport import drive
 
         cfg = self.cfg
@@ -311,14 +333,24 @@ class Experiment:
             with self._timed("compute", it):
                 grads, losses, wall_compute = self.gradients()
             check_finite(grads, it)
-            ready = {w: t_iter + self._compute_seconds(w, wall_compute) for w in self.workers}
-            self.transport.begin(it, t_iter, ready)
+            present = self._present(t_iter)
+            ready = {w: t_iter + (self._compute_seconds(w, wall_compute, t_iter) if w in present else 0.0)
+                     for w in self.workers}
+            away = [r for r, w in enumerate(self.workers) if w not in present]
+            for r in away:  # an away worker computes nothing (its message is never sent)
+                grads[r] = torch.zeros_like(grads[r])
+            deadline = t_iter + cfg.run.deadline_s if cfg.run.deadline_s else None
+            self.transport.begin(it, t_iter, ready, present=present, deadline=deadline)
             stage = self.scheme.stage(it)
             if stage != last_stage:
                 self.store.append_event(self.run_id, "stage", {"stage": stage}, iteration=it,
                                         virtual_time_s=self.clock)
                 last_stage = stage
-            agg = drive(self.scheme, it, grads, self.transport)
+            with hold_memory(self.scheme, away):
+                agg = drive(self.scheme, it, grads, self.transport)
+                left_out = dict(self.transport.left_out)
+                keep_undelivered(self.scheme, [r for r, w in enumerate(self.workers)
+                                               if left_out.get(w) == "deadline"])
             timing, traffic = self.transport.timing, self.transport.traffic
             self.clock = max(self.transport.clock, t_iter + timing.total_s)
             with self._timed("compute", it):
@@ -330,11 +362,13 @@ class Experiment:
                 self.run_id,
                 {"iteration": it, "stage": stage, "virtual_time_s": self.clock,
                  "wall_time_s": time.perf_counter() - wall0, "train_loss": train_loss,
-                 "bits_up": bits_up, "bits_down": bits_down, **vars(timing)},
+                 "bits_up": bits_up, "bits_down": bits_down, "left_out": len(left_out),
+                 **vars(timing)},
                 nodes=[{"iteration": it, "node": w, "bits_up": traffic.bits_up.get(w, 0),
                         "bits_down": traffic.bits_down.get(w, 0),
                         "compute_s": ready[w] - t_iter,
-                        "uplink_done_s": traffic.uplink_done.get(w)} for w in self.workers],
+                        "uplink_done_s": traffic.uplink_done.get(w),
+                        "left_out": left_out.get(w)} for w in self.workers],
                 links=[{"iteration": it, "src": u, "dst": v, **row}
                        for (u, v), row in traffic.links.items()])
             last = it == self.iterations - 1

@@ -4,8 +4,11 @@ Schema (virtual-time columns end in `_s`; `wall_time_s` is this machine's clock)
   runs(id, name, method, topology, workers, bandwidth_mbps, status, config_json, graph_json,
        started_at, ended_at, pid, error)            status: running | completed | failed | stopped
   iterations(run_id, iteration, stage, virtual_time_s, wall_time_s, train_loss, bits_up,
-       bits_down, compute_s, uplink_s, aggregation_s, downlink_s)   bits summed over nodes
-  node_iterations(run_id, iteration, node, bits_up, bits_down, compute_s, uplink_done_s)
+       bits_down, compute_s, uplink_s, aggregation_s, downlink_s, left_out)   bits summed over
+       nodes; left_out: how many workers the aggregate went without
+  node_iterations(run_id, iteration, node, bits_up, bits_down, compute_s, uplink_done_s,
+       left_out)   left_out: NULL when the node's update counted, else "deadline" (not arrived
+       by run.deadline_s) or "unavailable" (away in the device trace)
   links(run_id, iteration, src, dst, bytes, packets, lost, retransmitted, busy_s, snr_db)
            snr_db: mean SNR of the iteration's transmissions on a fading link, else NULL
   evals(run_id, iteration, virtual_time_s, test_loss, test_accuracy)   accuracy in [0, 1]
@@ -44,12 +47,12 @@ CREATE TABLE IF NOT EXISTS iterations (
     run_id INTEGER NOT NULL, iteration INTEGER NOT NULL, stage TEXT,
     virtual_time_s REAL, wall_time_s REAL, train_loss REAL,
     bits_up INTEGER, bits_down INTEGER,
-    compute_s REAL, uplink_s REAL, aggregation_s REAL, downlink_s REAL,
+    compute_s REAL, uplink_s REAL, aggregation_s REAL, downlink_s REAL, left_out INTEGER,
     PRIMARY KEY (run_id, iteration)
 );
 CREATE TABLE IF NOT EXISTS node_iterations (
     run_id INTEGER NOT NULL, iteration INTEGER NOT NULL, node TEXT NOT NULL,
-    bits_up INTEGER, bits_down INTEGER, compute_s REAL, uplink_done_s REAL,
+    bits_up INTEGER, bits_down INTEGER, compute_s REAL, uplink_done_s REAL, left_out TEXT,
     PRIMARY KEY (run_id, iteration, node)
 );
 CREATE TABLE IF NOT EXISTS links (
@@ -80,13 +83,15 @@ CREATE INDEX IF NOT EXISTS events_run ON events (run_id, iteration);
 
 ITERATION_COLUMNS = ["iteration", "stage", "virtual_time_s", "wall_time_s", "train_loss",
                      "bits_up", "bits_down", "compute_s", "uplink_s", "aggregation_s",
-                     "downlink_s"]
-NODE_COLUMNS = ["iteration", "node", "bits_up", "bits_down", "compute_s", "uplink_done_s"]
+                     "downlink_s", "left_out"]
+NODE_COLUMNS = ["iteration", "node", "bits_up", "bits_down", "compute_s", "uplink_done_s",
+                "left_out"]
 LINK_COLUMNS = ["iteration", "src", "dst", "bytes", "packets", "lost", "retransmitted", "busy_s",
                 "snr_db"]
 # Columns added to a table after stores were first written: a store made before gets them
 # (NULL in its old rows) when it is opened for writing.
-ADDED_COLUMNS = {"links": {"snr_db": "REAL"}}
+ADDED_COLUMNS = {"links": {"snr_db": "REAL"}, "iterations": {"left_out": "INTEGER"},
+                 "node_iterations": {"left_out": "TEXT"}}
 EVAL_COLUMNS = ["iteration", "virtual_time_s", "test_loss", "test_accuracy"]
 SUMMARY_COLUMNS = ["last_iteration", "virtual_time_s", "total_bits", "best_accuracy"]
 RUN_COLUMNS = ["id", "name", "method", "topology", "workers", "bandwidth_mbps", "status",

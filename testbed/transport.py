@@ -10,7 +10,17 @@ downlink) and counts the bits of the real messages. Per phase:
   AllReduce   -> Network.ring_allreduce for the timing, `ring_sum` on the real bytes;
   Server/WorkerCompute -> the clock.
 The first traffic of an iteration starts at each worker's own compute end; later phases at
-the clock. Bits: what a node sends counts in its bits_up, what it receives in its bits_down
+the clock.
+
+Who takes part (`begin(present=, deadline=)`): a worker not `present` (a device trace says it is
+away) sends nothing and receives nothing this iteration. With a `deadline` (absolute virtual
+seconds) the uplink closes then: a worker whose compute ends at or after it does not send, a
+worker whose update has not fully arrived by then is left out (its packets were on the air and
+count in its bits), and the server stops waiting at the deadline. Either way the scheme gets
+no entry for that worker in the Uplink result, exactly like a worker whose packets were all
+lost; `left_out` says who and why ("unavailable" | "deadline"). Deadlines and absences apply
+to parameter-server uplinks; a phase that needs every worker (all-reduce, all-gather, a
+worker's broadcast) refuses to run without one. Bits: what a node sends counts in its bits_up, what it receives in its bits_down
 (message lengths, not retransmissions; a ring node sends 2(N-1) chunks).
 
 The link layer is reached only through `link(pattern, *args, **kwargs)`, so the distributed
@@ -96,12 +106,22 @@ class EmulatedTransport(Transport):
         return getattr(self.net.network, pattern)(*args, **kwargs)
 
     # ------------------------------------------------------------------ per iteration
-    def begin(self, iteration: int, start: float, ready: dict[str, float]) -> None:
-        """Iteration `iteration` starts at virtual time `start`; `ready`: each worker's compute end."""
+    def begin(self, iteration: int, start: float, ready: dict[str, float], *,
+              present=None, deadline: float | None = None) -> None:
+        """Iteration `iteration` starts at virtual time `start`; `ready`: each worker's compute
+        end; `present`: the workers taking part (default all); `deadline`: when the uplink
+        closes (absolute virtual seconds; None waits for everyone)."""
         self.iteration = iteration
         self.clock = float(start)
         self.ready = dict(ready)
-        self.compute_end = max(self.ready.values())
+        self.deadline = None if deadline is None else float(deadline)
+        self.present = [w for w in self.workers if present is None or w in present]
+        self.left_out: dict[str, str] = {w: "unavailable" for w in self.workers if w not in self.present}
+        for w in self.present:  # its compute ends after the round closed: it does not send
+            if self.deadline is not None and self.ready[w] >= self.deadline:
+                self.left_out[w] = "deadline"
+        senders = [w for w in self.present if w not in self.left_out]
+        self.compute_end = max([self.ready[w] for w in senders], default=self.clock)
         self.first = True  # the first traffic of an iteration starts at each worker's own end
         self.timing = IterationTiming(compute_s=self.compute_end - self.clock)
         self.traffic = Traffic()
@@ -133,10 +153,12 @@ class EmulatedTransport(Transport):
     def _start(self, nodes) -> float | dict[str, float]:
         return {n: self.ready[n] for n in nodes} if self.first else self.clock
 
-    def _advance(self, reports, kind: str) -> None:
-        """Charge a phase's network time to `kind` and move the clock to its end."""
+    def _advance(self, reports, kind: str, end: float | None = None) -> None:
+        """Charge a phase's network time to `kind` and move the clock to its end (`end`: when
+        the phase closes if not at its last packet, e.g. an uplink closed at its deadline)."""
         reports = reports if isinstance(reports, list) else [reports]
-        end = max(float(r.end_s) for r in reports)
+        if end is None:
+            end = max(float(r.end_s) for r in reports)
         start = max(self.clock, self.compute_end) if self.first else self.clock
         setattr(self.timing, f"{kind}_s", getattr(self.timing, f"{kind}_s") + max(0.0, end - start))
         self.clock = max(self.clock, end)
@@ -156,27 +178,43 @@ class EmulatedTransport(Transport):
     # ------------------------------------------------------------------ traffic phases
     def uplink(self, phase: ph.Uplink) -> dict[int, list[bytes]]:
         names = self.workers
-        sends = {names[w]: m.sizes for w, m in phase.messages.items()}
+        sends = {names[w]: m.sizes for w, m in phase.messages.items() if names[w] not in self.left_out}
+        late = [w for w, why in self.left_out.items() if why == "deadline"]
+        if not sends:  # nobody sends: the server waits for the deadline (if any) and goes on
+            self._advance([], "uplink", end=self.deadline if late else max(self.clock, self.compute_end))
+            return {}
         report = self._net("gather", sends, self.net.server, at=self._start(sends))
         delivered = {}
         for flow in report.flows:
             w = names.index(flow.src)
             message = phase.messages[w]
-            delivered[w] = [p for p, ok in zip(message.packets, flow.arrived) if ok]
             self.traffic.add_bits(self.traffic.bits_up, flow.src, message.nbits)
             self.traffic.uplink_done[flow.src] = float(flow.completion_s)
-        self._advance(report, "uplink")
+            if self.deadline is not None and float(flow.completion_s) > self.deadline:
+                self.left_out[flow.src] = "deadline"  # still on the air when the round closed
+                continue
+            delivered[w] = [p for p, ok in zip(message.packets, flow.arrived) if ok]
+        closed = any(why == "deadline" for why in self.left_out.values())
+        self._advance(report, "uplink", end=self.deadline if closed else None)
         return delivered
 
+    def _everyone(self, what: str) -> None:
+        if self.left_out:
+            raise TransportError(f"{what} needs every worker, but {', '.join(sorted(self.left_out))} "
+                                 "left this iteration out (run.deadline_s / run.device_trace apply "
+                                 "to parameter-server uplinks)")
+
     def downlink(self, phase: ph.Downlink) -> None:
-        reports = [self._net("broadcast", self.net.server, list(self.workers), phase.message.sizes,
-                             at=self.clock)]
+        # an away worker receives nothing; it is sent the model when it is back (not modelled)
+        dsts = [w for w in self.workers if self.left_out.get(w) != "unavailable"]
+        reports = [self._net("broadcast", self.net.server, dsts, phase.message.sizes, at=self.clock)]
         reports += self._whole(reports[0], {self.net.server: phase.message.sizes})
-        for n in self.workers:
+        for n in dsts:
             self.traffic.add_bits(self.traffic.bits_down, n, phase.message.nbits)
         self._advance(reports, "downlink")
 
     def broadcast(self, phase: ph.Broadcast) -> list[bytes]:
+        self._everyone("a worker's broadcast")
         src = self.workers[phase.src]
         dsts = [n for n in self.workers if n != src]
         at = self.ready[src] if self.first else self.clock
@@ -189,6 +227,7 @@ class EmulatedTransport(Transport):
         return list(phase.message.packets)
 
     def allgather(self, phase: ph.AllGather) -> dict[int, list[bytes]]:
+        self._everyone("an all-gather")
         names = {self.workers[w]: m for w, m in phase.messages.items()}
         sizes = {n: m.sizes for n, m in names.items()}
         reports = [self._net("allgather", sizes, at=self._start(sizes))]
@@ -202,6 +241,7 @@ class EmulatedTransport(Transport):
         return {w: list(m.packets) for w, m in phase.messages.items()}
 
     def allreduce(self, phase: ph.AllReduce):
+        self._everyone("a ring all-reduce")
         n = len(self.workers)
         buffers = [phase.buffers[w] for w in range(n)]
         size = len(buffers[0])

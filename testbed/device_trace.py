@@ -1,0 +1,184 @@
+"""Device traces: each worker's compute speed over virtual time and when it is available.
+
+The file (`[run] device_trace = PATH`, JSON, relative paths from the current directory):
+
+    {"nodes": {
+       "w0": {"speed": [[0, 1.0], [30.0, 0.25]],      # from t = 30 s it computes 4x slower
+              "available": [[0, 12.5], [20.0, null]]},  # away over [12.5, 20) s
+       "w3": {"available": [[0, 60]], "period_s": 100}  # repeats every 100 s
+    }}
+
+- `speed`: steps `[t, factor]`, t strictly increasing from 0, factor > 0. The factor replaces
+  the node's `compute_speed` (its compute time is the step's FLOPs / (gflops x factor)).
+- `available`: intervals `[start, end)` in increasing order, not overlapping; `end` null means
+  for ever. A node is away outside them. No `available`: always there.
+- `period_s` (optional, per node): the node's trace repeats with this period (FedScale's
+  `finish_time`: times are taken modulo it).
+A worker not named in the file is always available at its own `compute_speed`. Availability
+and speed are read at each iteration's start (virtual seconds).
+
+FedScale ships the same facts as two pickled dicts keyed by client id: `client_behave_trace`
+({"active": [t..], "inactive": [t..], "finish_time": T, ...}: available over [active[i],
+inactive[i]) modulo T) and `client_device_capacity` ({"computation": ms per sample,
+"communication": kbit/s}). `from_fedscale` turns chosen clients into this format (speed =
+the median computation of those clients / the client's own, so the median device runs at 1;
+communication is left to the [network] links). `python -m testbed.device_trace BEHAVE CAPACITY
+--clients ID,ID,... -o trace.json` converts the pickles (open only files you trust).
+"""
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class DeviceTraceError(ValueError):
+    """What is wrong with a device trace, in one line (the config turns it into a ConfigError)."""
+
+
+@dataclass
+class NodeTrace:
+    speed_t: list[float] = field(default_factory=list)
+    speed: list[float] = field(default_factory=list)
+    available: list[tuple[float, float]] | None = None   # None: always available
+    period_s: float | None = None
+
+    def _local(self, t: float) -> float:
+        return t % self.period_s if self.period_s else t
+
+    def speed_at(self, t: float) -> float | None:
+        if not self.speed_t:
+            return None
+        return self.speed[bisect.bisect_right(self.speed_t, self._local(t)) - 1]
+
+    def available_at(self, t: float) -> bool:
+        if self.available is None:
+            return True
+        t = self._local(t)
+        return any(a <= t < b for a, b in self.available)
+
+
+class DeviceTrace:
+    """Per-node speed and availability at a virtual time (nodes not in the trace: None/True)."""
+
+    def __init__(self, nodes: dict[str, NodeTrace]):
+        self.nodes = nodes
+
+    def speed(self, node: str, t: float) -> float | None:
+        n = self.nodes.get(node)
+        return None if n is None else n.speed_at(t)
+
+    def available(self, node: str, t: float) -> bool:
+        n = self.nodes.get(node)
+        return True if n is None else n.available_at(t)
+
+
+def _number(where: str, x, *, positive=False) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0 \
+            or (positive and x == 0):
+        raise DeviceTraceError(f"{where} = {x!r}: must be a {'positive' if positive else 'non-negative'} number")
+    return float(x)
+
+
+def parse_device_trace(data, workers: list[str] | None = None) -> DeviceTrace:
+    """A DeviceTrace from the decoded JSON; `workers`: the run's worker names, if known."""
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), dict) or set(data) - {"nodes"}:
+        raise DeviceTraceError('must be a JSON object {"nodes": {NAME: {"speed": ..., "available": ...}}}')
+    nodes = {}
+    for name, entry in data["nodes"].items():
+        if workers is not None and name not in workers:
+            raise DeviceTraceError(f"node {name!r} is not a worker of this network "
+                                   f"(workers: {', '.join(workers)})")
+        if not isinstance(entry, dict) or set(entry) - {"speed", "available", "period_s"}:
+            raise DeviceTraceError(f"nodes.{name}: must be an object with speed, available, period_s")
+        nt = NodeTrace()
+        if entry.get("period_s") is not None:
+            nt.period_s = _number(f"nodes.{name}.period_s", entry["period_s"], positive=True)
+        for i, step in enumerate(entry.get("speed", [])):
+            where = f"nodes.{name}.speed[{i}]"
+            if not isinstance(step, list) or len(step) != 2:
+                raise DeviceTraceError(f"{where} = {step!r}: must be [t, factor]")
+            t, f = _number(where, step[0]), _number(where, step[1], positive=True)
+            if (i == 0 and t != 0) or (i and t <= nt.speed_t[-1]):
+                raise DeviceTraceError(f"{where} = {step!r}: times must start at 0 and increase")
+            nt.speed_t.append(t)
+            nt.speed.append(f)
+        if "available" in entry:
+            nt.available = []
+            for i, iv in enumerate(entry["available"]):
+                where = f"nodes.{name}.available[{i}]"
+                if not isinstance(iv, list) or len(iv) != 2:
+                    raise DeviceTraceError(f"{where} = {iv!r}: must be [start, end] (end may be null)")
+                a = _number(where, iv[0])
+                b = math.inf if iv[1] is None else _number(where, iv[1])
+                if b <= a or (nt.available and a < nt.available[-1][1]):
+                    raise DeviceTraceError(f"{where} = {iv!r}: intervals must be non-empty, in "
+                                           "order and not overlap")
+                nt.available.append((a, b))
+        nodes[name] = nt
+    return DeviceTrace(nodes)
+
+
+def load_device_trace(path: str | Path, workers: list[str] | None = None) -> DeviceTrace:
+    path = Path(path)
+    if not path.is_file():
+        raise DeviceTraceError("no such file")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DeviceTraceError(f"not valid JSON: {e}") from None
+    return parse_device_trace(data, workers)
+
+
+def check_device_trace(key: str, path: str, network: dict | None = None,
+                       workers: list[str] | None = None) -> DeviceTrace:
+    """Load and check, raising the config's one-line error naming `key`."""
+    from testbed.config import ConfigError
+
+    try:
+        return load_device_trace(path, workers)
+    except DeviceTraceError as e:
+        raise ConfigError(key, path, f"a device trace (testbed/device_trace.py): {e}") from None
+
+
+def from_fedscale(behave: dict, capacity: dict, clients: list, workers: list[str] | None = None) -> dict:
+    """Our JSON format for FedScale clients `clients` (in worker order w0, w1, ...)."""
+    workers = workers or [f"w{i}" for i in range(len(clients))]
+    if len(workers) != len(clients):
+        raise DeviceTraceError(f"{len(clients)} clients for {len(workers)} workers")
+    median = statistics.median(float(capacity[c]["computation"]) for c in clients)
+    nodes = {}
+    for w, c in zip(workers, clients):
+        b = behave[c]
+        nodes[w] = {"speed": [[0, median / float(capacity[c]["computation"])]],
+                    "available": [[float(a), float(e)] for a, e in zip(b["active"], b["inactive"]) if e > a],
+                    "period_s": float(b["finish_time"])}
+    return {"nodes": nodes}
+
+
+def main(argv=None) -> int:
+    import argparse
+    import pickle
+
+    ap = argparse.ArgumentParser(prog="python -m testbed.device_trace",
+                                 description="Convert FedScale's device traces into ours.")
+    ap.add_argument("behave", help="FedScale client_behave_trace (pickle)")
+    ap.add_argument("capacity", help="FedScale client_device_capacity (pickle)")
+    ap.add_argument("--clients", required=True, help="comma-separated client ids, one per worker")
+    ap.add_argument("-o", "--output", required=True)
+    a = ap.parse_args(argv)
+    with open(a.behave, "rb") as f:
+        behave = pickle.load(f)
+    with open(a.capacity, "rb") as f:
+        capacity = pickle.load(f)
+    keys = {str(k): k for k in behave}
+    clients = [keys.get(c, c) for c in a.clients.split(",")]
+    Path(a.output).write_text(json.dumps(from_fedscale(behave, capacity, clients), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
