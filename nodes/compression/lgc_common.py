@@ -99,8 +99,10 @@ class DGCState:
         return self.dgc.memory.compensate(w, self.dgc.clip(g.reshape(-1).float()))
 
     def mask(self, w: int, idx: torch.Tensor) -> None:
-        self.dgc.u[w][idx] = 0.0
-        self.dgc.v[w][idx] = 0.0
+        """What the code carried is sent: v and u zeroed there (through the memory, so a worker
+        left out of the aggregate can take it back)."""
+        v = self.dgc.v[w]
+        self.dgc.memory.update_sparse(w, v, idx, v[idx].clone())
 
     def topk(self, w: int, it: int, k: int, salt: int = 11) -> torch.Tensor:
         """DGC's sampled top-k of v, sorted by index (neighbours stay neighbours for the AE)."""

@@ -8,8 +8,17 @@ through DGC) keeps its memory here, keyed by worker, so the invariant
 
 is the same object everywhere: what a worker had equals what it sent plus what it keeps.
 Tensors are created lazily on the gradient's device; `state_dict` holds them on the CPU.
+
+When a worker's message does not count (testbed: left out at a deadline), `keep_all(worker)`
+undoes that iteration's updates, so the worker keeps its whole compensated gradient (`had`)
+and, with momentum, its momentum where it was masked; the memory records each update since
+the worker's last `compensate` for this. A worker away for an iteration (device trace) keeps
+its memory as it was: `snapshot` / `restore`. `hold_memory` and `keep_undelivered` apply
+both to every memory of a scheme.
 """
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 import torch
 
@@ -24,6 +33,8 @@ class ErrorMemory:
     def __init__(self, n_workers: int, device: torch.device | str = "cpu"):
         self.n_workers, self.device = n_workers, torch.device(device)
         self.residuals: list[torch.Tensor | None] = [None] * n_workers
+        # per worker, this iteration's updates as (index or None, what was there before)
+        self._undo: list[list] = [[] for _ in range(n_workers)]
 
     def residual(self, worker: int, like: torch.Tensor | None = None) -> torch.Tensor | None:
         """What `worker` keeps (zeros like `like` before its first update)."""
@@ -34,17 +45,40 @@ class ErrorMemory:
 
     def compensate(self, worker: int, grad: torch.Tensor) -> torch.Tensor:
         """A new tensor: the gradient plus what the worker kept."""
+        self._undo[worker] = []
         return grad + self.residual(worker, grad)
 
     def update(self, worker: int, had: torch.Tensor, sent: torch.Tensor) -> None:
         """Keep what was not sent; `sent` is dense, as the aggregate credits it."""
+        self._undo[worker].append(("residuals", None, had))
         self.residuals[worker] = had - sent
 
     def update_sparse(self, worker: int, had: torch.Tensor, index: torch.Tensor,
                       values: torch.Tensor) -> None:
         """As `update` with `sent` zero but at `index`; `had` is consumed (changed in place)."""
+        self._undo[worker].append(("residuals", index, had[index].clone()))
         had[index] -= values
         self.residuals[worker] = had
+
+    # -- when a worker's message did not count
+    def keep_all(self, worker: int) -> None:
+        """Undo this iteration's updates of `worker`: it keeps what it had (nothing was sent)."""
+        for name, index, before in reversed(self._undo[worker]):
+            if index is None:
+                getattr(self, name)[worker] = before
+            else:
+                getattr(self, name)[worker][index] = before
+        self._undo[worker] = []
+
+    _state = ("residuals",)   # the per-worker lists a snapshot holds
+
+    def snapshot(self, worker: int) -> dict:
+        return {n: None if (t := getattr(self, n)[worker]) is None else t.clone() for n in self._state}
+
+    def restore(self, worker: int, snap: dict) -> None:
+        for n, t in snap.items():
+            getattr(self, n)[worker] = t
+        self._undo[worker] = []
 
     def state_dict(self) -> dict:
         return {"residuals": _copy(self.residuals)}
@@ -80,17 +114,23 @@ class MomentumMemory(ErrorMemory):
             self.u[worker] = torch.zeros_like(like)
             self.residuals[worker] = torch.zeros_like(like)
 
+    _state = ("residuals", "u")
+
     def compensate(self, worker: int, grad: torch.Tensor) -> torch.Tensor:
         """v after accumulating the corrected momentum (the memory's own tensor)."""
+        self._undo[worker] = []
         self.ensure(worker, grad)
         u = self.u[worker].mul_(self.momentum).add_(grad)
         return self.residuals[worker].add_(u)
 
     def update(self, worker: int, had: torch.Tensor, sent: torch.Tensor) -> None:
-        self.u[worker][sent != 0] = 0.0
-        self.residuals[worker] = had - sent
+        masked = torch.nonzero(sent != 0, as_tuple=True)[0]
+        self._undo[worker].append(("u", masked, self.u[worker][masked].clone()))
+        self.u[worker][masked] = 0.0
+        super().update(worker, had, sent)
 
     def update_sparse(self, worker, had, index, values):
+        self._undo[worker].append(("u", index, self.u[worker][index].clone()))
         super().update_sparse(worker, had, index, values)
         self.u[worker][index] = 0.0
 
@@ -102,3 +142,36 @@ class MomentumMemory(ErrorMemory):
             self._check(state, key)
         self.u = [None if t is None else t.clone().to(self.device) for t in state["u"]]
         self.residuals = [None if t is None else t.clone().to(self.device) for t in state["v"]]
+
+
+def memories(scheme) -> list[ErrorMemory]:
+    """Every error memory a scheme holds, its own and those of schemes inside it (LGC's DGC)."""
+    from nodes.compression.base import Scheme
+
+    found, seen, todo = [], set(), [scheme]
+    while todo:
+        obj = todo.pop()
+        for value in vars(obj).values():
+            if isinstance(value, ErrorMemory) and id(value) not in seen:
+                seen.add(id(value))
+                found.append(value)
+            elif isinstance(value, Scheme) and id(value) not in seen:
+                seen.add(id(value))
+                todo.append(value)
+    return found
+
+
+@contextmanager
+def hold_memory(scheme, workers):
+    """Workers that take no part in an iteration (away): their memories as they were before it."""
+    held = [(m, w, m.snapshot(w)) for m in memories(scheme) for w in workers]
+    yield
+    for m, w, snap in held:
+        m.restore(w, snap)
+
+
+def keep_undelivered(scheme, workers) -> None:
+    """Workers whose messages did not count (left out at a deadline) keep all they had."""
+    for m in memories(scheme):
+        for w in workers:
+            m.keep_all(w)
