@@ -186,3 +186,89 @@ def test_bad_deadline_and_trace_are_one_line_errors(tmp_path):
     with pytest.raises(ConfigError, match=r"'w9' is not a worker"):
         Experiment(load_config(experiment_file(tmp_path), [f"run.device_trace={bad}"]),
                    Store(tmp_path / "s.db"))
+
+
+def trace_file(tmp_path, nodes):
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"nodes": nodes}))
+    return path
+
+
+def test_a_device_trace_removes_a_worker_for_ten_iterations(tmp_path):
+    """w1 is away from iteration 3 to 12 (the trace's interval ends fall between iteration
+    starts of the run without a trace; on dedicated links w1's absence does not change any
+    iteration's duration, so those starts hold in the run with it). In those iterations w1
+    sends and receives nothing, every other node's bits are what they were without the trace,
+    and the aggregate is the mean over w0, w2, w3; elsewhere w1 takes part as usual."""
+    path = experiment_file(tmp_path, iterations=16)
+    base = Recorder(path, tmp_path / "a.db")
+    starts = [0.0] + [r["virtual_time_s"] for r in base.iterations()]
+    away = range(3, 13)
+    trace = trace_file(tmp_path, {"w1": {"available": [[0, (starts[2] + starts[3]) / 2],
+                                                      [(starts[12] + starts[13]) / 2, None]]}})
+    rec = Recorder(path, tmp_path / "b.db", [f"run.device_trace={trace}"])
+    rows, base_rows = rec.iterations(), base.iterations()
+    nodes, base_nodes = rec.nodes(), base.nodes()
+    for it in range(16):
+        assert rows[it]["virtual_time_s"] == pytest.approx(base_rows[it]["virtual_time_s"], rel=1e-12)
+        w1 = nodes[it]["w1"]
+        if it in away:
+            assert (w1["bits_up"], w1["bits_down"], w1["left_out"]) == (0, 0, "unavailable")
+            assert rows[it]["left_out"] == 1
+            lost = base_nodes[it]["w1"]
+            assert rows[it]["bits_up"] == base_rows[it]["bits_up"] - lost["bits_up"]
+            assert rows[it]["bits_down"] == base_rows[it]["bits_down"] - lost["bits_down"]
+            present = [0, 2, 3]
+        else:
+            assert w1["left_out"] is None and w1["bits_up"] == base_nodes[it]["w1"]["bits_up"] > 0
+            assert rows[it]["left_out"] == 0
+            present = [0, 1, 2, 3]
+        for w in ("w0", "w2", "w3"):
+            assert nodes[it][w]["bits_up"] == base_nodes[it][w]["bits_up"]
+            assert nodes[it][w]["bits_down"] == base_nodes[it][w]["bits_down"]
+        expected = torch.stack([rec.grads[it][w] for w in present]).mean(0)
+        torch.testing.assert_close(rec.aggs[it], expected, rtol=1e-6, atol=1e-7)
+    base.store.close()
+    rec.store.close()
+
+
+def test_an_away_worker_keeps_its_error_memory_untouched(tmp_path):
+    """top-k: w1 away for iterations 1-2 (from the first iteration's end on): its residual after
+    iteration 2 is the one it had after iteration 0."""
+    path = experiment_file(tmp_path, method="topk", options="ratio = 0.05", iterations=1)
+    first = Recorder(path, tmp_path / "a.db")
+    t1 = first.iterations()[0]["virtual_time_s"]
+    (mem0,) = memories(first.exp.scheme)
+    trace = trace_file(tmp_path, {"w1": {"available": [[0, t1], [1e9, None]]}})
+    rec = Recorder(path, tmp_path / "b.db", [f"run.device_trace={trace}", "run.iterations=3"])
+    (mem,) = memories(rec.exp.scheme)
+    assert [rec.nodes()[it]["w1"]["left_out"] for it in range(3)] == [None, "unavailable", "unavailable"]
+    torch.testing.assert_close(mem.residuals[1], mem0.residuals[1], rtol=0, atol=0)
+    assert not torch.equal(mem.residuals[0], mem0.residuals[0])  # the others went on
+    first.store.close()
+    rec.store.close()
+
+
+def test_speeds_from_the_trace_set_compute_time(tmp_path):
+    """w2 (compute_speed 3 in the network) runs at 0.5 until 2.5 iterations' time, then at 2;
+    w0 at 0.25 throughout; w1 is not in the trace (speed 1). The trace's speed replaces
+    compute_speed: each compute_s is step FLOPs / (20 GFLOP/s x the speed at the iteration's
+    start), the iteration's the slowest of them."""
+    path = experiment_file(tmp_path, iterations=6, nodes='[network.nodes.w2]\ncompute_speed = 3.0')
+    rec0 = Recorder(path, tmp_path / "a.db", ["run.iterations=1"])
+    t1 = rec0.iterations()[0]["virtual_time_s"]  # iteration 1 starts here (speeds change below)
+    switch = 2.5 * t1
+    trace = trace_file(tmp_path, {"w2": {"speed": [[0, 0.5], [switch, 2.0]]},
+                                  "w0": {"speed": [[0, 0.25]]}})
+    rec = Recorder(path, tmp_path / "b.db", [f"run.device_trace={trace}"])
+    flops = rec.exp.step_flops
+    starts = [0.0] + [r["virtual_time_s"] for r in rec.iterations()]
+    for it in range(6):
+        w2 = 0.5 if starts[it] < switch else 2.0
+        assert rec.nodes()[it]["w2"]["compute_s"] == pytest.approx(flops / (20e9 * w2), rel=1e-12)
+        assert rec.nodes()[it]["w0"]["compute_s"] == pytest.approx(flops / (20e9 * 0.25), rel=1e-12)
+        assert rec.nodes()[it]["w1"]["compute_s"] == pytest.approx(flops / 20e9, rel=1e-12)
+        assert rec.iterations()[it]["compute_s"] == pytest.approx(flops / (20e9 * min(w2, 0.25)))
+    assert any(s >= switch for s in starts[:6]) and starts[1] < switch  # both speeds were used
+    rec0.store.close()
+    rec.store.close()
