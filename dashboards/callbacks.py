@@ -167,7 +167,7 @@ class Dashboard:
             "rate": F.rate_figure(its, nodes, events, uirevision=rid, note=note, scale=view["scale"],
                                   smoothing=sm, as_dict=True),
             "latency": F.latency_figure(its, events, uirevision=rid, note=note, smoothing=sm,
-                                        as_dict=True),
+                                        as_dict=True, nodes=nodes),
             "channel": F.channel_figure(links, None, events, uirevision=rid, note=note,
                                         smoothing=sm, as_dict=True),
             "topology": self._topology(store, run, upto),

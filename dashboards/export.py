@@ -38,7 +38,7 @@ def run_figures(store, run_ref) -> tuple[dict, list]:
             F.accuracy_figure(its, evals, events, "iteration"),
             F.accuracy_figure(its, evals, events, "virtual_time_s"),
             F.rate_figure(its, store.node_iterations(rid), events),
-            F.latency_figure(its, events),
+            F.latency_figure(its, events, nodes=store.node_iterations(rid)),
             F.channel_figure(links, {r["iteration"]: r["virtual_time_s"] for r in its}, events),
             F.topology_figure(run.get("graph"), [r for r in links if r["iteration"] > last - 10],
                               f"over the last 10 iterations (to {last})" if last >= 0 else ""),

@@ -394,16 +394,41 @@ def rate_figure(iterations: Sequence[dict], nodes: Sequence[dict], events: Seque
 
 # ------------------------------------------------------------------ latency
 def latency_series(iterations: Sequence[dict]) -> Series:
-    return {key: _points(iterations, "iteration", lambda r, k=key: r.get(k) or 0.0)
-            for key, _ in LATENCY_PARTS}
+    out = {key: _points(iterations, "iteration", lambda r, k=key: r.get(k) or 0.0)
+           for key, _ in LATENCY_PARTS}
+    out.update(left_out_series(iterations))
+    return out
+
+
+def left_out_series(iterations: Sequence[dict]) -> Series:
+    """Iterations whose aggregate went without some workers (run.deadline_s, a device trace):
+    a marker on top of the iteration's stacked latency."""
+    rows = [r for r in iterations if r.get("left_out")]
+    return {"left_out": _points(rows, "iteration", lambda r: sum(r.get(k) or 0.0 for k, _ in LATENCY_PARTS))}
+
+
+def left_out_text(iterations: Sequence[dict], nodes: Sequence[dict]) -> list[str]:
+    """Hover text of the left-out markers: who, and why ("deadline" | "unavailable")."""
+    who: dict = defaultdict(list)
+    for r in nodes:
+        if r.get("left_out"):
+            who[r["iteration"]].append(f"{r['node']} ({r['left_out']})")
+    return [f"left out: {', '.join(who[r['iteration']]) or r['left_out']}"
+            for r in iterations if r.get("left_out")]
 
 
 def latency_figure(iterations: Sequence[dict], events: Sequence[dict] = (), uirevision=None,
-                   note: str = "", smoothing: float = 0.0, as_dict: bool = False) -> go.Figure | dict:
-    """Virtual seconds per iteration split into compute / uplink / aggregation / downlink."""
+                   note: str = "", smoothing: float = 0.0, as_dict: bool = False,
+                   nodes: Sequence[dict] = ()) -> go.Figure | dict:
+    """Virtual seconds per iteration split into compute / uplink / aggregation / downlink, and
+    a marker on each iteration that left workers out (`nodes` rows name them; the marker sits
+    at the iteration's unsmoothed total)."""
     s, _ = smooth(latency_series(iterations), "latency", smoothing)
     traces = [_line(key, label, s[key], stackgroup="latency", line=dict(width=0.5, color=PALETTE[i]))
               for i, (key, label) in enumerate(LATENCY_PARTS)]
+    traces.append(_line("left_out", "workers left out", s["left_out"], mode="markers",
+                        marker=dict(symbol="x", size=7, color="#d62728"),
+                        text=left_out_text(iterations, nodes), hoverinfo="x+text"))
     layout = _layout(_title("Latency per iteration (virtual time, stacked)", _smooth_note(note, smoothing)),
                      340, uirevision, xaxis=_axis(title=dict(text="iteration")),
                      yaxis=_axis(title=dict(text="virtual seconds"), rangemode="tozero"))

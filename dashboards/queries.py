@@ -37,7 +37,7 @@ def iterations(db: sqlite3.Connection, run_id: int, after: int, upto: int, strid
                SUM(bits_up) AS bits_up_sum, SUM(bits_down) AS bits_down_sum,
                AVG(compute_s) AS compute_s, AVG(uplink_s) AS uplink_s,
                AVG(aggregation_s) AS aggregation_s, AVG(downlink_s) AS downlink_s,
-               COUNT(*) AS n
+               SUM(left_out) AS left_out, COUNT(*) AS n
         FROM iterations WHERE run_id=? AND iteration > ? AND iteration <= ?
         GROUP BY iteration / ? ORDER BY 1""", (run_id, after, upto, stride))
 
@@ -45,7 +45,8 @@ def iterations(db: sqlite3.Connection, run_id: int, after: int, upto: int, strid
 def node_iterations(db: sqlite3.Connection, run_id: int, after: int, upto: int, stride: int) -> list[dict]:
     return _rows(db, """
         SELECT MAX(iteration) AS iteration, node, AVG(bits_up) AS bits_up,
-               AVG(bits_down) AS bits_down, AVG(compute_s) AS compute_s, COUNT(*) AS n
+               AVG(bits_down) AS bits_down, AVG(compute_s) AS compute_s,
+               MAX(left_out) AS left_out, COUNT(*) AS n
         FROM node_iterations WHERE run_id=? AND iteration > ? AND iteration <= ?
         GROUP BY iteration / ?, node ORDER BY 1, node""", (run_id, after, upto, stride))
 

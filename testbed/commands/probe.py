@@ -1,7 +1,9 @@
 """`testbed probe FILE --payload-bytes N`: run only the link layer of an experiment file.
 
 Users tune channel parameters with it before spending training time; it is also how the link
-layer is checked from outside. Only `[run] seed` and `[network]` are read.
+layer is checked from outside. Only `[run] seed` and `[network]` are read, and for a gather
+`[run] deadline_s` and `device_trace`: workers away at t = 0 do not send, and each worker's
+row says whether it would be left out of the iteration's aggregate ("unavailable" | "deadline").
 """
 from __future__ import annotations
 
@@ -64,6 +66,25 @@ def load_probe_config(path: str) -> tuple[int, dict]:
     return seed, validate_network(_resolve_paths(raw.get("network", {}), p.parent))
 
 
+def load_participation(path: str):
+    """`[run] deadline_s` and the device trace of the file (None when not set)."""
+    from testbed.config import RUN_KEYS, ConfigError
+    from testbed.device_trace import check_device_trace
+
+    p = Path(path)
+    run = tomllib.loads(p.read_text()).get("run", {})
+    deadline = RUN_KEYS["deadline_s"].validate("run.deadline_s", run.get("deadline_s"), ConfigError)
+    trace = RUN_KEYS["device_trace"].validate("run.device_trace", run.get("device_trace"), ConfigError)
+    if trace is not None and not Path(trace).exists() and (p.parent / trace).exists():
+        trace = str(p.parent / trace)
+    return deadline, None if trace is None else check_device_trace("run.device_trace", trace)
+
+
+def _away(args, workers) -> list:
+    trace = getattr(args, "device_trace", None)
+    return [w for w in workers if trace is not None and not trace.available(str(w), 0.0)]
+
+
 def _one(network: dict, seed: int, args):
     from testbed.network import build_network
 
@@ -85,7 +106,8 @@ def _one(network: dict, seed: int, args):
         dst = args.dst or server
         if dst is None:
             raise ValueError("this topology has no server: give --dst NODE")
-        return net.gather({w: packets(w, dst) for w in workers if w != dst}, dst, at=0.0)
+        away = _away(args, workers)
+        return net.gather({w: packets(w, dst) for w in workers if w != dst and w not in away}, dst, at=0.0)
     if pattern == "broadcast":
         src = args.src or server or workers[0]
         dsts = [w for w in workers if w != src]
@@ -113,11 +135,29 @@ def probe_report(network: dict, seed: int, args) -> dict:
         "repeats": {"n": len(durations), "mean_s": mean, "std_s": std},
         "seed": seed,
         "topology": network["topology"], "medium": network["medium"], "sharing": network["sharing"],
+        **_left_out(rep, network, seed, args),
     }
+
+
+def _left_out(rep, network: dict, seed: int, args) -> dict:
+    """For a gather under a deadline or a device trace: who the aggregate would go without."""
+    deadline = getattr(args, "deadline_s", None)
+    if args.pattern != "gather" or (deadline is None and getattr(args, "device_trace", None) is None):
+        return {}
+    from testbed.network import build_network
+
+    workers = build_network(network, seed).workers
+    away = _away(args, workers)
+    left = {str(w): "unavailable" for w in away}
+    for n, st in rep.nodes.items():
+        if n in workers and deadline is not None and st.completion_s - rep.start_s > deadline:
+            left[str(n)] = "deadline"
+    return {"deadline_s": deadline, "left_out": {str(w): left.get(str(w)) for w in workers}}
 
 
 def main(args) -> int:
     from channels.errors import ChannelConfigError, DeliveryError
+    from testbed.config import ConfigError
 
     if args.payload_bytes < 0:
         return _fail(f"--payload-bytes = {args.payload_bytes} is not allowed: >= 0", 2)
@@ -125,12 +165,13 @@ def main(args) -> int:
         return _fail(f"--repeat = {args.repeat} is not allowed: >= 1", 2)
     try:
         seed, network = load_probe_config(args.file)
+        args.deadline_s, args.device_trace = load_participation(args.file)
         out = probe_report(network, seed, args)
     except FileNotFoundError as e:
         return _fail(str(e), 2)
     except tomllib.TOMLDecodeError as e:
         return _fail(f"{args.file}: {e}", 2)
-    except ChannelConfigError as e:
+    except (ChannelConfigError, ConfigError) as e:
         return _fail(str(e), 2)
     except DeliveryError as e:
         return _fail(str(e), 1)
@@ -141,10 +182,18 @@ def main(args) -> int:
         return 0
     print(f"{out['pattern']} of {out['payload_bytes']} bytes on {out['topology']} ({out['medium']}): "
           f"{out['completion_s'] * 1e3:.3f} ms, lost fraction {out['lost_fraction']:.4f}")
-    print(f"{'node':<10} {'done ms':>10} {'sent':>8} {'lost':>6} {'retx':>6} {'bytes':>10}")
+    left = out.get("left_out")
+    if left is not None:
+        deadline = "none" if out["deadline_s"] is None else f"{out['deadline_s'] * 1e3:.3f} ms"
+        print(f"deadline {deadline}: {sum(1 for v in left.values() if v)} of {len(left)} workers left out")
+    print(f"{'node':<10} {'done ms':>10} {'sent':>8} {'lost':>6} {'retx':>6} {'bytes':>10}"
+          + (f" {'left out':>12}" if left is not None else ""))
     for n, s in out["nodes"].items():
         print(f"{n:<10} {s['completion_s'] * 1e3:>10.3f} {s['packets_sent']:>8} {s['packets_lost']:>6} "
-              f"{s['retransmissions']:>6} {s['bytes_on_wire']:>10}")
+              f"{s['retransmissions']:>6} {s['bytes_on_wire']:>10}"
+              + (f" {left.get(n) or '':>12}" if left is not None else ""))
+    for n in (w for w, why in (left or {}).items() if why == "unavailable"):
+        print(f"{n:<10} {'-':>10} {0:>8} {0:>6} {0:>6} {0:>10} {'unavailable':>12}")
     r = out["repeats"]
     if r["n"] > 1:
         print(f"{r['n']} repeats: mean {r['mean_s'] * 1e3:.3f} ms, std {r['std_s'] * 1e3:.3f} ms")

@@ -103,8 +103,8 @@ def test_binned_rows_keep_per_iteration_means_and_total_bits():
 
 def test_latency_is_four_stacked_parts():
     fig = validated(F.latency_figure(its(2, uplink=0.5)))
-    assert [t.uid for t in fig.data] == ["compute_s", "uplink_s", "aggregation_s", "downlink_s"]
-    assert {t.stackgroup for t in fig.data} == {"latency"}
+    assert [t.uid for t in fig.data][:4] == ["compute_s", "uplink_s", "aggregation_s", "downlink_s"]
+    assert {t.stackgroup for t in fig.data[:4]} == {"latency"}
     assert list(by_uid(fig)["uplink_s"].y) == [0.5, 0.5]
     # A missing part counts as zero, so the stack still adds up.
     assert F.latency_series([{"iteration": 0, "compute_s": 1.0}])["downlink_s"] == ([0], [0.0])
@@ -253,3 +253,18 @@ def test_link_colours_and_colour_bar_use_one_scale_the_busiest_link_darkest():
     top = bars[0]["marker"]["colorscale"][-1][1].replace(" ", "")
     widest = max((t for t in fig["data"] if t.get("mode") == "lines"), key=lambda t: t["line"]["width"])
     assert widest["line"]["color"].replace(" ", "") == top
+
+
+def test_left_out_workers_are_marked_on_the_latency_panel():
+    """Iteration 1 went without w3 (late at the deadline) and w1 (away): one marker on top of
+    its stacked latency naming both; iterations without anyone left out have none."""
+    rows = [{"iteration": i, "compute_s": 1.0, "uplink_s": 2.0, "aggregation_s": 0.0,
+             "downlink_s": 0.5, "left_out": n} for i, n in enumerate([0, 2, None])]
+    nodes = [{"iteration": 1, "node": "w1", "left_out": "unavailable"},
+             {"iteration": 1, "node": "w3", "left_out": "deadline"},
+             {"iteration": 1, "node": "w0", "left_out": None}]
+    fig = validated(F.latency_figure(rows, nodes=nodes))
+    mark = by_uid(fig)["left_out"]
+    assert list(mark.x) == [1] and list(mark.y) == [3.5]
+    assert list(mark.text) == ["left out: w1 (unavailable), w3 (deadline)"]
+    assert F.latency_series(rows)["left_out"] == ([1], [3.5])

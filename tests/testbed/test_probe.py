@@ -86,3 +86,23 @@ def test_probe_trace_relative_to_file(tmp_path, capsys):
     code, out, _ = _run(["probe", _write(tmp_path, body), "--payload-bytes", "4380", "--json"], capsys)
     # three packets on the opportunities at 1, 2 and 3 ms, + 5 ms
     assert code == 0 and json.loads(out)["completion_s"] == pytest.approx(0.008)
+
+
+def test_probe_gather_says_who_a_deadline_and_a_device_trace_leave_out(tmp_path, capsys):
+    """3 stations x 10 packets of 1.2 ms on a TDMA cell, taking turns w0, w1, w2: without w1
+    (away at t = 0 in the trace) w0's last packet is the 19th on the air (19 x 1.2 + 5 = 27.8
+    ms) and w2's the 20th (29.0 ms); a 28.5 ms deadline leaves w2 out, w1 is unavailable."""
+    (tmp_path / "trace.json").write_text(json.dumps({"nodes": {"w1": {"available": [[10, None]]}}}))
+    f = _write(tmp_path, STAR)
+    text = open(f).read().replace("seed = 1\n", 'seed = 1\ndeadline_s = 0.0285\ndevice_trace = "trace.json"\n')
+    open(f, "w").write(text)
+    code, out, _ = _run(["probe", f, "--payload-bytes", "14600", "--pattern", "gather", "--json"], capsys)
+    assert code == 0
+    rep = json.loads(out)
+    assert rep["left_out"] == {"w0": None, "w1": "unavailable", "w2": "deadline"}
+    assert rep["nodes"]["w0"]["completion_s"] == pytest.approx(19 * 1.2e-3 + 0.005)
+    assert rep["nodes"]["w2"]["completion_s"] == pytest.approx(20 * 1.2e-3 + 0.005)
+    code, out, _ = _run(["probe", f, "--payload-bytes", "14600", "--pattern", "gather"], capsys)
+    assert "deadline 28.500 ms: 2 of 3 workers left out" in out
+    assert [line.split()[-1] for line in out.splitlines() if line.startswith(("w1", "w2"))] == \
+        ["deadline", "unavailable"]
