@@ -313,9 +313,19 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Experim
         raise ConfigError("", message=f"{path}: not valid TOML: {e}") from None
     try:
         raw = apply_overrides(raw, overrides or [])
+        _trace_beside_file(raw, path)
     except ConfigError as e:
         raise ConfigError(e.key, e.value, e.allowed, source=str(path), message=str(e)) from None
     return validate(raw, source=str(path), default_name=path.stem)
+
+
+def _trace_beside_file(raw: dict, path: Path) -> None:
+    """A relative run.device_trace not found from here is looked up beside the experiment file."""
+    run = raw.get("run")
+    trace = run.get("device_trace") if isinstance(run, dict) else None
+    if isinstance(trace, str) and not Path(trace).is_absolute() and not Path(trace).exists() \
+            and (path.parent / trace).exists():
+        run["device_trace"] = str(path.parent / trace)
 
 
 def load_raw(path: str | Path) -> dict:

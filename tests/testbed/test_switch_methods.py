@@ -5,7 +5,8 @@ Every pair (method x file): the file loads with the switch, the other methods' o
 aside, the method's Scheme builds from the options that remain, and one real iteration runs in
 process (tiny budget: run.iterations=1, 2 workers, the MLP on digits, whatever the file's model
 and data). A ring file with a parameter-server method is refused by the orchestrator with its
-one clear line (no server on a ring): that is by design, and checked as such.
+one clear line (no server on a ring), and so is a ring all-reduce method on a file with a
+deadline or a device trace (they leave workers out): that is by design, and checked as such.
 """
 from pathlib import Path
 
@@ -51,9 +52,15 @@ def _run_once(path, method, tmp_path):
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
 def test_one_iteration_runs(path, method, tmp_path):
-    on_ring = load_config(path).network["topology"] == "ring"
+    cfg = load_config(path)
+    on_ring = cfg.network["topology"] == "ring"
     if on_ring and SCHEMES[method].collective == "ps":
         with pytest.raises(ExperimentError, match="has no server node"):
+            _run_once(path, method, tmp_path)
+        return
+    # A file that leaves workers out (deadline, device trace) refuses a ring all-reduce method.
+    if (cfg.run.deadline_s or cfg.run.device_trace) and SCHEMES[method].collective == "allreduce":
+        with pytest.raises(ExperimentError, match="needs every worker"):
             _run_once(path, method, tmp_path)
         return
     rows = _run_once(path, method, tmp_path)
