@@ -272,3 +272,30 @@ def test_speeds_from_the_trace_set_compute_time(tmp_path):
     assert any(s >= switch for s in starts[:6]) and starts[1] < switch  # both speeds were used
     rec0.store.close()
     rec.store.close()
+
+
+def test_on_a_shared_cell_a_late_update_holds_the_air_until_it_is_sent(tmp_path):
+    """Transport alone, TDMA cell, 3 workers x 5 full packets (T = 1.2 ms each), delay 0.1 ms,
+    all ready at 0: the cell takes turns w0, w1, w2, so w0's last packet is the 13th on the
+    air (13T + d), w1's the 14th, w2's the 15th. A deadline at 14.5T + d leaves w2 out; the
+    uplink closes at the deadline, but w2's last packet holds the cell until 15T, so the
+    server's one-packet broadcast goes out then: the iteration ends at 16T + d."""
+    from channels.config import validate_network
+    from nodes.compression.base import Message
+    from nodes.compression.phases import Downlink, Uplink
+    from testbed.network import build_network
+    from testbed.transport import EmulatedTransport
+
+    T, d = (1460 + 40) * 8 / 10e6, 1e-4
+    table = validate_network({"topology": "star", "workers": 3, "medium": "shared",
+                              "link": {"bandwidth_mbps": 10.0, "delay_ms": d * 1e3}})
+    t = EmulatedTransport(build_network(table, 0))
+    deadline = 14.5 * T + d
+    t.begin(0, 0.0, {w: 0.0 for w in t.workers}, deadline=deadline)
+    got = t.carry(Uplink({w: Message([bytes([w]) * 1460] * 5) for w in range(3)}))
+    assert sorted(got) == [0, 1] and t.left_out == {"w2": "deadline"}
+    assert t.clock == pytest.approx(deadline) and t.timing.uplink_s == pytest.approx(deadline)
+    assert t.traffic.bits_up["w2"] == 8 * 5 * 1460  # it was on the air
+    t.carry(Downlink(Message([b"m" * 1460])))
+    assert t.clock == pytest.approx(16 * T + d)
+    assert t.timing.downlink_s == pytest.approx(16 * T + d - deadline)
