@@ -299,3 +299,31 @@ def test_on_a_shared_cell_a_late_update_holds_the_air_until_it_is_sent(tmp_path)
     t.carry(Downlink(Message([b"m" * 1460])))
     assert t.clock == pytest.approx(16 * T + d)
     assert t.timing.downlink_s == pytest.approx(16 * T + d - deadline)
+
+
+def test_a_store_written_before_left_out_gains_the_columns(tmp_path):
+    """A store made by the schema without `left_out` is opened, written and read with it."""
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE iterations (run_id INTEGER NOT NULL, iteration INTEGER NOT NULL, stage TEXT,
+            virtual_time_s REAL, wall_time_s REAL, train_loss REAL, bits_up INTEGER,
+            bits_down INTEGER, compute_s REAL, uplink_s REAL, aggregation_s REAL,
+            downlink_s REAL, PRIMARY KEY (run_id, iteration));
+        CREATE TABLE node_iterations (run_id INTEGER NOT NULL, iteration INTEGER NOT NULL,
+            node TEXT NOT NULL, bits_up INTEGER, bits_down INTEGER, compute_s REAL,
+            uplink_done_s REAL, PRIMARY KEY (run_id, iteration, node));
+        INSERT INTO iterations (run_id, iteration) VALUES (7, 0);""")
+    db.commit()
+    db.close()
+    store = Store(path)
+    rid = store.create_run("r", {})
+    store.append_iteration(rid, {"iteration": 0, "left_out": 1},
+                           nodes=[{"iteration": 0, "node": "w1", "left_out": "deadline"}])
+    store.flush()
+    assert store.iterations(rid)[0]["left_out"] == 1
+    assert store.node_iterations(rid)[0]["left_out"] == "deadline"
+    assert store.iterations(7)[0]["left_out"] is None  # old rows: unknown
+    store.close()
