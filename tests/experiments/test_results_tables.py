@@ -137,3 +137,25 @@ def test_generated_cifar_format_loads_with_the_cifar10_loader(tmp_path):
     assert tuple(ds.train_x.shape) == (100, 3, 32, 32) and tuple(ds.test_x.shape) == (10, 3, 32, 32)
     assert ds.num_classes == 10 and int(ds.train_y.max()) <= 9
     assert math.isclose(float(ds.train_x.mean()), 0.0, abs_tol=1e-4)   # standardised
+
+
+def test_table_edge_tiny_writes_each_run_and_resumes(tmp_path, capsys):
+    """2 stations, fp32, 4 iterations: the TDMA run, then the trace alone and with the deadline;
+    the trace's w0 takes 2 fp32 iterations per step; a second call runs nothing new."""
+    import json
+
+    from experiments.results import table_edge
+
+    args = ["--iterations", "4", "--eval-every", "2", "--stations", "2", "--methods", "fp32",
+            "--sharings", "tdma", "--out", str(tmp_path)]
+    table_edge.main(args)
+    rows = [json.loads(line) for line in (tmp_path / "table_edge.jsonl").read_text().splitlines()]
+    assert [(r["edge"], r["status"]) for r in rows] == [("", "completed"), ("trace", "completed"),
+                                                        ("trace+deadline", "completed")]
+    it = rows[0]["median_iteration_s"]
+    trace = json.loads((tmp_path / "table_edge_trace_2.json").read_text())
+    assert table_edge.step_seconds() / trace["nodes"]["w0"]["speed"][0][1] == pytest.approx(2 * it)
+    assert rows[2]["deadline_s"] == pytest.approx(1.5 * it)
+    table_edge.main(args)  # resumes: every run is on disk already
+    assert len((tmp_path / "table_edge.jsonl").read_text().splitlines()) == 3
+    assert "| 2 | fp32 |" in table_edge.render(tmp_path / "table_edge.jsonl", 0.8)
