@@ -12,7 +12,7 @@ from schema import REQUIRED, Field, check_table, unknown_key
 
 TOPOLOGIES = ("star", "ring", "mesh", "geometric", "file")
 MEDIA = ("dedicated", "shared")
-SHARINGS = ("tdma", "ofdma")
+SHARINGS = ("tdma", "ofdma", "csma")
 DELIVERIES = ("reliable", "best_effort")
 ENGINES = ("auto", "fast", "simpy")
 LOSS_MODELS = ("none", "bernoulli", "gilbert_elliott", "fading")
@@ -30,8 +30,23 @@ LINK_KEYS: dict[str, Field] = {
     "ack_bytes": Field(0, int, min=0),
     "rto_margin_ms": Field(1.0, float, min=0),
     "retry_limit": Field(7, int, min=0),
-    "trace": Field(None, str, noun="a file path"),
+    "trace": Field(None, str, noun="a file path", help="Mahimahi trace, both directions"),
+    "uplink_trace": Field(None, str, noun="a file path", help="Mahimahi trace towards the server"),
+    "downlink_trace": Field(None, str, noun="a file path", help="Mahimahi trace away from the server"),
     "loss": Field(None, dict),
+}
+TRACE_KEYS = ("trace", "uplink_trace", "downlink_trace")
+
+# `[network.csma]`: 802.11 DCF basic access on a shared cell (`sharing = "csma"`); 802.11a defaults.
+CSMA_KEYS: dict[str, Field] = {
+    "slot_us": Field(9.0, float, min=0, min_open=True, help="backoff slot"),
+    "sifs_us": Field(16.0, float, min=0, help="gap before the ACK"),
+    "difs_us": Field(34.0, float, min=0, help="idle time before backoff resumes"),
+    "cw_min": Field(15, int, min=0, min_open=True, help="contention window of a frame's first attempt"),
+    "cw_max": Field(1023, int, min=0, min_open=True, help="largest contention window"),
+    "phy_header_us": Field(20.0, float, min=0, help="preamble + PLCP header before every frame"),
+    "ack_bytes": Field(14, int, min=0, help="the MAC acknowledgement frame"),
+    "retry_limit": Field(7, int, min=0, help="MAC retransmissions of a frame before it is dropped"),
 }
 
 LOSS_KEYS: dict[str, dict[str, Field]] = {
@@ -81,10 +96,11 @@ NETWORK_KEYS: dict[str, Field] = {
     "area_m": Field(100.0, float, min=0, min_open=True),  # geometric: side of the square of workers
     "range_m": Field(60.0, float, min=0, min_open=True),  # geometric: closer than this are linked
     "link": Field(None, dict),
+    "csma": Field(None, dict),
     "nodes": Field(None, dict),
     "links": Field(None, list),
 }
-_TABLES = ("link", "nodes", "links", "loss")
+_TABLES = ("link", "csma", "nodes", "links", "loss")
 
 
 def _unknown(path: str, key: str, known) -> ChannelConfigError:
@@ -139,12 +155,21 @@ def check_link_consistency(link: dict, path: str) -> None:
     if link["header_bytes"] >= link["mtu_bytes"]:
         raise ChannelConfigError(f"{path}.header_bytes", link["header_bytes"],
                                  f"less than mtu_bytes ({link['mtu_bytes']}), so a packet carries payload")
-    if link.get("trace") and link["mtu_bytes"] > 1500:
-        raise ChannelConfigError(f"{path}.mtu_bytes", link["mtu_bytes"],
-                                 "<= 1500 with a Mahimahi trace (one packet of up to 1500 bytes per opportunity)")
-    if link.get("trace") and link["loss"]["model"] == "fading":
-        raise ChannelConfigError(f"{path}.trace", link["trace"],
-                                 "a trace or a fading model sets the rate, not both")
+    for key in TRACE_KEYS:
+        if link.get(key) and link["mtu_bytes"] > 1500:
+            raise ChannelConfigError(f"{path}.mtu_bytes", link["mtu_bytes"],
+                                     "<= 1500 with a Mahimahi trace (one packet of up to 1500 bytes per opportunity)")
+        if link.get(key) and link["loss"]["model"] == "fading":
+            raise ChannelConfigError(f"{path}.{key}", link[key],
+                                     "a trace or a fading model sets the rate, not both")
+
+
+def validate_csma(table: Any, path: str = "network.csma") -> dict:
+    """The `[network.csma]` table with every default filled in."""
+    out = check_table(path, {} if table is None else table, CSMA_KEYS, error=ChannelConfigError)
+    if out["cw_max"] < out["cw_min"]:
+        raise ChannelConfigError(f"{path}.cw_max", out["cw_max"], f">= cw_min ({out['cw_min']})")
+    return out
 
 
 def validate_network(network: Any) -> dict:
@@ -168,6 +193,7 @@ def validate_network(network: Any) -> dict:
         raise ChannelConfigError("network.file", None, 'a GraphML or JSON node-link file when topology = "file"')
     out["link"] = validate_link(network.get("link", {}), "network.link", partial=False)
     check_link_consistency(out["link"], "network.link")
+    out["csma"] = validate_csma(network.get("csma"))
 
     nodes = network.get("nodes", {}) or {}
     if not isinstance(nodes, dict):
@@ -201,8 +227,7 @@ def validate_network(network: Any) -> dict:
         rest = validate_link({k: v for k, v in over.items() if k not in ("src", "dst")}, path, partial=True)
         check_link_consistency({**out["link"], **rest}, path)
         out["links"].append({"src": over["src"], "dst": over["dst"], **rest})
-    if out["link"].get("trace") or any(o.get("trace") for o in out["links"]) or \
-            any(o.get("trace") for o in out["nodes"].values()):
+    if any(o.get(k) for o in [out["link"], *out["links"], *out["nodes"].values()] for k in TRACE_KEYS):
         if out["medium"] == "shared":
             raise ChannelConfigError("network.medium", "shared",
                                      '"dedicated" with a Mahimahi trace (the trace is one link\'s own capacity)')

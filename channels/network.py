@@ -13,8 +13,11 @@ from typing import Iterable
 import networkx as nx
 import numpy as np
 
+import zlib
+
 from channels import fast, relay
 from channels.config import LINK_KEYS, NETWORK_KEYS, validate_link
+from channels.csma import CsmaParams
 from channels.errors import ChannelConfigError
 from channels.link import LinkSpec
 from channels.report import CollectiveReport, FlowReport, LinkStats, build_report
@@ -28,7 +31,7 @@ STEERABLE = ("bandwidth_mbps", "delay_ms", "loss", "queue_packets", "delivery", 
 
 class Network:
     def __init__(self, graph: nx.Graph, *, medium: str = "dedicated", sharing: str = "tdma",
-                 rng: np.random.Generator | None = None, engine: str = "auto"):
+                 rng: np.random.Generator | None = None, engine: str = "auto", csma: dict | None = None):
         for key, value in (("medium", medium), ("sharing", sharing), ("engine", engine)):
             NETWORK_KEYS[key].validate(f"network.{key}", value, ChannelConfigError)
         self.graph = graph
@@ -39,6 +42,10 @@ class Network:
         seeds = rng.integers(0, 2 ** 40, size=len(pairs))
         self._links = {(u, v): LinkState(u, v, link_spec(graph, u, v), int(s) * 16)
                        for (u, v), s in zip(pairs, seeds)}
+        # 802.11 DCF parameters: given here, else the graph's (build_topology puts the validated
+        # [network.csma] table there), else the 802.11a defaults. Drawn after the links' seeds.
+        self.csma = CsmaParams.from_table(csma if csma is not None else graph.graph.get("csma"))
+        self._csma_seed = int(rng.integers(0, 2 ** 40))
         self._media: dict = {}
         self._clock = 0.0
         self._paths: dict = {}      # (src, dst) -> route; cleared when link delays change
@@ -111,7 +118,10 @@ class Network:
     # ------------------------------------------------------------------ building a call
     def _medium(self, key) -> Medium:
         if key not in self._media:
-            self._media[key] = Medium(key)
+            if self.sharing == "csma" and key[0] == "cell":
+                self._media[key] = Medium(key, self.csma, (self._csma_seed, zlib.crc32(str(key).encode())))
+            else:
+                self._media[key] = Medium(key)
         return self._media[key]
 
     def _check_sizes(self, src, dst, sizes) -> np.ndarray:
@@ -146,7 +156,7 @@ class Network:
             hub = self._hub_of(a, b)
             if hub is None:
                 return self._medium(("link", a, b)), 1.0
-            if self.sharing == "tdma":
+            if self.sharing in ("tdma", "csma"):
                 return self._medium(("cell", hub)), 1.0
             return self._medium(mkey), 1.0 / len(cell_links[hub])
 

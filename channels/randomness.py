@@ -37,6 +37,33 @@ class Stream:
         self._pos += n
         return out
 
+    def give_back(self, n: int) -> None:
+        """Un-take the last n values of the latest `take` (they come out again next time)."""
+        assert 0 <= n <= self._pos
+        self._pos -= n
+
+
+class Prefetch:
+    """One value at a time from a Stream, fetched in blocks; `close()` returns the unused ones,
+    so the stream's k-th value still goes to its k-th use."""
+
+    def __init__(self, stream: Stream, block: int = 256):
+        self._stream, self._block = stream, block
+        self._vals: list = []
+        self._i = 0
+
+    def next(self) -> float:
+        if self._i == len(self._vals):
+            self._vals = self._stream.take(self._block).tolist()
+            self._i = 0
+        v = self._vals[self._i]
+        self._i += 1
+        return v
+
+    def close(self) -> None:
+        self._stream.give_back(len(self._vals) - self._i)
+        self._vals, self._i = [], 0
+
 
 class IndexedStream:
     """Values addressed by index (e.g. one fading gain per coherence block since time 0)."""

@@ -39,7 +39,9 @@ INF = float("inf")
 
 def unsupported(media: dict) -> str | None:
     """Why the transmitters of this call cannot run on the relay engine (None: they can)."""
-    for _, queues in media.values():
+    for medium, queues in media.values():
+        if medium.csma is not None:
+            return "a CSMA cell"
         for q in queues:
             if len(q.links) != 1:
                 return "a multicast transmitter"

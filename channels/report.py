@@ -33,10 +33,12 @@ class NodeStats:
 @dataclass
 class LinkStats:
     bytes: int = 0
-    packets: int = 0
-    lost: int = 0
-    retransmitted: int = 0
-    busy_s: float = 0.0
+    packets: int = 0             # transmissions (CSMA: every attempt, collided ones included)
+    lost: int = 0                # transmissions the loss model (or a relay's queue) dropped
+    retransmitted: int = 0       # transmissions of packets resent by ARQ
+    busy_s: float = 0.0          # airtime of this link's transmissions (and their ACKs)
+    collisions: int = 0          # CSMA: attempts that collided with another station's
+    retries: int = 0             # CSMA: MAC retransmissions (attempts after a frame's first)
     # Fading links: the SNR (dB) of the coherence block each transmission started in, summed,
     # and how many transmissions that is (0 on links without fading).
     snr_db_sum: float = 0.0

@@ -12,6 +12,7 @@ import numpy as np
 import simpy
 from simpy.events import URGENT
 
+from channels import csma
 from channels.report import LinkStats
 from channels.state import Medium, TxQueue, record
 
@@ -21,6 +22,7 @@ class SimEngine:
         self.env = simpy.Environment(initial_time=t0)
         self.wake: dict[int, simpy.Event] = {}
         self.error: BaseException | None = None
+        self.cells: list = []       # CSMA cells of this run, finished after it
 
     def _wake(self, medium: Medium) -> None:
         ev = self.wake.get(id(medium))
@@ -29,10 +31,19 @@ class SimEngine:
 
     def run(self, media: dict, stats: dict) -> None:
         for medium, queues in media.values():
-            self.env.process(self._medium(medium, queues, stats))
-        self.env.run()
+            if medium.csma is not None:
+                self.env.process(csma.sim_medium(self, medium, queues, stats))
+            else:
+                self.env.process(self._medium(medium, queues, stats))
+        try:
+            self.env.run()
+        finally:
+            for cell in self.cells:
+                cell.close()
         if self.error is not None:
             raise self.error
+        for cell in self.cells:
+            cell.finish()
 
     def _follow(self, q: TxQueue, follow: list, stats: dict) -> None:
         for item in follow:

@@ -65,11 +65,16 @@ class LinkState:
 
 
 class Medium:
-    """Airtime that one or more links share; `free_at` persists across calls."""
+    """Airtime that one or more links share; `free_at` persists across calls. A CSMA cell also
+    has its DCF parameters (`csma`, a `channels.csma.CsmaParams`) and each station's backoff
+    stream, which persist across calls too."""
 
-    def __init__(self, key):
+    def __init__(self, key, csma=None, csma_seed: tuple = ()):
         self.key = key
         self.free_at = 0.0
+        self.csma = csma
+        self.csma_seed = csma_seed
+        self.csma_streams: dict = {}
 
 
 class FlowAcc:

@@ -124,6 +124,7 @@ def build_topology(network: dict, seed) -> nx.Graph:
                 g.nodes[name][k] = tuple(over[k]) if k == "pos" else over[k]
     node_link = {n: {k: v for k, v in o.items() if k in LINK_KEYS} for n, o in net["nodes"].items()}
     geometric = net["topology"] == "geometric"
+    hops = _hops_to_server(g)
     for u, v, attrs in g.edges(data=True):
         d = {**base, **node_link.get(u, {}), **node_link.get(v, {}), **attrs.pop("_file_link", {})}
         check_link_consistency(d, f"network.link (edge {u}-{v})")
@@ -132,6 +133,14 @@ def build_topology(network: dict, seed) -> nx.Graph:
             d["distance_m"] = _distance(g, u, v)  # fading path loss uses the edge's length
         attrs["link"] = LinkSpec.from_dict(d)
         attrs["directed"] = {}
+        # Per-direction traces: uplink = towards the server (fewer hops to it), as Mahimahi's
+        # mm-link takes one trace per direction; an edge with no such direction keeps `trace`.
+        hu, hv = hops.get(u, math.inf), hops.get(v, math.inf)
+        if hu != hv:
+            up = (u, v) if hv < hu else (v, u)
+            for key, pair in (("uplink_trace", up), ("downlink_trace", up[::-1])):
+                if d.get(key):
+                    attrs["directed"][pair] = attrs["link"].with_changes(trace=d[key])
     for i, over in enumerate(net["links"]):
         u, v = over["src"], over["dst"]
         if not g.has_edge(u, v):
@@ -141,7 +150,13 @@ def build_topology(network: dict, seed) -> nx.Graph:
         changes = {k: val for k, val in over.items() if k not in ("src", "dst")}
         g.edges[u, v]["directed"][(u, v)] = spec.with_changes(**changes)
     _check_connected(g, net["topology"])
+    g.graph["csma"] = net["csma"]
     return g
+
+
+def _hops_to_server(g: nx.Graph) -> dict:
+    servers = [n for n, a in g.nodes(data=True) if a.get("role") == "server"]
+    return nx.multi_source_dijkstra_path_length(g, servers, weight=None) if servers else {}
 
 
 def _check_connected(g: nx.Graph, kind: str) -> None:

@@ -1,0 +1,492 @@
+"""802.11 DCF basic access on a shared cell (`sharing = "csma"`), for both engines.
+
+Every node that transmits on the cell in a call (the access point included) is one station
+with one transmit queue (its frames first-in first-out by ready time). The model is Bianchi's
+(IEEE JSAC 18(3), 2000), so his saturation analysis applies to it:
+
+- Time on the cell is a sequence of slot boundaries: the end of every busy period, then one
+  every `slot_us` while the medium stays idle. A busy period ends with its DIFS.
+- A station takes a frame into service at the first boundary at least DIFS after the frame was
+  ready, and draws its backoff counter uniformly in [0, CW] from its own random stream (seeded
+  by the Network's generator). At each boundary a station whose counter is 0 transmits; every
+  other contender decrements its counter by one. So the counter is frozen while the medium is
+  busy: a busy period counts as one boundary, like an idle slot.
+- One transmitter: DATA = phy_header + frame bits / rate (the link's rate at the start).
+  If the loss model keeps the frame, the receiver acknowledges it: the medium is held for
+  DATA + SIFS + ACK + DIFS, ACK = phy_header + ack_bytes * 8 / rate. If the loss model drops it,
+  no ACK comes: DATA + DIFS, a failure. Two or more transmitters collide: all fail, the medium
+  is held for the longest DATA + DIFS (collided frames draw nothing from the loss model).
+- CW starts at cw_min, becomes min(2 (CW + 1) - 1, cw_max) after each failure and returns to
+  cw_min with the next frame. A frame that fails `retry_limit` + 1 times is dropped by the MAC;
+  the link's delivery then decides: reliable delivery queues it again (ARQ, ready a
+  retransmission timeout after the failed DATA ended), best effort reports it lost.
+- Group frames (the access point's broadcast) are sent once without ACK and without MAC
+  retries (DATA + DIFS); receivers that missed them get ARQ's repairs as before.
+- The MAC's ACK replaces the link's own `ack_bytes` airtime on the cell.
+
+Both engines call `Cell` for the outcome of every attempt, so their bookkeeping is one code;
+they differ in how they find the attempts. The fast engine (`run_fast`) jumps from attempt to
+attempt: a station that draws counter b at boundary g transmits at boundary g + b whatever the
+others do, so a heap of those boundary numbers gives the next attempt without visiting the idle
+slots between. The SimPy engine (`sim_medium`) visits every boundary and counts down.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from channels.errors import DeliveryError
+from channels.loss import Bernoulli, NoLoss
+from channels.randomness import Prefetch, Stream
+from channels.report import LinkStats
+
+OK, LOST, COLLIDED = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class CsmaParams:
+    slot_s: float = 9e-6
+    sifs_s: float = 16e-6
+    difs_s: float = 34e-6
+    phy_header_s: float = 20e-6
+    cw_min: int = 15
+    cw_max: int = 1023
+    ack_bytes: int = 14
+    retry_limit: int = 7
+
+    @classmethod
+    def from_table(cls, t: dict | None) -> "CsmaParams":
+        """From a validated `[network.csma]` table (times in microseconds)."""
+        if not t:
+            return cls()
+        return cls(t["slot_us"] * 1e-6, t["sifs_us"] * 1e-6, t["difs_us"] * 1e-6,
+                   t["phy_header_us"] * 1e-6, t["cw_min"], t["cw_max"], t["ack_bytes"], t["retry_limit"])
+
+    def cw(self, stage: int) -> int:
+        return min((self.cw_min + 1) * 2 ** stage - 1, self.cw_max)
+
+
+def first_boundary(base: float, x: float, slot: float) -> int:
+    """The smallest j >= 0 with base + j * slot >= x (boundary times are always base + j * slot,
+    computed the same way by both engines so they agree to the last bit)."""
+    if x <= base:
+        return 0
+    j = int(math.ceil((x - base) / slot))
+    while j > 0 and base + (j - 1) * slot >= x:
+        j -= 1
+    while base + j * slot < x:
+        j += 1
+    return j
+
+
+class _LossCursor:
+    """The loss model's draws one attempt at a time (blocks of them where time plays no part)."""
+
+    def __init__(self, link):
+        loss = link.loss
+        self.none = isinstance(loss, NoLoss)
+        self.p = loss.p if isinstance(loss, Bernoulli) else None
+        self.pre = Prefetch(loss._u) if self.p is not None else None
+        self.loss = loss
+
+    def lost(self, t: float) -> bool:
+        if self.none:
+            return False
+        if self.pre is not None:
+            return self.pre.next() < self.p
+        return bool(self.loss.draw(np.array([t]))[0])
+
+    def close(self) -> None:
+        if self.pre is not None:
+            self.pre.close()
+
+
+class Frame:
+    __slots__ = ("qi", "pkt", "bits", "ready", "att", "mask", "stage")
+
+    def __init__(self, qi, pkt, bits, ready, att, mask):
+        self.qi, self.pkt, self.bits, self.ready, self.att, self.mask = qi, pkt, bits, ready, att, mask
+        self.stage = 0
+
+
+def prepare(queues) -> None:
+    """Each transmitter queue in first-in first-out order by ready time (stable)."""
+    for q in queues:
+        if q.n > 1 and np.any(np.diff(q.ready) < 0):
+            o = np.argsort(q.ready, kind="stable")
+            q.pkt, q.bits, q.ready, q.att, q.mask = q.pkt[o], q.bits[o], q.ready[o], q.att[o], q.mask[o]
+
+
+def station_nodes(queues) -> list:
+    """Transmitting node of each queue, and the stations in order of first appearance."""
+    nodes = []
+    for q in queues:
+        if q.links[0].u not in nodes:
+            nodes.append(q.links[0].u)
+    return nodes
+
+
+class Cell:
+    """One call's CSMA state on a medium: parameters, random streams, and the outcome of every
+    attempt (recorded as rows, turned into link and flow figures by `finish`)."""
+
+    def __init__(self, medium, queues, stats: dict):
+        self.p: CsmaParams = medium.csma
+        self.medium, self.queues, self.stats = medium, queues, stats
+        self.nodes = station_nodes(queues)
+        self.station_of = [self.nodes.index(q.links[0].u) for q in queues]
+        streams = medium.csma_streams
+        for n in self.nodes:
+            if n not in streams:
+                streams[n] = Stream([*medium.csma_seed, zlib.crc32(str(n).encode())])
+        self.backoff_u = [Prefetch(streams[n]) for n in self.nodes]
+        self.cursors = {}
+        for q in queues:
+            for link in q.links:
+                if id(link) not in self.cursors:
+                    self.cursors[id(link)] = _LossCursor(link)
+        self.qcur = [[self.cursors[id(l)] for l in q.links] for q in queues]
+        self.fixed_rate = [None if q.fading else min(l.spec.rate_bps for l in q.links) for q in queues]
+        self.multicast = [len(q.links) > 1 for q in queues]
+        self.ack_bits = 8.0 * self.p.ack_bytes
+        # rows: queue, link index, packet, bits, start, data end, airtime, outcome, ARQ attempt, MAC stage
+        self.rows: list[tuple] = []
+
+    def close(self) -> None:
+        for b in self.backoff_u:
+            b.close()
+        for c in self.cursors.values():
+            c.close()
+
+    def backoff(self, sid: int, stage: int) -> int:
+        return int(self.backoff_u[sid].next() * (self.p.cw(stage) + 1))
+
+    def rate(self, qi: int, t: float) -> float:
+        r = self.fixed_rate[qi]
+        return r if r is not None else min(l.rate_at(t) for l in self.queues[qi].links)
+
+    def attempt(self, t: float, frames: list) -> tuple[float, list]:
+        """Transmit `frames` (one per station) at boundary time t. Returns the busy period's
+        length (DIFS included) and, per frame, (done, follow): done = the station is finished
+        with it; follow = ARQ / forwarding items as `state.record` returns them."""
+        p = self.p
+        rows = self.rows
+        datas = []
+        for f in frames:
+            r = self.rate(f.qi, t)
+            datas.append((p.phy_header_s + f.bits / r, r))
+        out = []
+        if len(frames) > 1:
+            hold = max(d for d, _ in datas) + p.difs_s
+            for f, (d, _) in zip(frames, datas):
+                lost = np.flatnonzero(f.mask).tolist()
+                for k in lost:
+                    rows.append((f.qi, k, f.pkt, f.bits, t, t + d, d, COLLIDED, f.att, f.stage))
+                out.append(self._failed(f, lost, t + d))
+            return hold, out
+        f = frames[0]
+        d, r = datas[0]
+        if self.multicast[f.qi]:
+            lost = []
+            for k in np.flatnonzero(f.mask).tolist():
+                bad = self.qcur[f.qi][k].lost(t)
+                rows.append((f.qi, k, f.pkt, f.bits, t, t + d, d, LOST if bad else OK, f.att, 0))
+                if bad:
+                    lost.append(k)
+            return d + p.difs_s, [self._failed(f, lost, t + d) if lost else (True, self._delivered(f, t + d))]
+        if self.qcur[f.qi][0].lost(t):
+            rows.append((f.qi, 0, f.pkt, f.bits, t, t + d, d, LOST, f.att, f.stage))
+            return d + p.difs_s, [self._failed(f, [0], t + d)]
+        ack = p.phy_header_s + self.ack_bits / r
+        rows.append((f.qi, 0, f.pkt, f.bits, t, t + d, d + p.sifs_s + ack, OK, f.att, f.stage))
+        return d + p.sifs_s + ack + p.difs_s, [(True, self._delivered(f, t + d))]
+
+    def _delivered(self, f: Frame, end: float) -> list:
+        q = self.queues[f.qi]
+        if q.next is None:
+            return []
+        arr = end + q.links[0].delay_s
+        return [("fwd", np.array([f.pkt]), np.array([f.bits]), np.array([arr]), np.array([end]),
+                 np.array([f.att]))]
+
+    def _failed(self, f: Frame, lost_links: list, end: float) -> tuple[bool, list]:
+        """A failed attempt: retry (stage + 1) while the MAC may, else hand the frame to ARQ."""
+        q = self.queues[f.qi]
+        if not self.multicast[f.qi] and f.stage < self.p.retry_limit:
+            f.stage += 1
+            return False, []
+        if not q.reliable:
+            if q.next is not None:  # best effort: the packet's fate is known now
+                fl = q.flows[0]
+                fl.last_s[f.pkt] = max(fl.last_s[f.pkt], end + q.links[0].delay_s)
+            return True, []
+        if f.att + 1 > q.retry_limit:
+            k = lost_links[0]
+            raise DeliveryError(q.flows[k].src, q.flows[k].dst, int(f.pkt), int(f.att) + 1, float(end))
+        mask = np.zeros((1, len(q.links)), bool)
+        mask[0, lost_links] = True
+        return True, [("retx", np.array([f.pkt]), np.array([f.bits]), np.array([end + q.rto_s]),
+                       np.array([f.att + 1]), mask)]
+
+    def finish(self) -> None:
+        """Turn the attempt rows into link statistics and flow figures (vectorised)."""
+        if not self.rows:
+            return
+        cols = list(zip(*self.rows))
+        qi, k, pkt = (np.array(c, dtype=np.int64) for c in cols[:3])
+        bits, start, end, air = (np.array(c, dtype=float) for c in cols[3:7])
+        code, att, stage = (np.array(c, dtype=np.int64) for c in cols[7:])
+        wire = (bits / 8).astype(np.int64)
+        for i, q in enumerate(self.queues):
+            mine = qi == i
+            if not mine.any():
+                continue
+            for kk, link in enumerate(q.links):
+                sel = np.flatnonzero(mine & (k == kk))
+                if not sel.size:
+                    continue
+                ok = sel[code[sel] == OK]
+                st = self.stats.setdefault((link.u, link.v), LinkStats())
+                st.packets += sel.size
+                st.bytes += int(wire[sel].sum())
+                st.lost += int((code[sel] == LOST).sum())
+                st.collisions += int((code[sel] == COLLIDED).sum())
+                st.retries += int((stage[sel] > 0).sum())
+                st.retransmitted += int((att[sel] > 0).sum())
+                st.busy_s += float(air[sel].sum())
+                if not self.multicast[i] and link.v is not None and ok.size:
+                    rst = self.stats.setdefault((link.v, link.u), LinkStats())
+                    rst.bytes += ok.size * self.p.ack_bytes
+                flow = q.flows[kk]
+                if q.first_hop:
+                    flow.sent += sel.size
+                    flow.retrans += int(((att[sel] > 0) | (stage[sel] > 0)).sum())
+                    flow.bytes += int(wire[sel].sum())
+                flow.lost_any += int((code[sel] != OK).sum())
+                if q.next is None:
+                    arr = end[ok] + link.delay_s
+                    flow.arrived[pkt[ok]] = True
+                    flow.arrival_s[pkt[ok]] = arr
+                    np.maximum.at(flow.last_s, pkt[sel], end[sel] + link.delay_s)
+
+
+class _Frames:
+    """The fast engine's view of one station's frames: its queues' data merged by ready time
+    (ties: queue order, then position) plus a heap of ARQ resends; the same order the SimPy
+    engine gets from the queues themselves."""
+
+    def __init__(self, qis: list, queues):
+        ready = np.concatenate([queues[i].ready for i in qis]) if qis else np.empty(0)
+        qn = np.concatenate([np.full(queues[i].n, i) for i in qis]) if qis else np.empty(0, np.int64)
+        pos = np.concatenate([np.arange(queues[i].n) for i in qis]) if qis else np.empty(0, np.int64)
+        o = np.lexsort((pos, qn, ready))
+        qn, pos = qn[o], pos[o]
+        self.ready, self.qn, self.pos = ready[o].tolist(), qn.tolist(), pos.tolist()
+        pick = lambda name, dt: (np.concatenate([getattr(queues[i], name) for i in qis])[o].astype(dt).tolist()
+                                 if qis else [])
+        self.pkt, self.bits, self.att = pick("pkt", np.int64), pick("bits", float), pick("att", np.int64)
+        self.n = len(self.ready)
+        self.i = 0
+        self.retx: list = []
+        self.seq = 0
+        self.queues = queues
+
+    def head_ready(self):
+        a = self.ready[self.i] if self.i < self.n else None
+        if not self.retx:
+            return a
+        b = self.retx[0][0]
+        return b if a is None or b < a else a
+
+    def take(self) -> Frame:
+        i = self.i
+        if self.retx and (i == self.n or (self.retx[0][0], self.retx[0][1]) < (self.ready[i], self.qn[i])):
+            ready, qi, _, pkt, bits, att, mask = heapq.heappop(self.retx)
+            return Frame(qi, pkt, bits, ready, att, mask)
+        self.i = i + 1
+        qi = self.qn[i]
+        return Frame(qi, self.pkt[i], self.bits[i], self.ready[i], self.att[i], self.queues[qi].mask[self.pos[i]])
+
+    def add_retx(self, qi: int, item) -> None:
+        _, pkt, bits, ready, att, mask = item
+        heapq.heappush(self.retx, (float(ready[0]), qi, self.seq, int(pkt[0]), float(bits[0]), int(att[0]), mask[0]))
+        self.seq += 1
+
+
+def run_fast(medium, queues, stats: dict) -> None:
+    """The fast engine: from attempt to attempt by boundary numbers (see the module docstring).
+    A lone unicast attempt at a fixed rate (the common case) is handled inline; everything else
+    goes through `Cell.attempt`, as in the SimPy engine."""
+    prepare(queues)
+    cell = Cell(medium, queues, stats)
+    p = cell.p
+    slot, difs, sifs, phy = p.slot_s, p.difs_s, p.sifs_s, p.phy_header_s
+    limit = p.retry_limit
+    cwp1 = [p.cw(k) + 1 for k in range(limit + 2)]
+    draw = [b.next for b in cell.backoff_u]
+    inline = [not cell.multicast[i] and cell.fixed_rate[i] is not None for i in range(len(queues))]
+    ack_s = [phy + cell.ack_bits / r if r else 0.0 for r in cell.fixed_rate]
+    lost_of = [c[0].lost for c in cell.qcur]
+    rows = cell.rows
+    heappush, heappop = heapq.heappush, heapq.heappop
+    try:
+        frames = [_Frames([i for i, s in enumerate(cell.station_of) if s == sid], queues)
+                  for sid in range(len(cell.nodes))]
+        base, gbase = medium.free_at, 0     # the last busy period's end and its boundary number
+        attempts: list = []                 # heap of (boundary number, station)
+        joiners: list = []                  # heap of (earliest time to take a frame, station)
+        current: list = [None] * len(frames)
+        for sid, fr in enumerate(frames):
+            r = fr.head_ready()
+            if r is not None:
+                heappush(joiners, (r + difs, sid))
+        while attempts or joiners:
+            g = attempts[0][0] if attempts else None
+            while joiners:
+                x, sid = joiners[0]
+                gj = gbase + first_boundary(base, x, slot)
+                if g is not None and gj > g:
+                    break
+                heappop(joiners)
+                current[sid] = frames[sid].take()
+                heappush(attempts, (gj + int(draw[sid]() * cwp1[0]), sid))
+                g = attempts[0][0]
+            g, sid = heappop(attempts)
+            t = base + (g - gbase) * slot
+            f = current[sid]
+            qi = f.qi
+            if (not attempts or attempts[0][0] != g) and inline[qi]:
+                d = phy + f.bits / cell.fixed_rate[qi]
+                gbase = g + 1
+                if lost_of[qi](t):
+                    rows.append((qi, 0, f.pkt, f.bits, t, t + d, d, LOST, f.att, f.stage))
+                    base = t + (d + difs)   # as Cell.attempt: t + hold
+                    if f.stage < limit:
+                        f.stage += 1
+                        heappush(attempts, (gbase + int(draw[sid]() * cwp1[f.stage]), sid))
+                        continue
+                    done, follow = cell._failed(f, [0], t + d)
+                    for item in follow:
+                        frames[sid].add_retx(qi, item)
+                else:
+                    air = d + sifs + ack_s[qi]
+                    rows.append((qi, 0, f.pkt, f.bits, t, t + d, air, OK, f.att, f.stage))
+                    base = t + (air + difs)
+                fr = frames[sid]
+                current[sid] = None
+                r = fr.head_ready()
+                if r is not None:
+                    if r + difs <= base:     # takes its next frame at once (no joiners round trip)
+                        current[sid] = fr.take()
+                        heappush(attempts, (gbase + int(draw[sid]() * cwp1[0]), sid))
+                    else:
+                        heappush(joiners, (r + difs, sid))
+                continue
+            tx = [sid]
+            while attempts and attempts[0][0] == g:
+                tx.append(heappop(attempts)[1])
+            if len(tx) > 1:
+                tx.sort()
+                fs = [current[s] for s in tx]
+                if all(inline[x.qi] and x.stage < limit for x in fs):
+                    # a collision of unicast frames that may all be retried: inline too
+                    ds = [phy + x.bits / cell.fixed_rate[x.qi] for x in fs]
+                    for x, d in zip(fs, ds):
+                        rows.append((x.qi, 0, x.pkt, x.bits, t, t + d, d, COLLIDED, x.att, x.stage))
+                    base, gbase = t + (max(ds) + difs), g + 1
+                    for s, x in zip(tx, fs):
+                        x.stage += 1
+                        heappush(attempts, (gbase + int(draw[s]() * cwp1[x.stage]), s))
+                    continue
+            hold, outs = cell.attempt(t, [current[s] for s in tx])
+            base, gbase = t + hold, g + 1
+            for s, (done, follow) in zip(tx, outs):
+                fr = frames[s]
+                for item in follow:
+                    if item[0] != "retx":
+                        raise AssertionError("fast engine got a multi-hop queue")
+                    fr.add_retx(current[s].qi, item)
+                if not done:
+                    heappush(attempts, (gbase + int(draw[s]() * cwp1[current[s].stage]), s))
+                    continue
+                current[s] = None
+                r = fr.head_ready()
+                if r is not None:
+                    heappush(joiners, (r + difs, s))
+        medium.free_at = base
+    finally:
+        cell.close()
+    cell.finish()
+
+
+def sim_medium(engine, medium, queues, stats: dict):
+    """The SimPy engine's process for a CSMA cell: visits every slot boundary, counts down."""
+    env = engine.env
+    prepare(queues)
+    cell = Cell(medium, queues, stats)
+    p = cell.p
+    slot, difs = p.slot_s, p.difs_s
+    mine = [[i for i, s in enumerate(cell.station_of) if s == sid] for sid in range(len(cell.nodes))]
+    current: list = [None] * len(mine)     # [frame, counter] of a contending station
+    base, j = medium.free_at, 0            # boundary time = base + j * slot
+
+    def head(sid):
+        best = None
+        for i in mine[sid]:
+            q = queues[i]
+            if q.n and (best is None or q.ready[0] < queues[best].ready[0]):
+                best = i
+        return best
+
+    engine.cells.append(cell)   # closed and finished after env.run(): this process may never end
+    while engine.error is None:
+        t = base + j * slot
+        if t > env.now:
+            yield env.timeout(t - env.now)
+        for sid in range(len(mine)):
+            if current[sid] is None:
+                i = head(sid)
+                if i is not None and queues[i].ready[0] + difs <= t:
+                    pkt, bits, ready, att, mask = queues[i].pop(1)
+                    f = Frame(i, int(pkt[0]), float(bits[0]), float(ready[0]), int(att[0]), mask[0])
+                    current[sid] = [f, cell.backoff(sid, 0)]
+        tx = [sid for sid in range(len(mine)) if current[sid] is not None and current[sid][1] == 0]
+        for sid in range(len(mine)):
+            if current[sid] is not None and current[sid][1] > 0:
+                current[sid][1] -= 1
+        if tx:
+            try:
+                hold, outs = cell.attempt(t, [current[s][0] for s in tx])
+            except DeliveryError as e:
+                engine.error = e
+                return
+            base, j = t + hold, 0
+            medium.free_at = base
+            for s, (done, follow) in zip(tx, outs):
+                f = current[s][0]
+                for item in follow:
+                    if item[0] == "retx":
+                        queues[f.qi].insert(*item[1:])
+                    else:
+                        engine._follow(queues[f.qi], [item], stats)
+                current[s] = None if done else [f, cell.backoff(s, f.stage)]
+            continue
+        if any(c is not None for c in current):
+            j += 1
+            continue
+        # Nobody contends: sleep until the first boundary a frame can be taken at, or until
+        # a relay hands this cell a packet.
+        heads = [queues[i].ready[0] for sid in range(len(mine)) for i in [head(sid)] if i is not None]
+        ev = engine.wake[id(medium)] = env.event()
+        if heads:
+            jt = first_boundary(base, min(heads) + difs, slot)
+            target = base + jt * slot
+            yield env.timeout(max(target - env.now, 0.0)) | ev
+            j = jt if env.now >= target or not ev.triggered else first_boundary(base, env.now, slot)
+        else:
+            yield ev
+            j = first_boundary(base, env.now, slot)
