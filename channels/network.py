@@ -222,7 +222,8 @@ class Network:
     def _flow(self, call, src, dst, sizes, ready) -> FlowAcc:
         arr = self._check_sizes(src, dst, sizes)
         ready_arr = np.full(arr.size, float(ready)) if np.isscalar(ready) else np.asarray(ready, float)
-        flow = FlowAcc(src, dst, arr.size, float(np.min(ready_arr)) if arr.size else float(ready if np.isscalar(ready) else 0))
+        flow = FlowAcc(src, dst, arr.size, float(np.min(ready_arr)) if arr.size else float(ready if np.isscalar(ready) else 0),
+                       payload=arr)
         call.unicast.append((flow, self.path(src, dst), arr, ready_arr))
         return flow
 
@@ -251,7 +252,8 @@ class Network:
             return []
         hub = self._hub_of(src, dsts[0])
         if hub == src and all(self.graph.has_edge(src, d) for d in dsts):
-            flows = [FlowAcc(src, d, sizes_arr.size, float(np.min(ready)) if sizes_arr.size else 0.0) for d in dsts]
+            flows = [FlowAcc(src, d, sizes_arr.size, float(np.min(ready)) if sizes_arr.size else 0.0, payload=sizes_arr)
+                     for d in dsts]
             call.multicast.append((src, dsts, flows, sizes_arr, ready))
             return flows
         return [self._flow(call, src, d, sizes_arr, ready) for d in dsts]
@@ -363,7 +365,7 @@ class Network:
 
 def _remap(f: FlowAcc, got: np.ndarray, n: int, first: FlowAcc) -> FlowAcc:
     """A relayed flow in the numbering of the source's packets (lost at the hub = lost)."""
-    out = FlowAcc(first.src, f.dst, n, first.at)
+    out = FlowAcc(first.src, f.dst, n, first.at, payload=first.payload)
     out.arrived[got] = f.arrived
     out.arrival_s[got] = f.arrival_s
     out.last_s[:] = first.last_s

@@ -19,6 +19,7 @@ class FlowReport:
     packets_lost: int            # transmissions lost (any hop, channel or queue)
     retransmissions: int
     bytes_on_wire: int           # payload + headers of every transmission on the first hop
+    payload: np.ndarray | None = None   # payload bytes of each packet (the call's `sizes`)
 
 
 @dataclass

@@ -80,8 +80,9 @@ class Medium:
 class FlowAcc:
     """What one flow has achieved so far (filled in by `record`)."""
 
-    def __init__(self, src: str, dst: str, n: int, at: float):
+    def __init__(self, src: str, dst: str, n: int, at: float, payload=None):
         self.src, self.dst, self.at = src, dst, at
+        self.payload = payload
         self.arrived = np.zeros(n, dtype=bool)
         self.arrival_s = np.full(n, np.nan)
         self.last_s = np.full(n, at)    # when each packet's last attempt arrived or would have
@@ -91,7 +92,7 @@ class FlowAcc:
     def report(self) -> FlowReport:
         done = float(self.last_s.max()) if self.last_s.size else self.at
         return FlowReport(self.src, self.dst, self.arrived, self.arrival_s, done, self.sent,
-                          self.lost_any, self.retrans, self.bytes)
+                          self.lost_any, self.retrans, self.bytes, self.payload)
 
 
 class TxQueue:

@@ -47,5 +47,5 @@ def build_network(table: dict, seed: int) -> EdgeNetwork:
     graph = build_topology(table, seed)
     network = Network(graph, medium=table.get("medium", "dedicated"),
                       sharing=table.get("sharing", "tdma"), engine=table.get("engine", "auto"),
-                      rng=np.random.default_rng([seed, NETWORK_RNG_SALT]))
+                      rng=np.random.default_rng([seed, NETWORK_RNG_SALT]), csma=table.get("csma"))
     return EdgeNetwork(graph, worker_order(graph), server_of(graph), network)

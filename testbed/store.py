@@ -9,8 +9,10 @@ Schema (virtual-time columns end in `_s`; `wall_time_s` is this machine's clock)
   node_iterations(run_id, iteration, node, bits_up, bits_down, compute_s, uplink_done_s,
        left_out)   left_out: NULL when the node's update counted, else "deadline" (not arrived
        by run.deadline_s) or "unavailable" (away in the device trace)
-  links(run_id, iteration, src, dst, bytes, packets, lost, retransmitted, busy_s, snr_db)
+  links(run_id, iteration, src, dst, bytes, packets, lost, retransmitted, busy_s, snr_db,
+       collisions, retries)
            snr_db: mean SNR of the iteration's transmissions on a fading link, else NULL
+           collisions / retries: CSMA attempts that collided / MAC retransmissions
   evals(run_id, iteration, virtual_time_s, test_loss, test_accuracy)   accuracy in [0, 1]
   events(id, run_id, iteration, virtual_time_s, kind, detail_json)
   controls(id, run_id, created_at, target, changes_json, status, applied_iteration, message)
@@ -58,7 +60,7 @@ CREATE TABLE IF NOT EXISTS node_iterations (
 CREATE TABLE IF NOT EXISTS links (
     run_id INTEGER NOT NULL, iteration INTEGER NOT NULL, src TEXT NOT NULL, dst TEXT NOT NULL,
     bytes INTEGER, packets INTEGER, lost INTEGER, retransmitted INTEGER, busy_s REAL,
-    snr_db REAL,
+    snr_db REAL, collisions INTEGER DEFAULT 0, retries INTEGER DEFAULT 0,
     PRIMARY KEY (run_id, iteration, src, dst)
 );
 CREATE TABLE IF NOT EXISTS evals (
@@ -87,11 +89,14 @@ ITERATION_COLUMNS = ["iteration", "stage", "virtual_time_s", "wall_time_s", "tra
 NODE_COLUMNS = ["iteration", "node", "bits_up", "bits_down", "compute_s", "uplink_done_s",
                 "left_out"]
 LINK_COLUMNS = ["iteration", "src", "dst", "bytes", "packets", "lost", "retransmitted", "busy_s",
-                "snr_db"]
+                "snr_db", "collisions", "retries"]
 # Columns added to a table after stores were first written: a store made before gets them
-# (NULL in its old rows) when it is opened for writing.
-ADDED_COLUMNS = {"links": {"snr_db": "REAL"}, "iterations": {"left_out": "INTEGER"},
-                 "node_iterations": {"left_out": "TEXT"}}
+# (their default, else NULL, in its old rows) when it is opened for writing; a read-only open
+# of such a store reads the default instead.
+ADDED_COLUMNS = {"links": {"snr_db": "REAL", "collisions": "INTEGER DEFAULT 0",
+                           "retries": "INTEGER DEFAULT 0"},
+                 "iterations": {"left_out": "INTEGER"}, "node_iterations": {"left_out": "TEXT"}}
+LINK_DEFAULTS = {"collisions": 0, "retries": 0}    # what a link row without them records
 EVAL_COLUMNS = ["iteration", "virtual_time_s", "test_loss", "test_accuracy"]
 SUMMARY_COLUMNS = ["last_iteration", "virtual_time_s", "total_bits", "best_accuracy"]
 RUN_COLUMNS = ["id", "name", "method", "topology", "workers", "bandwidth_mbps", "status",
@@ -139,6 +144,9 @@ class Store:
             self._add_missing_columns()
             self.db.commit()
             self.mark_dead_runs()
+        # a read-only open of an older store reads its missing columns as their default
+        self._missing = {(table, name): kind.split()[-1] if "DEFAULT" in kind else "NULL"
+                         for table, name, kind in self._missing_columns()}
         self.db.row_factory = sqlite3.Row
         self._pending: list[tuple[str, Iterable[tuple]]] = []
         self._summary: dict[int, dict] = {}   # run -> what the queued rows add to its summary
@@ -155,12 +163,16 @@ class Store:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _add_missing_columns(self) -> None:
+    def _missing_columns(self) -> list[tuple[str, str, str]]:
+        out = []
         for table, columns in ADDED_COLUMNS.items():
             have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
-            for name, kind in columns.items():
-                if name not in have:
-                    self.db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+            out += [(table, name, kind) for name, kind in columns.items() if name not in have]
+        return out
+
+    def _add_missing_columns(self) -> None:
+        for table, name, kind in self._missing_columns():
+            self.db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
 
     def mark_dead_runs(self) -> list[int]:
         """Runs left `running` by a process that no longer exists were killed: say so."""
@@ -214,7 +226,7 @@ class Store:
                     [(run_id, *[n.get(c) for c in NODE_COLUMNS]) for n in nodes])
         self._queue(f"INSERT INTO links (run_id, {', '.join(LINK_COLUMNS)}) VALUES "
                     f"({', '.join('?' * (len(LINK_COLUMNS) + 1))})",
-                    [(run_id, *[l.get(c) for c in LINK_COLUMNS]) for l in links])
+                    [(run_id, *[l.get(c, LINK_DEFAULTS.get(c)) for c in LINK_COLUMNS]) for l in links])
 
     def append_eval(self, run_id: int, row: dict) -> None:
         self._summarise(run_id, acc=row.get("test_accuracy"))
@@ -302,7 +314,8 @@ class Store:
 
     def _rows(self, table: str, columns: list[str], run_id: int, after: int | None,
               order: str = "iteration") -> list[dict]:
-        sql = f"SELECT {', '.join(columns)} FROM {table} WHERE run_id=?"
+        cols = [f"{self._missing[(table, c)]} AS {c}" if (table, c) in self._missing else c for c in columns]
+        sql = f"SELECT {', '.join(cols)} FROM {table} WHERE run_id=?"
         args: list[Any] = [run_id]
         if after is not None:
             sql += " AND iteration > ?"

@@ -14,6 +14,7 @@ import tomllib
 from pathlib import Path
 
 PATTERNS = ("p2p", "gather", "broadcast", "allgather", "allreduce")
+TRACE_KEYS = ("trace", "uplink_trace", "downlink_trace")
 
 
 def register(sub) -> None:
@@ -43,12 +44,16 @@ def _resolve_paths(net: dict, base: Path) -> dict:
     net = dict(net)
     if "file" in net:
         net["file"] = fix(net["file"])
-    if isinstance(net.get("link"), dict) and "trace" in net["link"]:
-        net["link"] = {**net["link"], "trace": fix(net["link"]["trace"])}
+    def fix_traces(table):
+        if not isinstance(table, dict):
+            return table
+        return {**table, **{k: fix(table[k]) for k in TRACE_KEYS if k in table}}
+    net["link"] = fix_traces(net.get("link"))
+    if isinstance(net.get("nodes"), dict):
+        net["nodes"] = {n: fix_traces(o) for n, o in net["nodes"].items()}
     if isinstance(net.get("links"), list):
-        net["links"] = [{**o, "trace": fix(o["trace"])} if isinstance(o, dict) and "trace" in o else o
-                        for o in net["links"]]
-    return net
+        net["links"] = [fix_traces(o) for o in net["links"]]
+    return {k: v for k, v in net.items() if v is not None}
 
 
 def load_probe_config(path: str) -> tuple[int, dict]:
@@ -118,9 +123,25 @@ def _one(network: dict, seed: int, args):
     return net.ring_allreduce(workers, N, at=0.0)
 
 
+def _throughput(rep) -> tuple[float, float]:
+    """Payload Mb/s the report delivered: over the whole call, and until the first flow completed
+    (while every sender still had data: a saturated cell's throughput)."""
+    if not rep.flows:
+        return 0.0, 0.0
+    first = min(f.completion_s for f in rep.flows)
+    total = sat = 0
+    for f in rep.flows:
+        got = f.arrived
+        total += int(f.payload[got].sum())
+        sat += int(f.payload[got & (f.arrival_s <= first)].sum())
+    whole, until = rep.end_s - rep.start_s, first - rep.start_s
+    return (total * 8 / whole / 1e6 if whole > 0 else 0.0), (sat * 8 / until / 1e6 if until > 0 else 0.0)
+
+
 def probe_report(network: dict, seed: int, args) -> dict:
     reps = [_one(network, seed + i, args) for i in range(max(args.repeat, 1))]
     rep = reps[0]
+    throughput, saturated = _throughput(rep)
     durations = [r.end_s - r.start_s for r in reps]
     mean = sum(durations) / len(durations)
     std = math.sqrt(sum((d - mean) ** 2 for d in durations) / (len(durations) - 1)) if len(durations) > 1 else 0.0
@@ -132,6 +153,12 @@ def probe_report(network: dict, seed: int, args) -> dict:
         "nodes": {str(n): {"completion_s": s.completion_s - rep.start_s, "packets_sent": s.packets_sent,
                            "packets_lost": s.packets_lost, "retransmissions": s.retransmissions,
                            "bytes_on_wire": s.bytes_on_wire} for n, s in rep.nodes.items()},
+        "links": {f"{u}->{v}": {"packets": s.packets, "lost": s.lost, "collisions": s.collisions,
+                                "retries": s.retries, "retransmitted": s.retransmitted,
+                                "bytes": s.bytes, "busy_s": s.busy_s}
+                  for (u, v), s in rep.links.items() if s.packets},
+        "throughput_mbps": throughput,
+        "saturated_mbps": saturated,
         "repeats": {"n": len(durations), "mean_s": mean, "std_s": std},
         "seed": seed,
         "topology": network["topology"], "medium": network["medium"], "sharing": network["sharing"],
@@ -194,6 +221,12 @@ def main(args) -> int:
               + (f" {left.get(n) or '':>12}" if left is not None else ""))
     for n in (w for w, why in (left or {}).items() if why == "unavailable"):
         print(f"{n:<10} {'-':>10} {0:>8} {0:>6} {0:>6} {0:>10} {'unavailable':>12}")
+    print(f"payload throughput {out['throughput_mbps']:.3f} Mb/s, "
+          f"{out['saturated_mbps']:.3f} Mb/s until the first flow completed")
+    print(f"{'link':<18} {'sent':>8} {'lost':>6} {'coll':>6} {'retry':>6} {'retx':>6} {'busy ms':>10}")
+    for name, s in out["links"].items():
+        print(f"{name:<18} {s['packets']:>8} {s['lost']:>6} {s['collisions']:>6} {s['retries']:>6} "
+              f"{s['retransmitted']:>6} {s['busy_s'] * 1e3:>10.3f}")
     r = out["repeats"]
     if r["n"] > 1:
         print(f"{r['n']} repeats: mean {r['mean_s'] * 1e3:.3f} ms, std {r['std_s'] * 1e3:.3f} ms")

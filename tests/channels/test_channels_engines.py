@@ -27,13 +27,14 @@ def _same(a, b):
     assert a.links.keys() == b.links.keys()
     for k in a.links:
         la, lb = a.links[k], b.links[k]
-        assert (la.bytes, la.packets, la.lost, la.retransmitted) == (lb.bytes, lb.packets, lb.lost, lb.retransmitted)
+        assert (la.bytes, la.packets, la.lost, la.retransmitted, la.collisions, la.retries) == \
+               (lb.bytes, lb.packets, lb.lost, lb.retransmitted, lb.collisions, lb.retries)
         assert la.busy_s == pytest.approx(lb.busy_s, rel=1e-9)
         assert la.snr_samples == lb.snr_samples
         assert la.snr_db_sum == pytest.approx(lb.snr_db_sum, rel=1e-9)
 
 
-CASES = list(itertools.product(["dedicated", "shared-tdma", "shared-ofdma"], range(len(LOSSES)),
+CASES = list(itertools.product(["dedicated", "shared-tdma", "shared-ofdma", "shared-csma"], range(len(LOSSES)),
                                ["reliable", "best_effort"]))
 
 

@@ -83,3 +83,36 @@ def test_rician_gain_has_unit_mean():
     g = fad.gain(np.arange(100_000))
     assert g.mean() == pytest.approx(1.0, abs=0.01)
     assert g.var() == pytest.approx((1 + 2 * 5) / (1 + 5) ** 2, rel=0.05)   # variance of the unit-power Rician gain
+
+
+def test_traces_per_direction(tmp_path):
+    up, down = tmp_path / "up.trace", tmp_path / "down.trace"
+    up.write_text("1\n")                  # an opportunity every ms
+    down.write_text("5\n")                # one every 5 ms
+    from channels.network import Network
+    from channels.topology import build_topology
+
+    def net(link, **extra):
+        cfg = {"topology": "star", "workers": 2, "medium": "dedicated",
+               "link": {"delay_ms": 1.0, **link}, **extra}
+        return Network(build_topology(cfg, 0), rng=np.random.default_rng(0))
+
+    def arrivals_ms(n, src, dst):
+        return n.transfer(src, dst, [1000] * 3, at=0.0).flows[0].arrival_s * 1e3
+
+    n = net({"uplink_trace": str(up), "downlink_trace": str(down)})
+    assert np.allclose(arrivals_ms(n, "w0", "server"), [2, 3, 4])       # uplink: 1, 2, 3 ms + 1
+    assert np.allclose(arrivals_ms(n, "server", "w0"), [6, 11, 16])     # downlink: 5, 10, 15 ms + 1
+    n = net({"trace": str(down)})                                       # `trace` is both directions
+    assert np.allclose(arrivals_ms(n, "w0", "server"), [6, 11, 16])
+    assert np.allclose(arrivals_ms(n, "server", "w0"), [6, 11, 16])
+    n = net({"trace": str(down), "uplink_trace": str(up)})              # one direction overridden
+    assert np.allclose(arrivals_ms(n, "w0", "server"), [2, 3, 4])
+    assert np.allclose(arrivals_ms(n, "server", "w0"), [6, 11, 16])
+    n = net({}, nodes={"w1": {"uplink_trace": str(down)}})              # one node's uplink only
+    assert np.allclose(arrivals_ms(n, "w1", "server"), [6, 11, 16])
+    assert arrivals_ms(n, "server", "w1")[-1] < 6 and arrivals_ms(n, "w0", "server")[-1] < 6
+    with pytest.raises(ChannelConfigError, match="network.medium"):
+        net({"uplink_trace": str(up)}, medium="shared")
+    with pytest.raises(ChannelConfigError, match="network.link.downlink_trace"):
+        net({"downlink_trace": str(down), "loss": {"model": "fading"}})

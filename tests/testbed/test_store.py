@@ -109,3 +109,32 @@ def test_run_summaries_follow_the_rows_they_summarise(tmp_path):
         assert row["best_accuracy"] == 0.4
         # The same figures straight from the rows.
         assert row["total_bits"] == sum(r["bits_up"] + r["bits_down"] for r in s.iterations(run))
+
+
+def test_link_collisions_and_retries_round_trip_and_old_stores_migrate(tmp_path):
+    import sqlite3
+    old = tmp_path / "old.sqlite"
+    db = sqlite3.connect(old)          # a store written before the CSMA columns existed
+    db.executescript("""
+        CREATE TABLE links (run_id INTEGER NOT NULL, iteration INTEGER NOT NULL, src TEXT NOT NULL,
+            dst TEXT NOT NULL, bytes INTEGER, packets INTEGER, lost INTEGER, retransmitted INTEGER,
+            busy_s REAL, PRIMARY KEY (run_id, iteration, src, dst));
+        INSERT INTO links VALUES (99, 0, 'w0', 'server', 1500, 1, 0, 0, 0.0012);
+    """)
+    db.commit()
+    db.close()
+    with Store(old, readonly=True) as s:            # read as it is: the new columns read 0
+        assert s.links(99) == [{"iteration": 0, "src": "w0", "dst": "server", "bytes": 1500, "packets": 1,
+                               "lost": 0, "retransmitted": 0, "busy_s": 0.0012, "snr_db": None,
+                               "collisions": 0, "retries": 0}]
+    with Store(old) as s:                           # opened for writing: migrated in place
+        run = s.create_run("csma", {}, method="none")
+        s.append_iteration(run, {"iteration": 0}, links=[
+            {"iteration": 0, "src": "w1", "dst": "server", "bytes": 3000, "packets": 5, "lost": 0,
+             "retransmitted": 0, "busy_s": 0.002, "collisions": 2, "retries": 2},
+            {"iteration": 0, "src": "server", "dst": "w1", "bytes": 42, "packets": 0, "lost": 0,
+             "retransmitted": 0, "busy_s": 0.0}])
+        s.flush()
+        rows = s.links(run)
+        assert [(r["src"], r["collisions"], r["retries"]) for r in rows] == [("server", 0, 0), ("w1", 2, 2)]
+        assert s.links(99)[0]["collisions"] == 0
