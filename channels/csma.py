@@ -106,6 +106,8 @@ class _LossCursor:
 
 
 class Frame:
+    """A frame in a station's hands: its queue, packet, wire bits, ready time, ARQ attempt,
+    receivers still to reach (group frames only; None for unicast) and MAC stage."""
     __slots__ = ("qi", "pkt", "bits", "ready", "att", "mask", "stage")
 
     def __init__(self, qi, pkt, bits, ready, att, mask):
@@ -183,7 +185,7 @@ class Cell:
         if len(frames) > 1:
             hold = max(d for d, _ in datas) + p.difs_s
             for f, (d, _) in zip(frames, datas):
-                lost = np.flatnonzero(f.mask).tolist()
+                lost = [0] if f.mask is None else np.flatnonzero(f.mask).tolist()
                 for k in lost:
                     rows.append((f.qi, k, f.pkt, f.bits, t, t + d, d, COLLIDED, f.att, f.stage))
                 out.append(self._failed(f, lost, t + d))
@@ -309,7 +311,9 @@ class _Frames:
             return Frame(qi, pkt, bits, ready, att, mask)
         self.i = i + 1
         qi = self.qn[i]
-        return Frame(qi, self.pkt[i], self.bits[i], self.ready[i], self.att[i], self.queues[qi].mask[self.pos[i]])
+        q = self.queues[qi]
+        return Frame(qi, self.pkt[i], self.bits[i], self.ready[i], self.att[i],
+                     q.mask[self.pos[i]] if len(q.links) > 1 else None)
 
     def add_retx(self, qi: int, item) -> None:
         _, pkt, bits, ready, att, mask = item
@@ -452,7 +456,8 @@ def sim_medium(engine, medium, queues, stats: dict):
                 i = head(sid)
                 if i is not None and queues[i].ready[0] + difs <= t:
                     pkt, bits, ready, att, mask = queues[i].pop(1)
-                    f = Frame(i, int(pkt[0]), float(bits[0]), float(ready[0]), int(att[0]), mask[0])
+                    f = Frame(i, int(pkt[0]), float(bits[0]), float(ready[0]), int(att[0]),
+                              mask[0] if cell.multicast[i] else None)
                     current[sid] = [f, cell.backoff(sid, 0)]
         tx = [sid for sid in range(len(mine)) if current[sid] is not None and current[sid][1] == 0]
         for sid in range(len(mine)):

@@ -223,9 +223,9 @@ def main(args) -> int:
         print(f"{n:<10} {'-':>10} {0:>8} {0:>6} {0:>6} {0:>10} {'unavailable':>12}")
     print(f"payload throughput {out['throughput_mbps']:.3f} Mb/s, "
           f"{out['saturated_mbps']:.3f} Mb/s until the first flow completed")
-    print(f"{'link':<18} {'sent':>8} {'lost':>6} {'coll':>6} {'retry':>6} {'retx':>6} {'busy ms':>10}")
+    print(f"  {'link':<18} {'sent':>8} {'lost':>6} {'coll':>6} {'retry':>6} {'retx':>6} {'busy ms':>10}")
     for name, s in out["links"].items():
-        print(f"{name:<18} {s['packets']:>8} {s['lost']:>6} {s['collisions']:>6} {s['retries']:>6} "
+        print(f"  {name:<18} {s['packets']:>8} {s['lost']:>6} {s['collisions']:>6} {s['retries']:>6} "
               f"{s['retransmitted']:>6} {s['busy_s'] * 1e3:>10.3f}")
     r = out["repeats"]
     if r["n"] > 1:

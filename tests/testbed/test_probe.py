@@ -106,3 +106,24 @@ def test_probe_gather_says_who_a_deadline_and_a_device_trace_leave_out(tmp_path,
     assert "deadline 28.500 ms: 2 of 3 workers left out" in out
     assert [line.split()[-1] for line in out.splitlines() if line.startswith(("w1", "w2"))] == \
         ["deadline", "unavailable"]
+
+
+def test_probe_reports_throughput_and_csma_link_figures(tmp_path, capsys):
+    # TDMA: 3 x 10 packets of 1460 B payload in 30 x 1.2 ms + 5 ms; sender i's last packet is the
+    # (28 + i)-th, so the first flow completes at 28 x 1.2 + 5 = 38.6 ms (w0)
+    f = _write(tmp_path, STAR)
+    code, out, _ = _run(["probe", f, "--payload-bytes", "14600", "--pattern", "gather", "--json"], capsys)
+    rep = json.loads(out)
+    assert rep["throughput_mbps"] == pytest.approx(3 * 14600 * 8 / (30 * 1.2e-3 + 0.005) / 1e6)
+    # until w0 completes: w0's 10 packets, w1's and w2's first 9 (arrived by 9 * 3 * 1.2 + 5 ms)
+    assert rep["saturated_mbps"] == pytest.approx(28 * 1460 * 8 / (28 * 1.2e-3 + 0.005) / 1e6)
+    assert rep["links"]["w0->server"] == {"packets": 10, "lost": 0, "collisions": 0, "retries": 0,
+                                          "retransmitted": 0, "bytes": 15000, "busy_s": pytest.approx(0.012)}
+    f = _write(tmp_path, STAR.replace('medium = "shared"', 'medium = "shared"\nsharing = "csma"'))
+    code, out, _ = _run(["probe", f, "--payload-bytes", "146000", "--pattern", "gather", "--json"], capsys)
+    links = json.loads(out)["links"]
+    assert sum(s["collisions"] for s in links.values()) > 0
+    for s in links.values():      # no loss: every failure is a collision, retried by the MAC
+        assert s["retries"] == s["collisions"] and s["packets"] == 100 + s["collisions"]
+    code, out, _ = _run(["probe", f, "--payload-bytes", "14600", "--pattern", "gather"], capsys)
+    assert code == 0 and "coll" in out and "retry" in out and "w2->server" in out
