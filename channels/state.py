@@ -5,7 +5,8 @@ Semantics both engines implement (and tests hold them to):
 - A medium sends one packet at a time. A dedicated link is its own medium; on a shared cell
   (TDMA) every link touching the access point uses the access point's medium and backlogged
   transmitters take turns, one packet each (round robin); OFDMA gives each of the n links of
-  a cell carrying traffic in a call its own 1/n of the rate.
+  a cell carrying traffic in a call its own 1/n of the rate. A CSMA cell (802.11 DCF) contends
+  instead: its semantics are in `channels/csma.py`.
 - A transmitter queue serves its packets first-in first-out by the time they became ready:
   new data at the call's `at`, a retransmission once its loss is known (its transmission's end
   + the retransmission timeout 2*delay + rto_margin).
