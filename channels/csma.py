@@ -124,7 +124,7 @@ def prepare(queues) -> None:
 
 
 def station_nodes(queues) -> list:
-    """Transmitting node of each queue, and the stations in order of first appearance."""
+    """The cell's stations: the queues' transmitting nodes, in order of first appearance."""
     nodes = []
     for q in queues:
         if q.links[0].u not in nodes:
