@@ -112,6 +112,9 @@ def test_traces_per_direction(tmp_path):
     n = net({}, nodes={"w1": {"uplink_trace": str(down)}})              # one node's uplink only
     assert np.allclose(arrivals_ms(n, "w1", "server"), [6, 11, 16])
     assert arrivals_ms(n, "server", "w1")[-1] < 6 and arrivals_ms(n, "w0", "server")[-1] < 6
+    n = net({"trace": str(down), "uplink_trace": str(up)}, topology="mesh")   # w0-w1: neither way is up
+    assert np.allclose(arrivals_ms(n, "w0", "w1"), [6, 11, 16])
+    assert np.allclose(arrivals_ms(n, "w1", "server"), [2, 3, 4])
     with pytest.raises(ChannelConfigError, match="network.medium"):
         net({"uplink_trace": str(up)}, medium="shared")
     with pytest.raises(ChannelConfigError, match="network.link.downlink_trace"):
