@@ -31,7 +31,7 @@ ring sums ("compression"), for the timing harness.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 import numpy as np
@@ -71,17 +71,13 @@ class Traffic:
         table[node] = table.get(node, 0) + int(bits)
 
     def add_links(self, report) -> None:
+        """Sum every LinkStats figure (bytes, packets, lost, retransmitted, busy_s, collisions,
+        retries, SNR sums) per link: the store's links rows."""
         for (u, v), st in report.links.items():
-            row = self.links.setdefault((u, v), {"bytes": 0, "packets": 0, "lost": 0,
-                                                 "retransmitted": 0, "busy_s": 0.0,
-                                                 "snr_db_sum": 0.0, "snr_samples": 0})
-            row["bytes"] += int(st.bytes)
-            row["packets"] += int(st.packets)
-            row["lost"] += int(st.lost)
-            row["retransmitted"] += int(st.retransmitted)
-            row["busy_s"] += float(st.busy_s)
-            row["snr_db_sum"] += float(st.snr_db_sum)
-            row["snr_samples"] += int(st.snr_samples)
+            row = self.links.setdefault((u, v), {})
+            for f in fields(st):
+                value = getattr(st, f.name)
+                row[f.name] = row.get(f.name, 0) + (float(value) if isinstance(value, float) else int(value))
             # the stored column: mean SNR of the iteration's transmissions (fading links only)
             row["snr_db"] = row["snr_db_sum"] / row["snr_samples"] if row["snr_samples"] else None
 

@@ -187,3 +187,20 @@ def test_network_engine_reaches_the_link_layer_in_testbed_run(tiny_experiment, t
                "--set", f'network.engine="{engine}"'])
     assert rc == 0
     assert bool(calls) is simpy_used, len(calls)
+
+
+def test_csma_collisions_and_retries_reach_the_store(tiny_experiment, tmp_path):
+    """fp32 on an 802.11 DCF cell without loss: every failed attempt is a collision the MAC
+    retries, so each worker's uplink row holds its frames plus its collisions."""
+    path = tiny_experiment(method="none", compression="", iterations=2, workers=3, medium="shared")
+    store, rid, exp = run_file(path, tmp_path / "s.db", ["network.sharing=csma"])
+    its = {r["iteration"]: r for r in store.iterations(rid)}
+    rows = store.links(rid)
+    up = [r for r in rows if r["dst"] == "server"]
+    assert len(up) == 2 * 3 and sum(r["collisions"] for r in up) > 0
+    for r in up:
+        frames = math.ceil(its[r["iteration"]]["bits_up"] // 8 // 3 / exp.payload_bytes)
+        assert r["packets"] == frames + r["collisions"] and r["retries"] == r["collisions"]
+    # the access point's broadcast contends with nobody: no collisions downstream
+    assert all(r["collisions"] == 0 for r in rows if r["src"] == "server")
+    store.close()
