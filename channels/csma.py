@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from channels.errors import DeliveryError
-from channels.loss import Bernoulli, NoLoss
+from channels.loss import NoLoss
 from channels.randomness import Prefetch, Stream
 from channels.report import LinkStats
 
@@ -84,20 +84,20 @@ def first_boundary(base: float, x: float, slot: float) -> int:
 
 
 class _LossCursor:
-    """The loss model's draws one attempt at a time (blocks of them where time plays no part)."""
+    """The loss model's outcomes one attempt at a time: peeked in blocks where time plays no
+    part (`LossProcess.indexed`), drawn at the attempt's start otherwise (fading)."""
 
     def __init__(self, link):
         loss = link.loss
         self.none = isinstance(loss, NoLoss)
-        self.p = loss.p if isinstance(loss, Bernoulli) else None
-        self.pre = Prefetch(loss._u) if self.p is not None else None
+        self.pre = Prefetch(loss.peek, loss.skip) if loss.indexed and not self.none else None
         self.loss = loss
 
     def lost(self, t: float) -> bool:
         if self.none:
             return False
         if self.pre is not None:
-            return self.pre.next() < self.p
+            return self.pre.next()
         return bool(self.loss.draw(np.array([t]))[0])
 
     def close(self) -> None:
@@ -145,7 +145,7 @@ class Cell:
         for n in self.nodes:
             if n not in streams:
                 streams[n] = Stream([*medium.csma_seed, zlib.crc32(str(n).encode())])
-        self.backoff_u = [Prefetch(streams[n]) for n in self.nodes]
+        self.backoff_u = [Prefetch(streams[n].peek, streams[n].take) for n in self.nodes]
         self.cursors = {}
         for q in queues:
             for link in q.links:

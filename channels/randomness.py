@@ -37,31 +37,30 @@ class Stream:
         self._pos += n
         return out
 
-    def give_back(self, n: int) -> None:
-        """Un-take the last n values of the latest `take` (they come out again next time)."""
-        assert 0 <= n <= self._pos
-        self._pos -= n
 
 
 class Prefetch:
-    """One value at a time from a Stream, fetched in blocks; `close()` returns the unused ones,
-    so the stream's k-th value still goes to its k-th use."""
+    """One value at a time from a source that looks ahead (`Stream.peek`, `LossProcess.peek`)
+    and commits what was used (`Stream.take`, `LossProcess.skip`): blocks are peeked, and only
+    the values used are committed (at the next block and at `close()`), so the source's k-th
+    value still goes to its k-th use however the uses are spread over calls."""
 
-    def __init__(self, stream: Stream, block: int = 256):
-        self._stream, self._block = stream, block
+    def __init__(self, peek, commit, block: int = 256):
+        self._peek, self._commit, self._block = peek, commit, block
         self._vals: list = []
         self._i = 0
 
-    def next(self) -> float:
+    def next(self):
         if self._i == len(self._vals):
-            self._vals = self._stream.take(self._block).tolist()
+            self._commit(self._i)
+            self._vals = self._peek(self._block).tolist()
             self._i = 0
         v = self._vals[self._i]
         self._i += 1
         return v
 
     def close(self) -> None:
-        self._stream.give_back(len(self._vals) - self._i)
+        self._commit(self._i)
         self._vals, self._i = [], 0
 
 

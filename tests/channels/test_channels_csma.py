@@ -84,18 +84,16 @@ def test_collisions_per_success_rise_with_n_as_the_analysis_says(saturated):
 
 
 class FixedStream:
-    """A backoff stream with chosen values (what `channels.randomness.Stream` offers Prefetch)."""
+    """A backoff stream with chosen values (the `peek` / `take` of `channels.randomness.Stream`)."""
 
     def __init__(self, values):
         self.values, self.pos = list(values), 0
 
-    def take(self, n):
-        out = np.array((self.values + [0.999] * n)[self.pos:self.pos + n])
-        self.pos += n
-        return out
+    def peek(self, n):
+        return np.array((self.values + [0.999] * n)[self.pos:self.pos + n])
 
-    def give_back(self, n):
-        self.pos -= n
+    def take(self, n):
+        self.pos += n
 
 
 def u(b, cw):
@@ -135,7 +133,7 @@ def test_two_stations_backoff_trace_by_hand(engine):
         assert rep.nodes[w].packets_sent == 5 and rep.nodes[w].retransmissions == 2
     # airtime: three successes (DATA + SIFS + ACK) and two collided DATA
     assert rep.links[("w0", "server")].busy_s == pytest.approx((3 * 170 + 2 * 120) * us)
-    assert cell.csma_streams["w0"].pos == 5 and cell.csma_streams["w1"].pos == 5   # unused draws returned
+    assert cell.csma_streams["w0"].pos == 5 and cell.csma_streams["w1"].pos == 5   # only used draws taken
 
 
 def _identical(a, b):
@@ -209,7 +207,7 @@ def test_csma_keys_are_validated_with_one_line_errors():
                            "phy_header_us": 20.0, "ack_bytes": 14, "retry_limit": 7}
     for table, key, words in [({"cw_min": 31, "cw_max": 15}, "network.csma.cw_max", ">= cw_min (31)"),
                               ({"slot_us": 0}, "network.csma.slot_us", "> 0"),
-                              ({"cw_mn": 3}, "network.csma.cw_mn", "did you mean 'cw_min'"),
+                              ({"cw_mn": 3}, "network.csma.cw_mn", "did you mean 'network.csma.cw_min'"),
                               ({"retry_limit": 1.5}, "network.csma.retry_limit", "an integer")]:
         with pytest.raises(ChannelConfigError) as e:
             validate_network({"sharing": "csma", "csma": table})
