@@ -226,3 +226,21 @@ def test_csma_parameters_reach_the_cell():
     rep = net.gather({"w0": [60]}, "server", at=0.0)
     # first boundary >= 50 us on a 20 us grid: 60 us; counter 0; DATA 120 us
     assert rep.end_s == pytest.approx(180e-6, abs=1e-12)
+
+
+def test_multi_hop_through_a_csma_cell_runs_on_simpy():
+    # w0 - server - w1 in a line: both hops on the access point's cell, so the AP's forwarding
+    # contends with w0's uplink; the relay engine does not model contention, SimPy does.
+    cfg = {"topology": "geometric", "workers": 2, "medium": "shared", "sharing": "csma", "range_m": 60,
+           "nodes": {"w0": {"pos": [0.0, 50.0]}, "w1": {"pos": [100.0, 50.0]}},
+           "link": {"bandwidth_mbps": 10.0, "delay_ms": 2.0}}
+    net = Network(build_topology(cfg, 0), medium="shared", sharing="csma", rng=np.random.default_rng(0))
+    rep = net.transfer("w0", "w1", [1460] * 30, at=0.0)
+    assert rep.flows[0].arrived.all()
+    up, down = rep.links[("w0", "server")], rep.links[("server", "w1")]
+    assert up.packets - up.collisions == 30 and down.packets - down.collisions == 30
+    assert up.collisions == down.collisions > 0      # they collide with each other only
+    fast = Network(build_topology(cfg, 0), medium="shared", sharing="csma", engine="fast",
+                   rng=np.random.default_rng(0))
+    with pytest.raises(ChannelConfigError, match="CSMA cell"):
+        fast.transfer("w0", "w1", [1460] * 3, at=0.0)
