@@ -260,6 +260,9 @@ class Cell:
                 st.retries += int((stage[sel] > 0).sum())
                 st.retransmitted += int((att[sel] > 0).sum())
                 st.busy_s += float(air[sel].sum())
+                if link.fading is not None:   # as state.record: the SNR each attempt started in
+                    st.snr_db_sum += float((10 * np.log10(link.fading.snr(start[sel]))).sum())
+                    st.snr_samples += sel.size
                 if not self.multicast[i] and link.v is not None and ok.size:
                     rst = self.stats.setdefault((link.v, link.u), LinkStats())
                     rst.bytes += ok.size * self.p.ack_bytes

@@ -55,4 +55,4 @@ def test_a_store_written_before_the_column_gains_it(tmp_path):
     with Store(tmp_path / "old.db") as store:
         assert store.links(1) == [{"iteration": 0, "src": "w0", "dst": "server", "bytes": 10,
                                    "packets": 1, "lost": 0, "retransmitted": 0, "busy_s": 0.1,
-                                   "snr_db": None}]
+                                   "snr_db": None, "collisions": 0, "retries": 0}]
