@@ -180,7 +180,7 @@ class Dashboard:
             "event": max((e["id"] for e in events), default=0),
             "cum_bytes": {part: (cum[f"cum_{part}"][1] or [0.0])[-1] for part in ("up", "down")},
             "has_iter": bool(its), "has_eval": bool(evals), "has_links": bool(links),
-            "has_snr": any(r.get("snr_db") is not None for r in links),
+            "rows": sorted(F.channel_rows_present(links)),
             "uids": {name: [t["uid"] for t in figs[name]["data"]] for name in SERIES_FIGURES},
             "carry": {name: F.smoothing_carry(figs[name], name) for name in SERIES_FIGURES},
         }
@@ -203,10 +203,10 @@ class Dashboard:
         events = store.events(rid)
         new_events = [e for e in events if e["id"] > state["event"]]
         # A figure drawn with a "no data yet" note is redrawn whole when its data arrives, and
-        # the channel figure when its first SNR arrives (a row of its own).
+        # the channel figure when its first SNR or collision arrives (a row of its own).
         if ((its and not state["has_iter"]) or (evals and not state["has_eval"])
                 or (links and not state["has_links"])
-                or (not state["has_snr"] and any(r.get("snr_db") is not None for r in links))):
+                or not F.channel_rows_present(links) <= set(state["rows"])):
             return self._full(store, run, view)
         series = {
             "accuracy": F.accuracy_series(its, evals, x),

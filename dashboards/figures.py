@@ -47,7 +47,7 @@ STAGE_COLOURS = {"dense": "#9ca3af", "warmup": "#f59e0b", "sparse": "#60a5fa",
 SCALES = ("log", "linear")
 # The series of each figure that are noisy from one iteration to the next (smoothable).
 NOISY = {"accuracy": ("train_loss",), "rate": ("bits_up", "bits_down", "node_"),
-         "latency": tuple(k for k, _ in LATENCY_PARTS), "channel": ("rate_", "loss_", "retx_", "snr_")}
+         "latency": tuple(k for k, _ in LATENCY_PARTS), "channel": ("rate_", "loss_", "retx_", "coll_", "snr_")}
 
 
 def series_uid(kind: str, name: str) -> str:
@@ -444,7 +444,15 @@ def _link_name(r: dict) -> str:
 
 
 CHANNEL_ROWS = [("rate", "Mb/s while sending"), ("loss", "lost (% of sent)"),
-                ("retx", "retransmissions"), ("snr", "SNR (dB)")]
+                ("retx", "retransmissions"), ("coll", "MAC collisions"), ("snr", "SNR (dB)")]
+# Rows drawn only when some link reports them: collisions exist on CSMA cells, SNR on fading links.
+OPTIONAL_CHANNEL_ROWS = {"coll": lambda r: bool(r.get("collisions")),
+                         "snr": lambda r: r.get("snr_db") is not None}
+
+
+def channel_rows_present(links: Sequence[dict]) -> frozenset:
+    """The optional channel rows these link rows call for (a new one means a full redraw)."""
+    return frozenset(k for k, has in OPTIONAL_CHANNEL_ROWS.items() if any(has(r) for r in links))
 
 
 def _rate_mbps(r: dict):
@@ -471,7 +479,7 @@ def channel_series(links: Sequence[dict], times: dict | None = None) -> Series:
         by_link[_link_name(r)].append({**r, "virtual_time_s": vt})
     names = sorted(by_link)
     getters = {"rate": _rate_mbps, "loss": _loss_pct, "retx": lambda r: r.get("retransmitted"),
-               "snr": lambda r: r.get("snr_db")}
+               "coll": lambda r: r.get("collisions"), "snr": lambda r: r.get("snr_db")}
     out: Series = {}
     for kind, _ in CHANNEL_ROWS:
         for name in names:
@@ -483,14 +491,15 @@ def channel_figure(links: Sequence[dict], times: dict | None = None, events: Seq
                    uirevision=None, note: str = "", smoothing: float = 0.0,
                    as_dict: bool = False) -> go.Figure | dict:
     """The channel, per link, over virtual time: rate while sending, lost share,
-    retransmissions, and the SNR of fading links (a row only when a link reports one)."""
+    retransmissions, MAC collisions on a CSMA cell and the SNR of fading links (those two
+    rows only when a link reports them)."""
     s, _ = smooth(channel_series(links, times), "channel", smoothing)
     names = sorted({_link_name(r) for r in links})
     color = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
-    has_snr = any(r.get("snr_db") is not None for r in links)
-    kinds = [k for k in CHANNEL_ROWS if k[0] != "snr" or has_snr]
-    # Trace order equals the series order: every link's rate, then loss, retx, SNR; the
-    # SNR traces exist (empty) when no link has one, so the order never changes.
+    present = channel_rows_present(links)
+    kinds = [k for k in CHANNEL_ROWS if k[0] not in OPTIONAL_CHANNEL_ROWS or k[0] in present]
+    # Trace order equals the series order: every link's rate, then loss, retx, collisions,
+    # SNR; optional traces exist (empty) when no link has them, so the order never changes.
     traces = []
     for kind, _ in CHANNEL_ROWS:
         row = next((i for i, (k, _) in enumerate(kinds, 1) if k == kind), len(kinds))

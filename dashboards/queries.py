@@ -56,11 +56,12 @@ def links(db: sqlite3.Connection, run_id: int, after: int, upto: int, stride: in
     # The bins first, then one look-up of each bin's last iteration (not a join of every row).
     return _rows(db, """
         SELECT b.iteration, b.src, b.dst, i.virtual_time_s, b.bytes, b.packets, b.lost,
-               b.retransmitted, b.busy_s, b.snr_db, b.n
+               b.retransmitted, b.busy_s, b.snr_db, b.collisions, b.retries, b.n
         FROM (SELECT MAX(iteration) AS iteration, src, dst, AVG(bytes) AS bytes,
                      AVG(packets) AS packets, AVG(lost) AS lost,
                      AVG(retransmitted) AS retransmitted, AVG(busy_s) AS busy_s,
-                     AVG(snr_db) AS snr_db, COUNT(*) AS n
+                     AVG(snr_db) AS snr_db, AVG(collisions) AS collisions,
+                     AVG(retries) AS retries, COUNT(*) AS n
               FROM links WHERE run_id=? AND iteration > ? AND iteration <= ?
               GROUP BY iteration / ?, src, dst) b
         LEFT JOIN iterations i ON i.run_id = ? AND i.iteration = b.iteration

@@ -121,7 +121,7 @@ def test_channel_per_link_rate_loss_and_retransmissions_over_virtual_time():
     times = {0: 0.5, 1: 1.25}
     fig = validated(F.channel_figure(rows, times))
     names = ["server->w0", "w0->server"]
-    assert [tr.uid for tr in fig.data] == [uid(k, n) for k in ("rate", "loss", "retx", "snr") for n in names]
+    assert [tr.uid for tr in fig.data] == [uid(k, n) for k in ("rate", "loss", "retx", "coll", "snr") for n in names]
     t = by_uid(fig)
     up_rate = t[uid("rate", "w0->server")]
     assert list(up_rate.x) == [0.5] and up_rate.y[0] == pytest.approx(20.0)
@@ -138,6 +138,14 @@ def test_channel_per_link_rate_loss_and_retransmissions_over_virtual_time():
     fig = validated(F.channel_figure(fading, times))
     assert by_uid(fig)[uid("snr", "w0->server")].y == (12.5,)
     assert by_uid(fig)[uid("snr", "w0->server")].yaxis == "y4" and fig.layout.yaxis4.title.text == "SNR (dB)"
+    # A CSMA cell's MAC collisions get a row of their own too, above the SNR when both exist.
+    csma = [dict(rows[0], collisions=3, retries=3), dict(rows[2], collisions=0, retries=0)]
+    fig = validated(F.channel_figure(csma, times))
+    coll = by_uid(fig)[uid("coll", "w0->server")]
+    assert list(coll.x) == [0.5, 1.25] and list(coll.y) == [3, 0] and coll.yaxis == "y4"
+    assert fig.layout.yaxis4.title.text == "MAC collisions" and "yaxis5" not in fig.to_dict()["layout"]
+    fig = validated(F.channel_figure([dict(rows[0], collisions=3, snr_db=12.5)], times))
+    assert (by_uid(fig)[uid("coll", "w0->server")].yaxis, by_uid(fig)[uid("snr", "w0->server")].yaxis) == ("y4", "y5")
 
 
 def test_stage_bands_span_each_stage_to_the_next_and_the_last_to_the_newest_point():
