@@ -17,8 +17,10 @@ from typing import Any
 import schema
 from schema import Field, OptionError, unknown_key
 
+from testbed.errors import UserError
 
-class ConfigError(OptionError):
+
+class ConfigError(UserError, OptionError):
     """One line: `FILE: key.path = value: what is allowed`."""
 
     def __init__(self, key: str, value: Any = None, allowed: str = "", *, source: str | None = None,
@@ -305,12 +307,7 @@ def validate(raw: dict, *, source: str = "<config>", default_name: str = "run") 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
     path = Path(path)
-    if not path.exists():
-        raise ConfigError("", message=f"{path}: no such experiment file", source=None)
-    try:
-        raw = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError("", message=f"{path}: not valid TOML: {e}") from None
+    raw = load_raw(path)
     try:
         raw = apply_overrides(raw, overrides or [])
         _trace_beside_file(raw, path)
@@ -330,4 +327,13 @@ def _trace_beside_file(raw: dict, path: Path) -> None:
 
 def load_raw(path: str | Path) -> dict:
     """The file's tables without validation (for tools that read only a part, like probe)."""
-    return tomllib.loads(Path(path).read_text())
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("", message=f"{path}: no such experiment file"
+                          + (" (it is a directory)" if path.is_dir() else ""))
+    try:
+        return tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError("", message=f"{path}: not valid TOML: {e}") from None
+    except OSError as e:
+        raise ConfigError("", message=f"{path}: cannot be read ({e.strerror})") from None

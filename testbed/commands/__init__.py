@@ -1,9 +1,20 @@
-"""Subcommands of the `testbed` CLI, one module each with `register(subparsers)`."""
+"""Subcommands of the `testbed` CLI, one module each with `register(subparsers)`.
+
+Commands raise errors rather than print them: testbed/cli.py is the one boundary that turns an
+error into one line and an exit code (testbed/errors.py says which kind is which).
+"""
 from __future__ import annotations
 
-import sys
+from testbed.errors import UserError
 
 DEFAULT_STORE = "runs.db"
+
+
+class OptionError(UserError):
+    """A command-line option with a value that is not allowed: `--key value: allowed`."""
+
+    def __init__(self, option: str, value, allowed: str):
+        super().__init__(f"{option} {value}: not allowed; allowed: {allowed}")
 
 
 def add_store_arg(parser) -> None:
@@ -11,6 +22,8 @@ def add_store_arg(parser) -> None:
                         help=f"SQLite store file (default: {DEFAULT_STORE} in the working directory)")
 
 
-def fail(message: str, code: int = 1) -> int:
-    print(f"testbed: error: {message}", file=sys.stderr)
-    return code
+def open_store(path: str):
+    """An existing store (StoreError naming the path if there is none or it is not one)."""
+    from testbed.store import Store
+
+    return Store(path, create=False)

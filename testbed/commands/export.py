@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from testbed.commands import add_store_arg, fail
+from testbed.commands import add_store_arg, open_store
 
 
 def register(sub) -> None:
@@ -37,15 +37,8 @@ def write_csv(data: dict, folder: Path) -> list[Path]:
 
 
 def main(args) -> int:
-    from testbed.store import RunNotFound, Store
-
-    if not Path(args.store).exists():
-        return fail(f"no store at {args.store}")
-    with Store(args.store) as store:
-        try:
-            data = store.export(args.run)
-        except RunNotFound as e:
-            return fail(str(e))
+    with open_store(args.store) as store:
+        data = store.export(args.run)
         name = data["run"]["name"]
         if args.format == "json":
             text = json.dumps(data, indent=1, default=str)
