@@ -35,6 +35,7 @@ import torch
 import torch.distributed as dist
 
 from nodes.compression.transport import Transport
+from testbed.errors import Stopped
 from testbed.experiment import Experiment, ExperimentError
 from testbed.transport import EmulatedTransport
 
@@ -187,6 +188,8 @@ class Comm:
         self._mark(what)
         try:
             return fn()
+        except WorkerFailure:  # raised by the SIGTERM handler while the collective waited
+            raise
         except Exception as e:  # RuntimeError / DistBackendError / DistNetworkError
             raise self._failure(self.seq, what, e) from e
 
@@ -483,13 +486,21 @@ def _inject(action: str) -> None:
         time.sleep(3600)
 
 
-def install_sigterm(comm: Comm) -> None:
+def install_sigterm(comm: Comm, why=lambda: None) -> None:
     """torchrun ends the other ranks with SIGTERM when one fails: turn it into an error that
-    names the rank that failed, so rank 0 marks the run failed with the reason."""
+    names the rank that failed, so rank 0 marks the run failed with the reason. `why()` says
+    when the SIGTERM means something else: "stop" (the user stopped the launcher: a
+    KeyboardInterrupt, the run is marked stopped) or "orphaned" (the launcher died)."""
     def handler(signum, frame):
         if comm.failing:  # already on the way out with the reason: let it finish
             return
         comm.failing = True
+        cause = why()
+        if cause == "stop":
+            raise Stopped(signum)
+        if cause == "orphaned":
+            raise WorkerFailure(f"rank {comm.rank} stopped at iteration {comm.iteration}: its "
+                                "launcher (testbed run --launcher torchrun) died")
         who = comm.culprits(comm.seq + 1, grace_s=0.5)
         raise WorkerFailure(f"rank {comm.rank} was stopped by torchrun (SIGTERM) at iteration "
                             f"{comm.iteration}: " + ("; ".join(who) if who else "another rank failed"))
