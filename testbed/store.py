@@ -158,8 +158,7 @@ class Store:
         self.path = Path(path)
         self.readonly = readonly
         if (readonly or not create) and not self.path.exists():
-            raise StoreError(self.path, "no such file", "an existing store (make one with "
-                             "`testbed run FILE --store PATH`)")
+            raise self._explain(FileNotFoundError(str(self.path)))
         self.db = None
         try:
             self._open()
@@ -209,6 +208,9 @@ class Store:
             return StoreError(self.path, "is a directory")
         if isinstance(e, (NotADirectoryError, FileExistsError)) or (parent and not parent.is_dir()):
             return StoreError(self.path, f"{parent} is a file, not a folder")
+        if isinstance(e, FileNotFoundError):
+            return StoreError(self.path, "no such file", "an existing store (make one with "
+                              "`testbed run FILE --store PATH`)")
         if text.startswith("foreign database"):
             return StoreError(self.path, f"a SQLite database of another program ({text.split(': ', 1)[1]})")
         if "file is not a database" in text or "malformed" in text:

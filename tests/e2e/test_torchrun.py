@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -271,3 +272,91 @@ def test_phases_carry_each_ranks_real_bytes(tmp_path):
     }
     for r in range(2):
         assert json.loads((tmp_path / f"rank{r}.json").read_text()) == expected, f"rank {r}"
+
+
+# ---------------------------------------------------------------- the launcher's own faults
+def _children(pid: int) -> set[int]:
+    """Every process below `pid` (from /proc: each process's parent is field 4 of its stat)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        kids = {c for c, pp in parents.items() if pp == p}
+        out |= kids
+        todo += list(kids)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _start_launcher(folder: Path, store_path: Path) -> subprocess.Popen:
+    """A long torchrun run in its own temporary directory (where its testbed-launch-* folder
+    goes), returned once rank 0 has written rows."""
+    path = write_file(folder, "topk", 2, iterations=100000)
+    tmp = folder / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=str(tmp),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env.pop("TESTBED_TEST_FAULT_INJECTION", None)
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(path), "--store",
+                             str(store_path), "--launcher", "torchrun", "--quiet"], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        try:
+            with Store(store_path, readonly=True) as s:
+                if s.runs() and len(s.iterations(1)) >= 3:
+                    return proc
+        except Exception:
+            pass
+        time.sleep(0.3)
+    proc.kill()
+    raise AssertionError("the torchrun run did not get going")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_no_rank_outlives_a_killed_launcher(tmp_path):
+    store_path = tmp_path / "k.db"
+    proc = _start_launcher(tmp_path, store_path)
+    family = _children(proc.pid)
+    assert len(family) >= 3  # torchrun and its two ranks
+    proc.kill()  # kill -9: no clean-up of its own
+    proc.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(_alive(p) for p in family):
+        time.sleep(0.5)
+    assert not [p for p in family if _alive(p)], "processes outlived their launcher by 15 s"
+    assert not list((tmp_path / "tmp").glob("testbed-launch-*"))
+    assert not list((tmp_path / "tmp").glob("torchelastic_*"))
+    with Store(store_path) as s:
+        run = s.run(1)
+        assert run["status"] == "failed" and "launcher" in run["error"], run["error"]
+        assert s.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_sigterm_stops_a_torchrun_run(tmp_path):
+    store_path = tmp_path / "t.db"
+    proc = _start_launcher(tmp_path, store_path)
+    family = _children(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "testbed: stopped (SIGTERM)", err
+    assert not [p for p in family if _alive(p)]
+    with Store(store_path) as s:
+        run = s.run(1)
+        assert run["status"] == "stopped", run
+        its = [r["iteration"] for r in s.iterations(1)]
+        assert its == list(range(len(its))) and run["last_iteration"] == its[-1]
