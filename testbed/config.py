@@ -61,6 +61,9 @@ RUN_KEYS = {
     "workers_mode": Field("sequential", str, choices=("auto", "sequential", "vmap")),
     "target_accuracy": Field(None, float, min=0, max=1, min_open=True),
     "flush_every": Field(10, int, min=1),
+    # A checkpoint (model, optimizer, compressor, batch order, link layer, clock) every N
+    # iterations beside the store, for `testbed resume`; 0: none.
+    "checkpoint_every": Field(100, int, min=0),
     "threads": Field(0, int, min=0),
     "stop_at_accuracy": Field(False, bool),
     # Virtual seconds from an iteration's start at which its uplink closes: a worker whose
@@ -104,6 +107,7 @@ class RunConfig:
     workers_mode: str
     target_accuracy: float | None
     flush_every: int
+    checkpoint_every: int
     threads: int
     stop_at_accuracy: bool
     deadline_s: float | None = None
@@ -323,6 +327,16 @@ def _trace_beside_file(raw: dict, path: Path) -> None:
     if isinstance(trace, str) and not Path(trace).is_absolute() and not Path(trace).exists() \
             and (path.parent / trace).exists():
         run["device_trace"] = str(path.parent / trace)
+
+
+def config_from_stored(stored: dict, *, source: str) -> ExperimentConfig:
+    """The ExperimentConfig of a run's stored config (`ExperimentConfig.as_dict()`, where an
+    unset key is None): what `testbed resume` rebuilds the run from."""
+    def set_keys(x):
+        if isinstance(x, dict):
+            return {k: set_keys(v) for k, v in x.items() if v is not None}
+        return [set_keys(v) for v in x] if isinstance(x, list) else x
+    return validate(set_keys(stored), source=source)
 
 
 def load_raw(path: str | Path) -> dict:

@@ -334,6 +334,26 @@ class Store:
             self.db.execute("UPDATE runs SET status=?, ended_at=?, error=? WHERE id=?",
                             (status, time.time(), error, run_id))
 
+    def rewind_run(self, run_id: int, iteration: int) -> None:
+        """Make run `run_id` running again in this process from after `iteration` (a resume):
+        its rows of later iterations go (the resumed run writes them again) and its summary
+        columns are recomputed from the rows that stay, in one transaction."""
+        self.flush()
+        with _signals_deferred(), self.db:
+            for table in ("iterations", "node_iterations", "links", "evals", "events"):
+                self.db.execute(f"DELETE FROM {table} WHERE run_id=? AND iteration > ?",
+                                (run_id, iteration))
+            self.db.execute(
+                "UPDATE runs SET status='running', ended_at=NULL, error=NULL, pid=?, host=?, "
+                "last_iteration=(SELECT MAX(iteration) FROM iterations WHERE run_id=:id), "
+                "virtual_time_s=(SELECT virtual_time_s FROM iterations WHERE run_id=:id "
+                "ORDER BY iteration DESC LIMIT 1), "
+                "total_bits=(SELECT COALESCE(SUM(bits_up + bits_down), 0) FROM iterations "
+                "WHERE run_id=:id), "
+                "best_accuracy=(SELECT MAX(test_accuracy) FROM evals WHERE run_id=:id) "
+                "WHERE id=:id".replace("?, host=?", ":pid, host=:host"),
+                {"id": run_id, "pid": os.getpid(), "host": os.uname().nodename})
+
     # ---------------------------------------------------------------- controls
     def request_control(self, run_id: int, target: str, changes: dict) -> int:
         with self.db:
