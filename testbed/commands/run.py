@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -41,12 +42,12 @@ class SetupError(UserError):
     method on a ring, a dataset folder that is not there, `device = "cuda"` without a GPU)."""
 
 
-def build_experiment(cfg, store, cls=None):
+def build_experiment(cfg, store):
     """The Experiment of `cfg`; what its set-up refuses is the user's (SetupError, exit 2)."""
     from testbed.experiment import Experiment, ExperimentError
 
     try:
-        return (cls or Experiment)(cfg, store)
+        return Experiment(cfg, store)
     except (ExperimentError, ValueError, FileNotFoundError) as e:
         raise SetupError(f"{cfg.source}: {e}") from e
 
@@ -72,8 +73,11 @@ def opened_store(path: str):
     try:
         yield store
     except BaseException:
-        began = bool(store.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
-        store.close()
+        try:
+            began = bool(store.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+            store.close()
+        except sqlite3.Error:  # the store itself broke: leave it as it is for the user to see
+            began = True
         if new and not began:
             for suffix in ("", "-wal", "-shm"):
                 Path(path + suffix).unlink(missing_ok=True)
