@@ -386,6 +386,8 @@ class DistributedExperiment(Experiment):
     `DistributedTransport`; what it adds are the rank-level decisions (rank 0 evaluates,
     decides to stop and writes the store; replicas are checked before each step)."""
 
+    checkpoints = False  # a rank holds only its own worker's compressor state
+
     def __init__(self, cfg, store, comm: Comm, *, progress=None, should_stop=None,
                  check_replicas: bool = True):
         self.comm = comm
