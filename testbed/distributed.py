@@ -386,11 +386,13 @@ class DistributedExperiment(Experiment):
     `DistributedTransport`; what it adds are the rank-level decisions (rank 0 evaluates,
     decides to stop and writes the store; replicas are checked before each step)."""
 
-    checkpoints = False  # a rank holds only its own worker's compressor state
-
     def __init__(self, cfg, store, comm: Comm, *, progress=None, should_stop=None,
-                 check_replicas: bool = True):
+                 check_replicas: bool = True, store_path: str | None = None):
+        """`store_path`: where rank 0's store is (every rank keeps its checkpoints beside it;
+        None: no checkpoints)."""
         self.comm = comm
+        self.store_path = store_path
+        self.checkpoints = store_path is not None
         self.check_replicas = check_replicas
         method = cfg.compression.method
         if method in NOT_MULTIPROCESS_SAFE:
@@ -422,6 +424,21 @@ class DistributedExperiment(Experiment):
                 "run.workers_mode resolves to 'vmap' with a convolutional model: losses match the "
                 "in-process run to float tolerance but bits may drift from it; set "
                 "run.workers_mode = \"sequential\" in both for bit-exact runs")
+
+    def checkpoint_path(self, run_id: int):
+        """One file per rank (each holds its own worker's compressor state and batch order;
+        the model, optimizer and server-side state are the same on every rank)."""
+        from testbed import checkpoint
+
+        path = checkpoint.path_for(self.store_path, run_id)
+        return path.with_name(f"{path.stem}.rank-{self.comm.rank}{path.suffix}")
+
+    def resume(self, run_id: int, state: dict) -> None:
+        its = self.comm.all_gather_ints([state["iteration"]], "checkpoint check")
+        if len({i[0] for i in its}) != 1:
+            raise ExperimentError(f"the ranks' checkpoints of run {run_id} are of different "
+                                  f"iterations ({[i[0] for i in its]}); the run cannot resume")
+        super().resume(run_id, state)
 
     # ------------------------------------------------------------------ rank-0 decisions
     def _should_stop_all(self) -> bool:

@@ -9,7 +9,6 @@ A torchrun rank (testbed/distributed.py) passes in its own gradient source and t
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from contextlib import contextmanager
@@ -62,7 +61,6 @@ class Experiment:
     """One run of one experiment file, written into a store as it goes."""
 
     # A checkpoint every run.checkpoint_every iterations for `testbed resume` (testbed/checkpoint.py).
-    # Off for a torchrun rank: it holds only its own worker's compressor state.
     checkpoints = True
 
     def __init__(self, cfg: ExperimentConfig, store: Store, *,
@@ -269,9 +267,7 @@ class Experiment:
         return [f"{u}->{v}" for u, v in links]
 
     def _refresh_graph_json(self) -> None:
-        with self.store.db:
-            self.store.db.execute("UPDATE runs SET graph_json=? WHERE id=?",
-                                  (json.dumps(graph_to_json(self.graph)), self.run_id))
+        self.store.set_graph(self.run_id, graph_to_json(self.graph))
 
     def evaluate(self) -> tuple[float, float]:
         """Test loss and accuracy of the current model."""
@@ -422,10 +418,15 @@ class Experiment:
         self.clock, self.accuracy, self.stage = state["clock"], state["accuracy"], state["stage"]
         self.next_iteration = state["iteration"] + 1
 
+    def checkpoint_path(self, run_id: int):
+        from testbed import checkpoint
+
+        return checkpoint.path_for(self.store.path, run_id)
+
     def save_checkpoint(self, iteration: int, wall_s: float) -> None:
         from testbed import checkpoint
 
-        checkpoint.save(checkpoint.path_for(self.store.path, self.run_id),
+        checkpoint.save(self.checkpoint_path(self.run_id),
                         {**self.state_dict(iteration), "wall_time_s": wall_s})
 
     def resume(self, run_id: int, state: dict) -> None:

@@ -53,11 +53,13 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def rank_arguments(file: str, store: str, overrides: list[str], *, name: str | None = None,
+def rank_arguments(file: str | None, store: str, overrides: list[str], *, name: str | None = None,
                    timeout_s: float | None = None, quiet: bool = False,
-                   check_replicas: bool = True) -> list[str]:
+                   check_replicas: bool = True, resume: int | None = None) -> list[str]:
     """The arguments of `python -m testbed.launch` (what every rank gets)."""
-    out = [str(file), "--store", str(store)]
+    out = ([str(file)] if file is not None else []) + ["--store", str(store)]
+    if resume is not None:
+        out += ["--resume", str(resume)]
     for item in overrides:
         out += ["--set", item]
     if name:
@@ -87,7 +89,7 @@ def _timeout(args) -> float | None:
     return None if value in (None, "") else float(value)
 
 
-def launch_torchrun(args, cfg) -> int:
+def launch_torchrun(args, cfg, resume: int | None = None) -> int:
     """Run the experiment with one process per worker on this host; the exit code.
 
     torchrun's and the ranks' output go to a log file beside the store (its path is printed);
@@ -115,8 +117,9 @@ def launch_torchrun(args, cfg) -> int:
     env[REPORT_DIR_ENV] = str(report_dir)
     env[LAUNCHER_PID_ENV] = str(os.getpid())
     cmd = torchrun_command(nproc, free_port(), rank_arguments(
-        args.file, args.store, list(args.overrides), name=getattr(args, "name", None),
-        timeout_s=_timeout(args), quiet=True), log_dir=report_dir / "torchrun")
+        None if resume is not None else args.file, args.store, list(getattr(args, "overrides", [])),
+        name=getattr(args, "name", None), timeout_s=_timeout(args), quiet=True, resume=resume),
+        log_dir=report_dir / "torchrun")
     wall = time.perf_counter()
     print(f"torchrun: {nproc} processes; their output goes to {log}", file=sys.stderr, flush=True)
     with open(log, "w") as out:
@@ -284,7 +287,9 @@ def _mark(store_path: str, run_id: int, status: str, reason: str) -> None:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m testbed.launch",
                                 description="one rank of a torchrun run (rank r = worker r)")
-    p.add_argument("file", help="experiment TOML file (the same on every host)")
+    p.add_argument("file", nargs="?", help="experiment TOML file (the same on every host)")
+    p.add_argument("--resume", type=int, metavar="RUN_ID",
+                   help="continue run RUN_ID of --store from its checkpoints instead of a file")
     p.add_argument("--store", default="runs.db", help="SQLite store, written by rank 0 only")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--name", help="run name")
@@ -385,7 +390,17 @@ def _rank_main(args, rank: int, local: int, who: str, reporter: _Reporter,
     if args.name:
         overrides.append(f"run.name={json.dumps(args.name)}")
     try:
-        cfg = load_config(args.file, overrides)
+        if args.resume is not None:  # the run's own configuration, as stored
+            from testbed.config import config_from_stored
+            from testbed.store import Store
+
+            with Store(args.store, readonly=True) as s:
+                cfg = config_from_stored(s.run(args.resume)["config"],
+                                         source=f"run {args.resume} of {args.store}")
+        elif args.file is None:
+            raise ConfigError("", message="give an experiment FILE or --resume RUN_ID")
+        else:
+            cfg = load_config(args.file, overrides)
     except ConfigError as e:
         reporter.write(status="failed", primary=True, rank=rank, error=str(e))
         print(f"testbed: error: {who}: {e}", file=sys.stderr)
@@ -415,7 +430,8 @@ def _rank_main(args, rank: int, local: int, who: str, reporter: _Reporter,
     exp = None
     try:
         try:
-            exp = DistributedExperiment(cfg, store, comm, check_replicas=args.check_replicas)
+            exp = DistributedExperiment(cfg, store, comm, check_replicas=args.check_replicas,
+                                        store_path=args.store)
         except (ExperimentError, ValueError, FileNotFoundError, KeyError) as e:
             comm.failing = True
             comm.report_failure(e)
@@ -429,7 +445,12 @@ def _rank_main(args, rank: int, local: int, who: str, reporter: _Reporter,
             exp.progress, close = progress_printer(exp.iterations, False)
         wall = time.perf_counter()
         try:
-            exp.start()
+            if args.resume is not None:
+                from testbed import checkpoint
+
+                exp.resume(args.resume, checkpoint.load(exp.checkpoint_path(args.resume)))
+            else:
+                exp.start()
             reporter.write(status="running", rank=rank, run_id=exp.run_id,
                            iterations=exp.iterations)
             exp.run()

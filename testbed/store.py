@@ -354,6 +354,11 @@ class Store:
                 "WHERE id=:id".replace("?, host=?", ":pid, host=:host"),
                 {"id": run_id, "pid": os.getpid(), "host": os.uname().nodename})
 
+    def set_graph(self, run_id: int, graph: dict) -> None:
+        """The run's topology JSON after steering changed its links."""
+        with self.db:
+            self.db.execute("UPDATE runs SET graph_json=? WHERE id=?", (json.dumps(graph), run_id))
+
     # ---------------------------------------------------------------- controls
     def request_control(self, run_id: int, target: str, changes: dict) -> int:
         with self.db:

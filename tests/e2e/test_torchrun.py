@@ -77,14 +77,17 @@ def run_in_process(path: Path, store_path: Path, sets: tuple[str, ...] = ()) -> 
 
 
 def run_torchrun(path: Path, store_path: Path, *, timeout_s: float = 60, fault: str | None = None,
-                 limit_s: float = 240, sets: tuple[str, ...] = ()) -> tuple[subprocess.CompletedProcess, float]:
+                 limit_s: float = 240, sets: tuple[str, ...] = (),
+                 argv: list[str] | None = None) -> tuple[subprocess.CompletedProcess, float]:
+    """`testbed run PATH --launcher torchrun` (or `testbed ARGV...` with the same environment)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", TESTBED_DIST_TIMEOUT=str(timeout_s),
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     env.pop("TESTBED_TEST_FAULT_INJECTION", None)
     if fault:
         env["TESTBED_TEST_FAULT_INJECTION"] = fault
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(path), "--store",
+    proc = subprocess.run([sys.executable, "-m", "testbed.cli",
+                           *(argv or ["run", str(path)]), "--store",
                            str(store_path), "--launcher", "torchrun", "--quiet",
                            *[a for kv in sets for a in ("--set", kv)]],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=limit_s)
@@ -204,6 +207,27 @@ def test_a_rank_that_dies_fails_the_run_cleanly(folder, reference):
 def test_a_rank_that_hangs_fails_the_run_within_the_timeout(folder, reference):
     elapsed = _check_failure(folder, reference, "1:4:hang", 4, "Timed out")
     assert elapsed < 4 + 60, elapsed  # start-up of two processes plus the 4 s timeout
+
+
+def test_a_torchrun_run_resumes_from_its_checkpoints(folder, reference, tmp_path):
+    """Rank 1 dies at iteration 5 of an LGC-PS run with a checkpoint every 2 iterations; the
+    resume (one checkpoint per rank) starts at iteration 4, crosses the switch to the LGC stage
+    at 6, and the run's rows are the in-process run's."""
+    path, ref = reference("lgc_ps", 2)
+    every = tmp_path / "every2.toml"
+    every.write_text(path.read_text().replace("flush_every = 1", "flush_every = 1\ncheckpoint_every = 2"))
+    store_path = tmp_path / "resume.db"
+    proc, _ = run_torchrun(every, store_path, fault="1:5:exit")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    ranks = sorted(p.name for p in Path(f"{store_path}.checkpoints").iterdir())
+    assert ranks == ["run-1.rank-0.pt", "run-1.rank-1.pt"]
+    proc, _ = run_torchrun(every, store_path, argv=["resume", "1"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "resumes after iteration 3" in proc.stdout
+    got = last_run(store_path)
+    assert got["run"]["status"] == "completed"
+    assert [e["kind"] for e in got["events"]].count("resume") == 1
+    assert_same_rows(ref, got)
 
 
 RANK_SCRIPT = r'''
