@@ -31,12 +31,13 @@ def export_figures(store, run_ref, path, fmt: str):
 def exit_codes() -> list[tuple[type, int]]:
     """The one mapping from error type to exit code (first match wins). The user's mistakes
     are exit 2; the other rooms' own user-error classes are listed here because they do not
-    import testbed. Anything not listed is a bug: a traceback, exit 1."""
-    from channels.errors import ChannelConfigError
+    import testbed (schema.OptionError: a bad key or value of any room, the link layer's and
+    the command line's included). Anything not listed is a bug: a traceback, exit 1."""
     from nodes.data import DatasetError, DatasetFileError
+    from schema import OptionError
     from testbed.controls import ControlError
 
-    return [(Stopped, -1), (UserError, 2), (ChannelConfigError, 2), (DatasetError, 2),
+    return [(Stopped, -1), (UserError, 2), (OptionError, 2), (DatasetError, 2),
             (DatasetFileError, 2), (ControlError, 2), (RunFailed, 1)]
 
 

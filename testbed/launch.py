@@ -95,7 +95,8 @@ def launch_torchrun(args, cfg, resume: int | None = None) -> int:
     torchrun's and the ranks' output go to a log file beside the store (its path is printed);
     the terminal gets a progress bar read from the store and, at the end, one line. torchrun
     dies with this process (PR_SET_PDEATHSIG) and its ranks with it (testbed.lifeline)."""
-    from testbed.commands import OptionError
+    from schema import OptionError
+
     from testbed.commands.run import SetupError
     from testbed.store import Store
 
@@ -105,9 +106,9 @@ def launch_torchrun(args, cfg, resume: int | None = None) -> int:
         raise SetupError(f"{cfg.source}: {e}") from e
     nproc = args.nproc or workers
     if nproc != workers:
-        raise OptionError("--nproc", nproc, f"{workers}: the file's network has {workers} workers "
-                          "and every worker is one process (for several hosts, start torchrun -m "
-                          "testbed.launch on each, see docs/distributed.md)")
+        raise OptionError("--nproc", nproc, f"{workers}, the file's number of workers: every worker "
+                          "is one process (for several hosts, start torchrun -m testbed.launch on "
+                          "each, see docs/distributed.md)")
     Store(args.store).close()  # a bad --store is refused here, before any process starts
     log = log_path(args.store)
     report_dir = Path(tempfile.mkdtemp(prefix="testbed-launch-"))

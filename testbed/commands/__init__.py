@@ -5,16 +5,7 @@ error into one line and an exit code (testbed/errors.py says which kind is which
 """
 from __future__ import annotations
 
-from testbed.errors import UserError
-
 DEFAULT_STORE = "runs.db"
-
-
-class OptionError(UserError):
-    """A command-line option with a value that is not allowed: `--key value: allowed`."""
-
-    def __init__(self, option: str, value, allowed: str):
-        super().__init__(f"{option} {value}: not allowed; allowed: {allowed}")
 
 
 def add_store_arg(parser) -> None:

@@ -11,7 +11,7 @@ import json
 import math
 from pathlib import Path
 
-from testbed.commands import OptionError
+from schema import OptionError
 from testbed.config import load_raw
 from testbed.errors import RunFailed
 
@@ -99,7 +99,7 @@ def _one(network: dict, seed: int, args):
     if pattern == "gather":
         dst = args.dst or server
         if dst is None:
-            raise OptionError("--dst", "(none)", "a node name: this topology has no server")
+            raise OptionError("--dst", None, "a node name (this topology has no server)")
         away = _away(args, workers)
         return net.gather({w: packets(w, dst) for w in workers if w != dst and w not in away}, dst, at=0.0)
     if pattern == "broadcast":

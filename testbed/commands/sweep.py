@@ -5,7 +5,8 @@ import itertools
 import sys
 from types import SimpleNamespace
 
-from testbed.commands import OptionError, add_store_arg
+from testbed.commands import add_store_arg
+from schema import OptionError
 from testbed.errors import RunFailed
 
 
@@ -26,7 +27,7 @@ def parse_grid(items: list[str]) -> list[tuple[str, list[str]]]:
     grid = []
     for item in items:
         if "=" not in item or not item.split("=", 1)[1]:
-            raise OptionError("--grid", repr(item), "key.path=v1,v2")
+            raise OptionError("--grid", item, "of the form key.path=v1,v2")
         key, values = item.split("=", 1)
         grid.append((key.strip(), [v.strip() for v in values.split(",") if v.strip()]))
     return grid
@@ -44,7 +45,7 @@ def main(args) -> int:
 
     grid = parse_grid(args.grid + ([f"run.seed={args.seeds}"] if args.seeds else []))
     if not grid:
-        raise OptionError("--grid", "(none)", "at least one --grid key=v1,v2")
+        raise OptionError("--grid", None, "given at least once (--grid key.path=v1,v2)")
     base = load_raw(args.file).get("run", {}).get("name") or args.file.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     failures = 0
     combos = list(variants(grid))

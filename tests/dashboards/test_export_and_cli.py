@@ -66,7 +66,7 @@ def test_dashboard_subcommand_defaults_to_loopback(monkeypatch, capsys):
     from testbed.cli import main  # the CLI's one error boundary turns the refusal into exit 2
 
     assert main(["dashboard", "--port", "70000"]) == 2
-    assert "--port 70000: not allowed; allowed: 1..65535" in capsys.readouterr().err
+    assert "--port = 70000: must be in 1..65535" in capsys.readouterr().err
     wide = parser.parse_args(["dashboard", "--host", "0.0.0.0"])
     assert wide.func(wide) == 0
     assert "anyone who can reach this address can steer" in capsys.readouterr().err

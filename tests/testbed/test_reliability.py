@@ -216,10 +216,10 @@ def test_export_of_an_unknown_run_is_exit_2(tmp_path, capsys):
 @pytest.mark.parametrize("argv,words", [
     (["run", "{dir}/absent.toml"], "no such experiment file"),
     (["run", "{file}", "--set", "run.iterations=0"], "run.iterations = 0: must be an integer >= 1"),
-    (["run", "{file}", "--set", "nonsense"], "must look like key.path=value"),
+    (["run", "{file}", "--set", "nonsense"], "must be of the form key.path=value"),
     (["run", "{file}", "--set", "network.topology=\"ring\""], "sends to a parameter server"),
-    (["run", "{file}", "--nproc", "3", "--launcher", "torchrun"], "--nproc 3: not allowed; allowed: 2"),
-    (["dashboard", "--port", "70000"], "--port 70000: not allowed; allowed: 1..65535"),
+    (["run", "{file}", "--nproc", "3", "--launcher", "torchrun"], "--nproc = 3: must be 2, the file's number of workers"),
+    (["dashboard", "--port", "70000"], "--port = 70000: must be in 1..65535"),
     (["run"], "the following arguments are required: file"),
 ])
 def test_other_mistakes_are_one_line_exit_2_and_no_store_is_made(tiny_experiment, tmp_path, capsys,
