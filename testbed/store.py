@@ -100,6 +100,7 @@ EVAL_COLUMNS = ["iteration", "virtual_time_s", "test_loss", "test_accuracy"]
 SUMMARY_COLUMNS = ["last_iteration", "virtual_time_s", "total_bits", "best_accuracy"]
 ALLOWED_STORE = ("a SQLite store written by testbed, or a new file name, in a folder this user "
                  "can write")
+TABLES = {"runs", "iterations", "node_iterations", "links", "evals", "events", "controls"}
 RUN_COLUMNS = ["id", "name", "method", "topology", "workers", "bandwidth_mbps", "status",
                "started_at", "ended_at", "pid", "host", "error"]
 
@@ -193,8 +194,10 @@ class Store:
         tables.discard("sqlite_sequence")
         if not tables:
             return  # a new store
-        if "runs" not in tables:
+        if not tables & TABLES:  # an older store may lack some of them: they are added
             raise sqlite3.DatabaseError(f"foreign database: tables {', '.join(sorted(tables))}")
+        if "runs" not in tables:
+            return
         columns = {r[1] for r in self.db.execute("PRAGMA table_info(runs)")}
         missing = [c for c in RUN_COLUMNS if c not in columns]
         if missing:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from testbed.commands import add_store_arg, open_store
+from testbed.errors import UserError
 
 
 def register(sub) -> None:
@@ -57,8 +58,8 @@ def main(args) -> int:
             logdir = Path(args.out or "tensorboard")
             try:
                 folder = write_tensorboard(data, logdir)
-            except RuntimeError as e:
-                return fail(str(e))
+            except RuntimeError as e:  # the optional tensorboard package is not installed
+                raise UserError(f"--format tensorboard: {e}") from e
             print(f"wrote {folder} (open with: tensorboard --logdir {logdir})", file=sys.stderr)
         else:
             from testbed.cli import export_figures
