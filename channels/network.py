@@ -8,6 +8,7 @@ and every random draw comes from generators seeded by the `rng` given here.
 """
 from __future__ import annotations
 
+import pickle
 from typing import Iterable
 
 import networkx as nx
@@ -362,6 +363,26 @@ class Network:
             flows += [f for _, f in step_flows]
         return self._finish("allreduce", at, flows, stats)
 
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> bytes:
+        """What a resumed run needs so that this network draws what it would have drawn next:
+        every link's spec (steering included), loss-process state (Gilbert-Elliott's state),
+        fading channel, trace position and random streams (their generators' bit_generator
+        states and the values already drawn), every medium's free time, and the clock. Between
+        calls no packet is queued, so nothing else is in flight. Pickled: the objects are the
+        link layer's own and only a network of the same topology loads them."""
+        return pickle.dumps({"links": self._links, "media": self._media, "clock": self._clock})
+
+    def load_state_dict(self, state: bytes) -> None:
+        s = pickle.loads(state)
+        if set(s["links"]) != set(self._links):
+            raise ValueError("Network.load_state_dict: the state is of another topology "
+                             f"({len(s['links'])} links, this network has {len(self._links)})")
+        self._links, self._media, self._clock = s["links"], s["media"], s["clock"]
+        for a, b in {tuple(sorted(k, key=str)) for k in self._links}:  # as set_link keeps them
+            if self.graph.has_edge(a, b):
+                self.graph.edges[a, b]["link"] = self._links[(a, b)].spec
+
 
 def _remap(f: FlowAcc, got: np.ndarray, n: int, first: FlowAcc) -> FlowAcc:
     """A relayed flow in the numbering of the source's packets (lost at the hub = lost)."""
@@ -372,3 +393,4 @@ def _remap(f: FlowAcc, got: np.ndarray, n: int, first: FlowAcc) -> FlowAcc:
     out.last_s[got] = np.maximum(first.last_s[got], f.last_s)
     out.sent, out.retrans, out.bytes, out.lost_any = f.sent, f.retrans, f.bytes, f.lost_any + first.lost_any
     return out
+

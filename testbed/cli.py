@@ -5,9 +5,11 @@ import argparse
 import importlib
 import sys
 
+from testbed.errors import RunFailed, Stopped, UserError, stop_on_sigterm
+
 # Each module exposes `register(subparsers)`; missing optional ones are skipped so one
 # unfinished room never breaks the whole CLI.
-COMMANDS = ["run", "runs", "export", "sweep", "demo", "probe", "dashboard", "control"]
+COMMANDS = ["run", "resume", "runs", "export", "sweep", "demo", "probe", "dashboard", "control"]
 
 
 # The CLI is the one place that imports dashboards/ (house rule: nothing else depends on the
@@ -26,8 +28,38 @@ def export_figures(store, run_ref, path, fmt: str):
     return writer(store, run_ref, path)
 
 
+def exit_codes() -> list[tuple[type, int]]:
+    """The one mapping from error type to exit code (first match wins). The user's mistakes
+    are exit 2; the other rooms' own user-error classes are listed here because they do not
+    import testbed (schema.OptionError: a bad key or value of any room, the link layer's and
+    the command line's included). Anything not listed is a bug: a traceback, exit 1."""
+    from nodes.data import DatasetError, DatasetFileError
+    from schema import OptionError
+    from testbed.controls import ControlError
+
+    return [(Stopped, -1), (UserError, 2), (OptionError, 2), (DatasetError, 2),
+            (DatasetFileError, 2), (ControlError, 2), (RunFailed, 1)]
+
+
+def exit_code(err: BaseException) -> int | None:
+    """The exit code for `err`, or None when it is a bug (let the traceback through)."""
+    for cls, code in exit_codes():
+        if isinstance(err, cls):
+            return err.exit_code if code == -1 else code
+    if isinstance(err, KeyboardInterrupt):
+        return 130
+    return None
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors as one line (the usage itself is one `--help` away)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="testbed",
         description="Emulated edge training: workers exchange compressed gradients over an "
                     "emulated wireless link layer; results go to a SQLite store.")
@@ -45,13 +77,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The CLI's one error boundary: see `exit_codes`."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    stop_on_sigterm()
     try:
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except (Exception, KeyboardInterrupt) as err:
+        code = exit_code(err)
+        if code is None:
+            raise
+        if isinstance(err, KeyboardInterrupt):
+            print(f"testbed: stopped ({err.args[0] if err.args else 'SIGINT'})", file=sys.stderr)
+        else:
+            print(f"testbed: error: {one_line(err)}", file=sys.stderr)
+        return code
+
+
+def one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return text or type(err).__name__
 
 
 if __name__ == "__main__":

@@ -17,8 +17,10 @@ from typing import Any
 import schema
 from schema import Field, OptionError, unknown_key
 
+from testbed.errors import UserError
 
-class ConfigError(OptionError):
+
+class ConfigError(UserError, OptionError):
     """One line: `FILE: key.path = value: what is allowed`."""
 
     def __init__(self, key: str, value: Any = None, allowed: str = "", *, source: str | None = None,
@@ -59,6 +61,9 @@ RUN_KEYS = {
     "workers_mode": Field("sequential", str, choices=("auto", "sequential", "vmap")),
     "target_accuracy": Field(None, float, min=0, max=1, min_open=True),
     "flush_every": Field(10, int, min=1),
+    # A checkpoint (model, optimizer, compressor, batch order, link layer, clock) every N
+    # iterations beside the store, for `testbed resume`; 0: none.
+    "checkpoint_every": Field(100, int, min=0),
     "threads": Field(0, int, min=0),
     "stop_at_accuracy": Field(False, bool),
     # Virtual seconds from an iteration's start at which its uplink closes: a worker whose
@@ -102,6 +107,7 @@ class RunConfig:
     workers_mode: str
     target_accuracy: float | None
     flush_every: int
+    checkpoint_every: int
     threads: int
     stop_at_accuracy: bool
     deadline_s: float | None = None
@@ -305,12 +311,7 @@ def validate(raw: dict, *, source: str = "<config>", default_name: str = "run") 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
     path = Path(path)
-    if not path.exists():
-        raise ConfigError("", message=f"{path}: no such experiment file", source=None)
-    try:
-        raw = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError("", message=f"{path}: not valid TOML: {e}") from None
+    raw = load_raw(path)
     try:
         raw = apply_overrides(raw, overrides or [])
         _trace_beside_file(raw, path)
@@ -328,6 +329,25 @@ def _trace_beside_file(raw: dict, path: Path) -> None:
         run["device_trace"] = str(path.parent / trace)
 
 
+def config_from_stored(stored: dict, *, source: str) -> ExperimentConfig:
+    """The ExperimentConfig of a run's stored config (`ExperimentConfig.as_dict()`, where an
+    unset key is None): what `testbed resume` rebuilds the run from."""
+    def set_keys(x):
+        if isinstance(x, dict):
+            return {k: set_keys(v) for k, v in x.items() if v is not None}
+        return [set_keys(v) for v in x] if isinstance(x, list) else x
+    return validate(set_keys(stored), source=source)
+
+
 def load_raw(path: str | Path) -> dict:
     """The file's tables without validation (for tools that read only a part, like probe)."""
-    return tomllib.loads(Path(path).read_text())
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("", message=f"{path}: no such experiment file"
+                          + (" (it is a directory)" if path.is_dir() else ""))
+    try:
+        return tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError("", message=f"{path}: not valid TOML: {e}") from None
+    except OSError as e:
+        raise ConfigError("", message=f"{path}: cannot be read ({e.strerror})") from None

@@ -35,6 +35,7 @@ import torch
 import torch.distributed as dist
 
 from nodes.compression.transport import Transport
+from testbed.errors import Stopped
 from testbed.experiment import Experiment, ExperimentError
 from testbed.transport import EmulatedTransport
 
@@ -187,6 +188,8 @@ class Comm:
         self._mark(what)
         try:
             return fn()
+        except WorkerFailure:  # raised by the SIGTERM handler while the collective waited
+            raise
         except Exception as e:  # RuntimeError / DistBackendError / DistNetworkError
             raise self._failure(self.seq, what, e) from e
 
@@ -384,8 +387,12 @@ class DistributedExperiment(Experiment):
     decides to stop and writes the store; replicas are checked before each step)."""
 
     def __init__(self, cfg, store, comm: Comm, *, progress=None, should_stop=None,
-                 check_replicas: bool = True):
+                 check_replicas: bool = True, store_path: str | None = None):
+        """`store_path`: where rank 0's store is (every rank keeps its checkpoints beside it;
+        None: no checkpoints)."""
         self.comm = comm
+        self.store_path = store_path
+        self.checkpoints = store_path is not None
         self.check_replicas = check_replicas
         method = cfg.compression.method
         if method in NOT_MULTIPROCESS_SAFE:
@@ -417,6 +424,21 @@ class DistributedExperiment(Experiment):
                 "run.workers_mode resolves to 'vmap' with a convolutional model: losses match the "
                 "in-process run to float tolerance but bits may drift from it; set "
                 "run.workers_mode = \"sequential\" in both for bit-exact runs")
+
+    def checkpoint_path(self, run_id: int):
+        """One file per rank (each holds its own worker's compressor state and batch order;
+        the model, optimizer and server-side state are the same on every rank)."""
+        from testbed import checkpoint
+
+        path = checkpoint.path_for(self.store_path, run_id)
+        return path.with_name(f"{path.stem}.rank-{self.comm.rank}{path.suffix}")
+
+    def resume(self, run_id: int, state: dict) -> None:
+        its = self.comm.all_gather_ints([state["iteration"]], "checkpoint check")
+        if len({i[0] for i in its}) != 1:
+            raise ExperimentError(f"the ranks' checkpoints of run {run_id} are of different "
+                                  f"iterations ({[i[0] for i in its]}); the run cannot resume")
+        super().resume(run_id, state)
 
     # ------------------------------------------------------------------ rank-0 decisions
     def _should_stop_all(self) -> bool:
@@ -483,13 +505,21 @@ def _inject(action: str) -> None:
         time.sleep(3600)
 
 
-def install_sigterm(comm: Comm) -> None:
+def install_sigterm(comm: Comm, why=lambda: None) -> None:
     """torchrun ends the other ranks with SIGTERM when one fails: turn it into an error that
-    names the rank that failed, so rank 0 marks the run failed with the reason."""
+    names the rank that failed, so rank 0 marks the run failed with the reason. `why()` says
+    when the SIGTERM means something else: "stop" (the user stopped the launcher: a
+    KeyboardInterrupt, the run is marked stopped) or "orphaned" (the launcher died)."""
     def handler(signum, frame):
         if comm.failing:  # already on the way out with the reason: let it finish
             return
         comm.failing = True
+        cause = why()
+        if cause == "stop":
+            raise Stopped(signum)
+        if cause == "orphaned":
+            raise WorkerFailure(f"rank {comm.rank} stopped at iteration {comm.iteration}: its "
+                                "launcher (testbed run --launcher torchrun) died")
         who = comm.culprits(comm.seq + 1, grace_s=0.5)
         raise WorkerFailure(f"rank {comm.rank} was stopped by torchrun (SIGTERM) at iteration "
                             f"{comm.iteration}: " + ("; ".join(who) if who else "another rank failed"))

@@ -9,7 +9,6 @@ A torchrun rank (testbed/distributed.py) passes in its own gradient source and t
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from contextlib import contextmanager
@@ -61,6 +60,9 @@ class LocalGradients:
 class Experiment:
     """One run of one experiment file, written into a store as it goes."""
 
+    # A checkpoint every run.checkpoint_every iterations for `testbed resume` (testbed/checkpoint.py).
+    checkpoints = True
+
     def __init__(self, cfg: ExperimentConfig, store: Store, *,
                  progress: Callable[[Progress], None] | None = None,
                  should_stop: Callable[[], bool] | None = None,
@@ -77,6 +79,10 @@ class Experiment:
         self.timer = timer
         self._gradients_factory, self._transport_factory = gradients, transport
         self.run_id: int | None = None
+        self.next_iteration = 0      # where the loop starts: after a resumed checkpoint's
+        self.accuracy: float | None = None   # the last evaluation's
+        self.stage: str | None = None        # the scheme's stage of the last iteration
+        self._wall_offset = 0.0      # wall seconds of the run before a resume
         self._setup()
 
     @contextmanager
@@ -261,9 +267,7 @@ class Experiment:
         return [f"{u}->{v}" for u, v in links]
 
     def _refresh_graph_json(self) -> None:
-        with self.store.db:
-            self.store.db.execute("UPDATE runs SET graph_json=? WHERE id=?",
-                                  (json.dumps(graph_to_json(self.graph)), self.run_id))
+        self.store.set_graph(self.run_id, graph_to_json(self.graph))
 
     def evaluate(self) -> tuple[float, float]:
         """Test loss and accuracy of the current model."""
@@ -305,8 +309,9 @@ class Experiment:
             self.start()
         try:
             self._loop()
-        except KeyboardInterrupt:
-            self.store.finish_run(self.run_id, "stopped", "interrupted by the user")
+        except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (testbed.errors.Stopped)
+            how = f"stopped by {e.args[0]}" if e.args else "interrupted by the user (SIGINT)"
+            self.store.finish_run(self.run_id, "stopped", how)
             raise
         except Exception as e:
             self.store.append_event(self.run_id, "error", {"error": f"{type(e).__name__}: {e}"},
@@ -321,10 +326,8 @@ class Experiment:
         from nodes.compression.transport import drive
 
         cfg = self.cfg
-        wall0 = time.perf_counter()
-        accuracy = None
-        last_stage = None
-        for it in range(self.iterations):
+        wall0 = time.perf_counter() - self._wall_offset
+        for it in range(self.next_iteration, self.iterations):
             if self.should_stop():
                 self.store.finish_run(self.run_id, "stopped", "stopped on request")
                 return
@@ -342,10 +345,10 @@ class Experiment:
             deadline = t_iter + cfg.run.deadline_s if cfg.run.deadline_s else None
             self.transport.begin(it, t_iter, ready, present=present, deadline=deadline)
             stage = self.scheme.stage(it)
-            if stage != last_stage:
+            if stage != self.stage:
                 self.store.append_event(self.run_id, "stage", {"stage": stage}, iteration=it,
                                         virtual_time_s=self.clock)
-                last_stage = stage
+                self.stage = stage
             with hold_memory(self.scheme, away):
                 agg = drive(self.scheme, it, grads, self.transport)
                 left_out = dict(self.transport.left_out)
@@ -374,20 +377,70 @@ class Experiment:
             last = it == self.iterations - 1
             if (it + 1) % cfg.run.eval_every == 0 or last:
                 with self._timed("eval", it):
-                    test_loss, accuracy = self.evaluate()
+                    test_loss, self.accuracy = self.evaluate()
                 self.store.append_eval(self.run_id, {"iteration": it, "virtual_time_s": self.clock,
-                                                     "test_loss": test_loss, "test_accuracy": accuracy})
+                                                     "test_loss": test_loss,
+                                                     "test_accuracy": self.accuracy})
             if (it + 1) % cfg.run.flush_every == 0 or last:
                 self.store.flush()
+            every = cfg.run.checkpoint_every
+            if self.checkpoints and every and (it + 1) % every == 0 and not last:
+                self.store.flush()  # the checkpoint never runs ahead of the committed rows
+                self.save_checkpoint(it, time.perf_counter() - wall0)
             if self.progress:
                 self.progress(Progress(it + 1, self.iterations, self.clock, bits_up + bits_down,
-                                       train_loss, accuracy, stage))
-            if (cfg.run.stop_at_accuracy and cfg.run.target_accuracy and accuracy is not None
-                    and accuracy >= cfg.run.target_accuracy):
-                self.store.append_event(self.run_id, "target_reached",
-                                        {"accuracy": accuracy}, iteration=it, virtual_time_s=self.clock)
+                                       train_loss, self.accuracy, stage))
+            if (cfg.run.stop_at_accuracy and cfg.run.target_accuracy and self.accuracy is not None
+                    and self.accuracy >= cfg.run.target_accuracy):
+                self.store.append_event(self.run_id, "target_reached", {"accuracy": self.accuracy},
+                                        iteration=it, virtual_time_s=self.clock)
                 break
         self.store.finish_run(self.run_id, "completed")
+
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self, iteration: int) -> dict:
+        """Everything the iterations after `iteration` depend on (testbed/checkpoint.py)."""
+        return {"iteration": iteration, "clock": self.clock, "accuracy": self.accuracy,
+                "stage": self.stage, "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "scheme": self.scheme.state_dict(),
+                "pool": self.pool.state_dict(), "network": self.network.state_dict(),
+                "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheme.load_state_dict(state["scheme"])
+        self.pool.load_state_dict(state["pool"])
+        self.network.load_state_dict(state["network"])
+        torch.set_rng_state(state["torch_rng"])
+        np.random.set_state(state["numpy_rng"])
+        self.clock, self.accuracy, self.stage = state["clock"], state["accuracy"], state["stage"]
+        self.next_iteration = state["iteration"] + 1
+
+    def checkpoint_path(self, run_id: int):
+        from testbed import checkpoint
+
+        return checkpoint.path_for(self.store.path, run_id)
+
+    def save_checkpoint(self, iteration: int, wall_s: float) -> None:
+        from testbed import checkpoint
+
+        checkpoint.save(self.checkpoint_path(self.run_id),
+                        {**self.state_dict(iteration), "wall_time_s": wall_s})
+
+    def resume(self, run_id: int, state: dict) -> None:
+        """Continue run `run_id` of the store after the checkpoint `state`: its rows of later
+        iterations go, and the loop starts where the checkpoint left off."""
+        self.load_state_dict(state)
+        self._wall_offset = state.get("wall_time_s", 0.0)
+        self.store.rewind_run(run_id, state["iteration"])
+        self.run_id = run_id
+        self.run_info = {"id": run_id, "status": "running", "graph": graph_to_json(self.graph)}
+        self._refresh_graph_json()  # links steered before the checkpoint are in its network
+        self.store.append_event(run_id, "resume", {"after_iteration": state["iteration"]},
+                                iteration=state["iteration"], virtual_time_s=self.clock)
+        self.store.flush()
 
 
 def run_experiment(cfg: ExperimentConfig, store: Store, **kwargs) -> int:

@@ -24,12 +24,16 @@ writer process is gone is marked `failed` the next time a store is opened.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any, Iterable
+
+from testbed.errors import UserError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -99,12 +103,39 @@ ADDED_COLUMNS = {"links": {"snr_db": "REAL", "collisions": "INTEGER DEFAULT 0",
 LINK_DEFAULTS = {"collisions": 0, "retries": 0}    # what a link row without them records
 EVAL_COLUMNS = ["iteration", "virtual_time_s", "test_loss", "test_accuracy"]
 SUMMARY_COLUMNS = ["last_iteration", "virtual_time_s", "total_bits", "best_accuracy"]
+ALLOWED_STORE = ("a SQLite store written by testbed, or a new file name, in a folder this user "
+                 "can write")
+TABLES = {"runs", "iterations", "node_iterations", "links", "evals", "events", "controls"}
 RUN_COLUMNS = ["id", "name", "method", "topology", "workers", "bandwidth_mbps", "status",
                "started_at", "ended_at", "pid", "host", "error"]
 
 
-class RunNotFound(LookupError):
-    pass
+class RunNotFound(UserError, LookupError):
+    """No run of that name or id in the store (the message names both)."""
+
+
+class StoreError(UserError):
+    """`--store PATH` is not a store testbed can use; one line naming the path, what it is and
+    what is allowed. Raised before anything is written."""
+
+    def __init__(self, path: Path, what: str, allowed: str = ALLOWED_STORE):
+        super().__init__(f"--store {path}: {what}; allowed: {allowed}")
+        self.path = path
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """SIGINT/SIGTERM wait until a transaction and its bookkeeping are done: a Python handler
+    that raised between COMMIT and clearing the queue would insert the same rows twice."""
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None:
+        yield
+        return
+    old = mask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        mask(signal.SIG_SETMASK, old)
 
 
 def _pid_alive(pid: int | None) -> bool:
@@ -127,29 +158,82 @@ def _pid_alive(pid: int | None) -> bool:
 class Store:
     """One SQLite file. Safe to open from several processes (one writer per run)."""
 
-    def __init__(self, path: str | os.PathLike, *, readonly: bool = False):
+    def __init__(self, path: str | os.PathLike, *, readonly: bool = False, create: bool = True):
+        """Open (and with `create`, make) the store; a path that is no usable store raises
+        StoreError before anything is written to it."""
         self.path = Path(path)
         self.readonly = readonly
-        if readonly:
-            if not self.path.exists():
-                raise FileNotFoundError(f"store {self.path} does not exist")
-            uri = f"file:{self.path.resolve()}?mode=ro"
-            self.db = sqlite3.connect(uri, uri=True, timeout=30, check_same_thread=False)
-        else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.executescript(SCHEMA)
-            self._add_missing_columns()
-            self.db.commit()
-            self.mark_dead_runs()
+        if (readonly or not create) and not self.path.exists():
+            raise self._explain(FileNotFoundError(str(self.path)))
+        self.db = None
+        try:
+            self._open()
+        except (sqlite3.Error, OSError) as e:
+            if self.db is not None:
+                self.db.close()
+            raise self._explain(e) from None
         # a read-only open of an older store reads its missing columns as their default
         self._missing = {(table, name): kind.split()[-1] if "DEFAULT" in kind else "NULL"
                          for table, name, kind in self._missing_columns()}
         self.db.row_factory = sqlite3.Row
         self._pending: list[tuple[str, Iterable[tuple]]] = []
         self._summary: dict[int, dict] = {}   # run -> what the queued rows add to its summary
+
+    def _open(self) -> None:
+        if self.path.is_dir():
+            raise IsADirectoryError(str(self.path))
+        if self.readonly:
+            uri = f"file:{self.path.resolve()}?mode=ro"
+            self.db = sqlite3.connect(uri, uri=True, timeout=30, check_same_thread=False)
+            self._check_schema()
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
+        self._check_schema()  # reads only: a foreign database is refused before any write
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(SCHEMA)
+        self._add_missing_columns()
+        self.db.commit()
+        self.mark_dead_runs()
+
+    def _check_schema(self) -> None:
+        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        tables.discard("sqlite_sequence")
+        if not tables:
+            return  # a new store
+        if not tables & TABLES:  # an older store may lack some of them: they are added
+            raise sqlite3.DatabaseError(f"foreign database: tables {', '.join(sorted(tables))}")
+        if "runs" not in tables:
+            return
+        columns = {r[1] for r in self.db.execute("PRAGMA table_info(runs)")}
+        missing = [c for c in RUN_COLUMNS if c not in columns]
+        if missing:
+            raise sqlite3.DatabaseError(f"foreign database: its runs table lacks {', '.join(missing)}")
+
+    def _explain(self, e: Exception) -> StoreError:
+        """What is wrong with the path, from what SQLite or the OS said."""
+        text = str(e)
+        parent = next((p for p in self.path.parents if p.exists()), None)
+        if isinstance(e, IsADirectoryError) or self.path.is_dir():
+            return StoreError(self.path, "is a directory")
+        if isinstance(e, (NotADirectoryError, FileExistsError)) or (parent and not parent.is_dir()):
+            return StoreError(self.path, f"{parent} is a file, not a folder")
+        if isinstance(e, FileNotFoundError):
+            return StoreError(self.path, "no such file", "an existing store (make one with "
+                              "`testbed run FILE --store PATH`)")
+        if text.startswith("foreign database"):
+            return StoreError(self.path, f"a SQLite database of another program ({text.split(': ', 1)[1]})")
+        if "file is not a database" in text or "malformed" in text:
+            size = self.path.stat().st_size if self.path.exists() else 0
+            return StoreError(self.path, f"not a SQLite database ({size} bytes: {text})")
+        if "readonly" in text or "read-only" in text or isinstance(e, PermissionError) or (
+                "unable to open" in text and not os.access(self.path.parent, os.W_OK)):
+            return StoreError(self.path, "cannot be written (read-only file or folder)")
+        if "locked" in text:
+            return StoreError(self.path, "locked by another process for over 30 s",
+                              "a store no other process holds a write lock on")
+        return StoreError(self.path, f"cannot be opened ({type(e).__name__}: {text})")
 
     # ---------------------------------------------------------------- lifecycle
     def close(self) -> None:
@@ -244,25 +328,51 @@ class Store:
         """Commit every queued row in one transaction (all or nothing)."""
         if not self._pending:
             return
-        with self.db:
-            for sql, rows in self._pending:
-                self.db.executemany(sql, rows)
-            for run_id, s in self._summary.items():
-                sets, args = ["total_bits = total_bits + ?"], [s["bits"]]
-                for col, key in (("last_iteration", "it"), ("virtual_time_s", "vt"),
-                                 ("best_accuracy", "acc")):
-                    if s[key] is not None:  # SQLite's MAX(a, NULL) is NULL: skip the unknown
-                        sets.append(f"{col} = MAX(COALESCE({col}, ?), ?)")
-                        args += [s[key], s[key]]
-                self.db.execute(f"UPDATE runs SET {', '.join(sets)} WHERE id = ?", (*args, run_id))
-        self._pending.clear()
-        self._summary.clear()
+        with _signals_deferred():  # committed once and cleared once, whatever signal comes
+            with self.db:
+                for sql, rows in self._pending:
+                    self.db.executemany(sql, rows)
+                for run_id, s in self._summary.items():
+                    sets, args = ["total_bits = total_bits + ?"], [s["bits"]]
+                    for col, key in (("last_iteration", "it"), ("virtual_time_s", "vt"),
+                                     ("best_accuracy", "acc")):
+                        if s[key] is not None:  # SQLite's MAX(a, NULL) is NULL: skip the unknown
+                            sets.append(f"{col} = MAX(COALESCE({col}, ?), ?)")
+                            args += [s[key], s[key]]
+                    self.db.execute(f"UPDATE runs SET {', '.join(sets)} WHERE id = ?", (*args, run_id))
+            self._pending.clear()
+            self._summary.clear()
 
     def finish_run(self, run_id: int, status: str, error: str | None = None) -> None:
         self.flush()
         with self.db:
             self.db.execute("UPDATE runs SET status=?, ended_at=?, error=? WHERE id=?",
                             (status, time.time(), error, run_id))
+
+    def rewind_run(self, run_id: int, iteration: int) -> None:
+        """Make run `run_id` running again in this process from after `iteration` (a resume):
+        its rows of later iterations go (the resumed run writes them again) and its summary
+        columns are recomputed from the rows that stay, in one transaction."""
+        self.flush()
+        with _signals_deferred(), self.db:
+            for table in ("iterations", "node_iterations", "links", "evals", "events"):
+                self.db.execute(f"DELETE FROM {table} WHERE run_id=? AND iteration > ?",
+                                (run_id, iteration))
+            self.db.execute(
+                "UPDATE runs SET status='running', ended_at=NULL, error=NULL, pid=?, host=?, "
+                "last_iteration=(SELECT MAX(iteration) FROM iterations WHERE run_id=:id), "
+                "virtual_time_s=(SELECT virtual_time_s FROM iterations WHERE run_id=:id "
+                "ORDER BY iteration DESC LIMIT 1), "
+                "total_bits=(SELECT COALESCE(SUM(bits_up + bits_down), 0) FROM iterations "
+                "WHERE run_id=:id), "
+                "best_accuracy=(SELECT MAX(test_accuracy) FROM evals WHERE run_id=:id) "
+                "WHERE id=:id".replace("?, host=?", ":pid, host=:host"),
+                {"id": run_id, "pid": os.getpid(), "host": os.uname().nodename})
+
+    def set_graph(self, run_id: int, graph: dict) -> None:
+        """The run's topology JSON after steering changed its links."""
+        with self.db:
+            self.db.execute("UPDATE runs SET graph_json=? WHERE id=?", (json.dumps(graph), run_id))
 
     # ---------------------------------------------------------------- controls
     def request_control(self, run_id: int, target: str, changes: dict) -> int:

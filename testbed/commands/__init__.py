@@ -1,7 +1,9 @@
-"""Subcommands of the `testbed` CLI, one module each with `register(subparsers)`."""
-from __future__ import annotations
+"""Subcommands of the `testbed` CLI, one module each with `register(subparsers)`.
 
-import sys
+Commands raise errors rather than print them: testbed/cli.py is the one boundary that turns an
+error into one line and an exit code (testbed/errors.py says which kind is which).
+"""
+from __future__ import annotations
 
 DEFAULT_STORE = "runs.db"
 
@@ -11,6 +13,8 @@ def add_store_arg(parser) -> None:
                         help=f"SQLite store file (default: {DEFAULT_STORE} in the working directory)")
 
 
-def fail(message: str, code: int = 1) -> int:
-    print(f"testbed: error: {message}", file=sys.stderr)
-    return code
+def open_store(path: str):
+    """An existing store (StoreError naming the path if there is none or it is not one)."""
+    from testbed.store import Store
+
+    return Store(path, create=False)

@@ -5,9 +5,8 @@ store, and applied by the running experiment at its next iteration."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
-from testbed.commands import add_store_arg, fail
+from testbed.commands import add_store_arg, open_store
 
 
 def register(sub) -> None:
@@ -24,19 +23,13 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from testbed.controls import ControlError, validate_control
-    from testbed.store import RunNotFound, Store
+    from testbed.controls import validate_control
 
-    if not Path(args.store).exists():
-        return fail(f"no store at {args.store}")
     changes = {k: getattr(args, k) for k in ("bandwidth_mbps", "delay_ms", "loss_p")
                if getattr(args, k) is not None}
-    with Store(args.store) as store:
-        try:
-            run = store.run(args.run)
-            target, changes = validate_control(run, args.link, changes)
-        except (RunNotFound, ControlError) as e:
-            return fail(str(e), 2)
+    with open_store(args.store) as store:
+        run = store.run(args.run)
+        target, changes = validate_control(run, args.link, changes)
         cid = store.request_control(run["id"], target, changes)
         print(f"control {cid} requested for run {run['id']} ({run['name']}): {target} {changes}")
         deadline = time.monotonic() + args.wait

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import sys
 
-from testbed.commands import add_store_arg, fail
+from testbed.commands import add_store_arg
+from schema import OptionError
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
@@ -19,7 +20,7 @@ def register(sub) -> None:
 
 def main(args) -> int:
     if not 0 < args.port < 65536:
-        return fail(f"--port {args.port} is out of range; allowed: 1..65535", 2)
+        raise OptionError("--port", args.port, "in 1..65535")
     if args.host not in LOOPBACK:
         print(f"testbed: warning: binding {args.host}: anyone who can reach this address can "
               "steer running experiments (the dashboard has no login)", file=sys.stderr)

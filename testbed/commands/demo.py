@@ -8,7 +8,7 @@ import sys
 import time
 from types import SimpleNamespace
 
-from testbed.commands import add_store_arg, fail
+from testbed.commands import add_store_arg
 
 
 def register(sub) -> None:
@@ -47,7 +47,8 @@ def main(args) -> int:
                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         if not wait_for_port(args.host, args.port, 60):
-            return fail(f"the dashboard did not start on {url}")
+            print(f"testbed: error: the dashboard did not start on {url}", file=sys.stderr)
+            return 1
         code = run_cmd.main(SimpleNamespace(file=args.file, store=args.store, name=None,
                                             overrides=args.overrides, launcher="local",
                                             nproc=None, quiet=False))

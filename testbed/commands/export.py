@@ -6,7 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from testbed.commands import add_store_arg, fail
+from testbed.commands import add_store_arg, open_store
+from testbed.errors import UserError
 
 
 def register(sub) -> None:
@@ -37,15 +38,8 @@ def write_csv(data: dict, folder: Path) -> list[Path]:
 
 
 def main(args) -> int:
-    from testbed.store import RunNotFound, Store
-
-    if not Path(args.store).exists():
-        return fail(f"no store at {args.store}")
-    with Store(args.store) as store:
-        try:
-            data = store.export(args.run)
-        except RunNotFound as e:
-            return fail(str(e))
+    with open_store(args.store) as store:
+        data = store.export(args.run)
         name = data["run"]["name"]
         if args.format == "json":
             text = json.dumps(data, indent=1, default=str)
@@ -64,8 +58,8 @@ def main(args) -> int:
             logdir = Path(args.out or "tensorboard")
             try:
                 folder = write_tensorboard(data, logdir)
-            except RuntimeError as e:
-                return fail(str(e))
+            except RuntimeError as e:  # the optional tensorboard package is not installed
+                raise UserError(f"--format tensorboard: {e}") from e
             print(f"wrote {folder} (open with: tensorboard --logdir {logdir})", file=sys.stderr)
         else:
             from testbed.cli import export_figures

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import math
-import sys
-import tomllib
 from pathlib import Path
+
+from schema import OptionError
+from testbed.config import load_raw
+from testbed.errors import RunFailed
 
 PATTERNS = ("p2p", "gather", "broadcast", "allgather", "allreduce")
 TRACE_KEYS = ("trace", "uplink_trace", "downlink_trace")
@@ -28,11 +30,6 @@ def register(sub) -> None:
     p.add_argument("--repeat", type=int, default=1, metavar="R", help="repetitions with seeds seed, seed+1, ...")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=main)
-
-
-def _fail(msg: str, code: int) -> int:
-    print(f"testbed probe: error: {msg}", file=sys.stderr)
-    return code
 
 
 def _resolve_paths(net: dict, base: Path) -> dict:
@@ -60,10 +57,7 @@ def load_probe_config(path: str) -> tuple[int, dict]:
     from channels.config import validate_network
 
     p = Path(path)
-    try:
-        raw = tomllib.loads(p.read_text())
-    except OSError as e:
-        raise FileNotFoundError(f"{path}: {e.strerror}")
+    raw = load_raw(p)
     seed = raw.get("run", {}).get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
         from channels.errors import ChannelConfigError
@@ -77,7 +71,7 @@ def load_participation(path: str):
     from testbed.device_trace import check_device_trace
 
     p = Path(path)
-    run = tomllib.loads(p.read_text()).get("run", {})
+    run = load_raw(p).get("run", {})
     deadline = RUN_KEYS["deadline_s"].validate("run.deadline_s", run.get("deadline_s"), ConfigError)
     trace = RUN_KEYS["device_trace"].validate("run.device_trace", run.get("device_trace"), ConfigError)
     if trace is not None and not Path(trace).exists() and (p.parent / trace).exists():
@@ -110,7 +104,7 @@ def _one(network: dict, seed: int, args):
     if pattern == "gather":
         dst = args.dst or server
         if dst is None:
-            raise ValueError("this topology has no server: give --dst NODE")
+            raise OptionError("--dst", None, "a node name (this topology has no server)")
         away = _away(args, workers)
         return net.gather({w: packets(w, dst) for w in workers if w != dst and w not in away}, dst, at=0.0)
     if pattern == "broadcast":
@@ -183,27 +177,18 @@ def _left_out(rep, network: dict, seed: int, args) -> dict:
 
 
 def main(args) -> int:
-    from channels.errors import ChannelConfigError, DeliveryError
-    from testbed.config import ConfigError
+    from channels.errors import DeliveryError
 
     if args.payload_bytes < 0:
-        return _fail(f"--payload-bytes = {args.payload_bytes} is not allowed: >= 0", 2)
+        raise OptionError("--payload-bytes", args.payload_bytes, ">= 0")
     if args.repeat < 1:
-        return _fail(f"--repeat = {args.repeat} is not allowed: >= 1", 2)
+        raise OptionError("--repeat", args.repeat, ">= 1")
+    seed, network = load_probe_config(args.file)
     try:
-        seed, network = load_probe_config(args.file)
         args.deadline_s, args.device_trace = load_participation(args.file)
         out = probe_report(network, seed, args)
-    except FileNotFoundError as e:
-        return _fail(str(e), 2)
-    except tomllib.TOMLDecodeError as e:
-        return _fail(f"{args.file}: {e}", 2)
-    except (ChannelConfigError, ConfigError) as e:
-        return _fail(str(e), 2)
-    except DeliveryError as e:
-        return _fail(str(e), 1)
-    except ValueError as e:
-        return _fail(str(e), 2)
+    except DeliveryError as e:  # the channel as configured gives up: a finding, not a mistake
+        raise RunFailed(f"probe: {e}") from e
     if args.json:
         print(json.dumps(out, indent=2))
         return 0

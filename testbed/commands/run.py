@@ -1,10 +1,14 @@
 """`testbed run FILE`: one experiment, with a progress bar, into the store."""
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import sys
 import time
+from pathlib import Path
 
-from testbed.commands import add_store_arg, fail
+from testbed.commands import add_store_arg
+from testbed.errors import RunFailed, UserError
 from testbed.progress import progress_printer, summary_line
 
 
@@ -24,51 +28,92 @@ def register(sub) -> None:
 
 
 def load(args):
-    """Config with CLI overrides, or an exit code 2 with the one-line error."""
-    from testbed.config import ConfigError, load_config
+    """The experiment file with the CLI's overrides (a ConfigError is the user's: exit 2)."""
+    from testbed.config import load_config
 
     overrides = list(args.overrides)
     if getattr(args, "name", None):
         overrides.append(f"run.name={args.name!r}".replace("'", '"'))
+    return load_config(args.file, overrides)
+
+
+class SetupError(UserError):
+    """The file is valid key by key but its settings do not make a run (e.g. a parameter-server
+    method on a ring, a dataset folder that is not there, `device = "cuda"` without a GPU)."""
+
+
+def build_experiment(cfg, store):
+    """The Experiment of `cfg`; what its set-up refuses is the user's (SetupError, exit 2)."""
+    from testbed.experiment import Experiment, ExperimentError
+
     try:
-        return load_config(args.file, overrides), 0
-    except ConfigError as e:
-        return None, fail(str(e), 2)
+        return Experiment(cfg, store)
+    except (ExperimentError, ValueError, FileNotFoundError) as e:
+        raise SetupError(f"{cfg.source}: {e}") from e
+
+
+def run_failures() -> tuple[type, ...]:
+    """Errors with which a started run fails for a reason it names (exit 1, one line); any
+    other exception in a run is a bug and stays a traceback."""
+    from channels.errors import DeliveryError
+    from nodes.compression.base import GradientError
+    from testbed.experiment import ExperimentError
+
+    return (ExperimentError, DeliveryError, GradientError)
+
+
+@contextlib.contextmanager
+def opened_store(path: str):
+    """The store at `path`; if it did not exist and the block fails before a run began, the
+    files made for it are removed again (a refused run leaves no trace)."""
+    from testbed.store import Store
+
+    new = not Path(path).exists()
+    store = Store(path)
+    try:
+        yield store
+    except BaseException:
+        try:
+            began = bool(store.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+            store.close()
+        except sqlite3.Error:  # the store itself broke: leave it as it is for the user to see
+            began = True
+        if new and not began:
+            for suffix in ("", "-wal", "-shm"):
+                Path(path + suffix).unlink(missing_ok=True)
+        raise
+    store.close()
 
 
 def main(args) -> int:
-    cfg, code = load(args)
-    if cfg is None:
-        return code
+    cfg = load(args)
     if args.launcher == "torchrun":
         from testbed.launch import launch_torchrun
 
         return launch_torchrun(args, cfg)
-    from testbed.experiment import Experiment, ExperimentError
-    from testbed.store import Store
+    with opened_store(args.store) as store:
+        exp = build_experiment(cfg, store)
+        return run_experiment(exp, store, args)
 
-    store = Store(args.store)
-    try:
-        exp = Experiment(cfg, store)
-    except (ExperimentError, ValueError, FileNotFoundError, KeyError) as e:
-        store.close()
-        return fail(str(e).strip("'\""), 2)
+
+def run_experiment(exp, store, args) -> int:
+    """Run `exp` with a progress bar; its one summary line, or the one line of its failure."""
     update, close = progress_printer(exp.iterations, args.quiet)
     exp.progress = update
     wall = time.perf_counter()
     try:
         run_id = exp.run()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # SIGINT or SIGTERM: the run is marked stopped, rows flushed
         close()
-        store.close()
         print(f"run {exp.run_id} stopped; rows so far are in {args.store}", file=sys.stderr)
-        return 130
-    except Exception as e:  # the store already marked the run failed
+        raise
+    except run_failures() as e:  # the run is already marked failed in the store
         close()
-        store.close()
-        return fail(f"run {exp.run_id} failed: {e}")
+        raise RunFailed(f"run {exp.run_id} failed: {e}") from e
+    except BaseException:
+        close()
+        raise
     close()
-    line = summary_line(store, run_id, cfg.run.name)
-    store.close()
+    line = summary_line(store, run_id, exp.cfg.run.name)
     print(f"{line}, wall time {time.perf_counter() - wall:.1f} s -> {args.store}")
     return 0

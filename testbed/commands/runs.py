@@ -1,9 +1,7 @@
 """`testbed runs`: list the store's runs."""
 from __future__ import annotations
 
-from pathlib import Path
-
-from testbed.commands import add_store_arg, fail
+from testbed.commands import add_store_arg, open_store
 
 
 def register(sub) -> None:
@@ -29,11 +27,7 @@ def _fmt(v) -> str:
 
 
 def main(args) -> int:
-    from testbed.store import Store
-
-    if not Path(args.store).exists():
-        return fail(f"no store at {args.store} (run an experiment first: testbed run FILE)")
-    with Store(args.store) as store:
+    with open_store(args.store) as store:
         rows = store.runs()
     if not rows:
         print(f"{args.store}: no runs yet")

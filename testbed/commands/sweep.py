@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import itertools
+import sys
 from types import SimpleNamespace
 
-from testbed.commands import add_store_arg, fail
+from testbed.commands import add_store_arg
+from schema import OptionError
+from testbed.errors import RunFailed
 
 
 def register(sub) -> None:
@@ -24,7 +27,7 @@ def parse_grid(items: list[str]) -> list[tuple[str, list[str]]]:
     grid = []
     for item in items:
         if "=" not in item or not item.split("=", 1)[1]:
-            raise ValueError(f"--grid {item!r}: must look like key.path=v1,v2")
+            raise OptionError("--grid", item, "of the form key.path=v1,v2")
         key, values = item.split("=", 1)
         grid.append((key.strip(), [v.strip() for v in values.split(",") if v.strip()]))
     return grid
@@ -40,12 +43,9 @@ def main(args) -> int:
     from testbed.commands import run as run_cmd
     from testbed.config import load_raw
 
-    try:
-        grid = parse_grid(args.grid + ([f"run.seed={args.seeds}"] if args.seeds else []))
-    except ValueError as e:
-        return fail(str(e), 2)
+    grid = parse_grid(args.grid + ([f"run.seed={args.seeds}"] if args.seeds else []))
     if not grid:
-        return fail("give at least one --grid key=v1,v2", 2)
+        raise OptionError("--grid", None, "given at least once (--grid key.path=v1,v2)")
     base = load_raw(args.file).get("run", {}).get("name") or args.file.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     failures = 0
     combos = list(variants(grid))
@@ -53,12 +53,12 @@ def main(args) -> int:
         label = ",".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in combo)
         print(f"[{i}/{len(combos)}] {base}[{label}]", flush=True)
         sets = [f"{k}={v}" for k, v in combo]
-        code = run_cmd.main(SimpleNamespace(file=args.file, store=args.store,
-                                            name=f"{base}[{label}]",
-                                            overrides=args.overrides + sets, launcher="local",
-                                            nproc=None, quiet=args.quiet))
-        if code == 2:
-            return code
-        failures += code != 0
+        try:
+            run_cmd.main(SimpleNamespace(file=args.file, store=args.store, name=f"{base}[{label}]",
+                                         overrides=args.overrides + sets, launcher="local",
+                                         nproc=None, quiet=args.quiet))
+        except RunFailed as e:  # the next variant may well run: say so and go on
+            print(f"testbed: error: {e}", file=sys.stderr)
+            failures += 1
     print(f"sweep done: {len(combos) - failures} of {len(combos)} runs completed -> {args.store}")
     return 1 if failures else 0

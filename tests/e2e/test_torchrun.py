@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -76,14 +77,17 @@ def run_in_process(path: Path, store_path: Path, sets: tuple[str, ...] = ()) -> 
 
 
 def run_torchrun(path: Path, store_path: Path, *, timeout_s: float = 60, fault: str | None = None,
-                 limit_s: float = 240, sets: tuple[str, ...] = ()) -> tuple[subprocess.CompletedProcess, float]:
+                 limit_s: float = 240, sets: tuple[str, ...] = (),
+                 argv: list[str] | None = None) -> tuple[subprocess.CompletedProcess, float]:
+    """`testbed run PATH --launcher torchrun` (or `testbed ARGV...` with the same environment)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", TESTBED_DIST_TIMEOUT=str(timeout_s),
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     env.pop("TESTBED_TEST_FAULT_INJECTION", None)
     if fault:
         env["TESTBED_TEST_FAULT_INJECTION"] = fault
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(path), "--store",
+    proc = subprocess.run([sys.executable, "-m", "testbed.cli",
+                           *(argv or ["run", str(path)]), "--store",
                            str(store_path), "--launcher", "torchrun", "--quiet",
                            *[a for kv in sets for a in ("--set", kv)]],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=limit_s)
@@ -175,10 +179,15 @@ def _check_failure(folder, reference, fault: str, timeout_s: float, expect: str)
     path, ref = reference("topk", 2)
     store_path = folder / f"fail_{fault.replace(':', '_')}.db"
     proc, elapsed = run_torchrun(path, store_path, timeout_s=timeout_s, fault=fault)
-    assert proc.returncode not in (0, None)
-    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1
+    # the terminal gets the log's path and one line; torchrun's own report is in the log
+    first, last = proc.stderr.strip().splitlines()
+    log = Path(first.rsplit(" ", 1)[-1])
+    assert first.startswith("torchrun: 2 processes") and log.is_file(), first
     assert last.startswith("testbed: error: run ") and "rank 1 (worker w1)" in last, last
-    assert expect in last, last
+    assert f"iteration {fault.split(':')[1]}" in last and expect in last, last
+    assert last.endswith(f"torchrun's and the ranks' output: {log}"), last
+    assert "ChildFailedError" in log.read_text() or "SIGTERM" in log.read_text()
     got = last_run(store_path)
     assert got["run"]["status"] == "failed"
     assert "rank 1 (worker w1)" in got["run"]["error"]
@@ -191,13 +200,34 @@ def _check_failure(folder, reference, fault: str, timeout_s: float, expect: str)
 
 def test_a_rank_that_dies_fails_the_run_cleanly(folder, reference):
     # no collective timeout helps here (60 s): the dead peer's closed socket ends the run
-    elapsed = _check_failure(folder, reference, "1:4:exit", 60, "died or hung")
+    elapsed = _check_failure(folder, reference, "1:4:exit", 60, "without a report (exit code 17)")
     assert elapsed < 60, elapsed
 
 
 def test_a_rank_that_hangs_fails_the_run_within_the_timeout(folder, reference):
     elapsed = _check_failure(folder, reference, "1:4:hang", 4, "Timed out")
     assert elapsed < 4 + 60, elapsed  # start-up of two processes plus the 4 s timeout
+
+
+def test_a_torchrun_run_resumes_from_its_checkpoints(folder, reference, tmp_path):
+    """Rank 1 dies at iteration 5 of an LGC-PS run with a checkpoint every 2 iterations; the
+    resume (one checkpoint per rank) starts at iteration 4, crosses the switch to the LGC stage
+    at 6, and the run's rows are the in-process run's."""
+    path, ref = reference("lgc_ps", 2)
+    every = tmp_path / "every2.toml"
+    every.write_text(path.read_text().replace("flush_every = 1", "flush_every = 1\ncheckpoint_every = 2"))
+    store_path = tmp_path / "resume.db"
+    proc, _ = run_torchrun(every, store_path, fault="1:5:exit")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    ranks = sorted(p.name for p in Path(f"{store_path}.checkpoints").iterdir())
+    assert ranks == ["run-1.rank-0.pt", "run-1.rank-1.pt"]
+    proc, _ = run_torchrun(every, store_path, argv=["resume", "1"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "resumes after iteration 3" in proc.stdout
+    got = last_run(store_path)
+    assert got["run"]["status"] == "completed"
+    assert [e["kind"] for e in got["events"]].count("resume") == 1
+    assert_same_rows(ref, got)
 
 
 RANK_SCRIPT = r'''
@@ -266,3 +296,91 @@ def test_phases_carry_each_ranks_real_bytes(tmp_path):
     }
     for r in range(2):
         assert json.loads((tmp_path / f"rank{r}.json").read_text()) == expected, f"rank {r}"
+
+
+# ---------------------------------------------------------------- the launcher's own faults
+def _children(pid: int) -> set[int]:
+    """Every process below `pid` (from /proc: each process's parent is field 4 of its stat)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        kids = {c for c, pp in parents.items() if pp == p}
+        out |= kids
+        todo += list(kids)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _start_launcher(folder: Path, store_path: Path) -> subprocess.Popen:
+    """A long torchrun run in its own temporary directory (where its testbed-launch-* folder
+    goes), returned once rank 0 has written rows."""
+    path = write_file(folder, "topk", 2, iterations=100000)
+    tmp = folder / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=str(tmp),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env.pop("TESTBED_TEST_FAULT_INJECTION", None)
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(path), "--store",
+                             str(store_path), "--launcher", "torchrun", "--quiet"], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        try:
+            with Store(store_path, readonly=True) as s:
+                if s.runs() and len(s.iterations(1)) >= 3:
+                    return proc
+        except Exception:
+            pass
+        time.sleep(0.3)
+    proc.kill()
+    raise AssertionError("the torchrun run did not get going")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_no_rank_outlives_a_killed_launcher(tmp_path):
+    store_path = tmp_path / "k.db"
+    proc = _start_launcher(tmp_path, store_path)
+    family = _children(proc.pid)
+    assert len(family) >= 3  # torchrun and its two ranks
+    proc.kill()  # kill -9: no clean-up of its own
+    proc.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(_alive(p) for p in family):
+        time.sleep(0.5)
+    assert not [p for p in family if _alive(p)], "processes outlived their launcher by 15 s"
+    assert not list((tmp_path / "tmp").glob("testbed-launch-*"))
+    assert not list((tmp_path / "tmp").glob("torchelastic_*"))
+    with Store(store_path) as s:
+        run = s.run(1)
+        assert run["status"] == "failed" and "launcher" in run["error"], run["error"]
+        assert s.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_sigterm_stops_a_torchrun_run(tmp_path):
+    store_path = tmp_path / "t.db"
+    proc = _start_launcher(tmp_path, store_path)
+    family = _children(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "testbed: stopped (SIGTERM)", err
+    assert not [p for p in family if _alive(p)]
+    with Store(store_path) as s:
+        run = s.run(1)
+        assert run["status"] == "stopped", run
+        its = [r["iteration"] for r in s.iterations(1)]
+        assert its == list(range(len(its))) and run["last_iteration"] == its[-1]

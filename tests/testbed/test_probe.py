@@ -3,15 +3,11 @@ import json
 
 import pytest
 
-from testbed.commands.probe import register
+from testbed.cli import main
 
 
 def _run(argv, capsys):
-    import argparse
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers())
-    args = parser.parse_args(argv)
-    code = args.func(args)
+    code = main(argv)  # through the CLI's error boundary, as a user calls it
     out = capsys.readouterr()
     return code, out.out, out.err
 

@@ -64,5 +64,5 @@ def test_event_files_hold_every_scalar_against_iteration_and_virtual_time(tmp_pa
 def test_unknown_run_is_an_error(tmp_path, capsys):
     make_store(tmp_path / "runs.db")
     assert cli(["export", "nope", "--store", str(tmp_path / "runs.db"), "--format", "tensorboard",
-                "--out", str(tmp_path / "tb")]) == 1
+                "--out", str(tmp_path / "tb")]) == 2  # the user's mistake (docs/reliability.md)
     assert "no run 'nope'" in capsys.readouterr().err

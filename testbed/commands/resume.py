@@ -1,0 +1,64 @@
+"""`testbed resume RUN`: continue a stopped or failed run from its last checkpoint.
+
+The run keeps its id and name; its rows after the checkpoint's iteration are removed and
+written again, so from the checkpoint on they are those the uninterrupted run would have
+written (same file, same seed)."""
+from __future__ import annotations
+
+from testbed.commands import add_store_arg, open_store
+from testbed.errors import UserError
+
+
+class ResumeError(UserError):
+    """A run that cannot be resumed: it is not stopped or failed, or it has no checkpoint."""
+
+
+def register(sub) -> None:
+    p = sub.add_parser("resume", help="continue a stopped or failed run from its last checkpoint")
+    p.add_argument("run", help="run name (newest of that name) or id")
+    add_store_arg(p)
+    p.add_argument("--launcher", choices=["local", "torchrun"], default="local",
+                   help="as the run was launched: its checkpoints are one file (local) or one "
+                        "per rank (torchrun)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    from testbed import checkpoint
+    from testbed.commands.run import build_experiment, run_experiment
+    from testbed.config import config_from_stored
+
+    with open_store(args.store) as store:
+        run = store.run(args.run)  # a run left `running` by a dead process is `failed` by now
+        rid = run["id"]
+        if run["status"] not in ("stopped", "failed"):
+            raise ResumeError(f"run {rid} ({run['name']}) is {run['status']}; allowed: a stopped "
+                              "or failed run")
+        path = checkpoint.path_for(args.store, rid)
+        if args.launcher == "torchrun":
+            path = path.with_name(f"{path.stem}.rank-0{path.suffix}")
+        ranked = path.with_name(f"{path.stem}.rank-0{path.suffix}")
+        if not path.exists() and args.launcher == "local" and ranked.exists():
+            raise ResumeError(f"run {rid} ({run['name']}) ran under torchrun and has one "
+                              "checkpoint per rank; allowed: --launcher torchrun")
+        if not path.exists():
+            every = run["config"].get("run", {}).get("checkpoint_every")
+            raise ResumeError(f"run {rid} ({run['name']}) has no checkpoint at {path} "
+                              f"(run.checkpoint_every = {every}: it ended before its first one, "
+                              "or checkpoints were off); start it again with testbed run")
+        cfg = config_from_stored(run["config"], source=f"run {rid} of {args.store}")
+        try:
+            state = checkpoint.load(path)
+        except (OSError, ValueError, RuntimeError) as e:
+            raise ResumeError(f"run {rid}: checkpoint {path} cannot be read ({e})") from e
+        print(f"run {rid} ({run['name']}) resumes after iteration {state['iteration']}", flush=True)
+        if args.launcher == "torchrun":  # every rank loads its own checkpoint
+            from testbed.launch import launch_torchrun
+
+            store.close()  # rank 0 writes it
+            args.nproc = None
+            return launch_torchrun(args, cfg, resume=rid)
+        exp = build_experiment(cfg, store)
+        exp.resume(rid, state)
+        return run_experiment(exp, store, args)

@@ -1,0 +1,43 @@
+"""The kinds of error the `testbed` CLI turns into an exit code (testbed/cli.py `exit_code`).
+
+- `UserError`: a mistake of the user's (a file, an option, a store, a run name). One line on
+  stderr naming the thing, the value and what is allowed; exit 2; nothing was written.
+- `RunFailed`: a run that started and then failed for a reason it can name (a link gave up, a
+  rank died); one line, exit 1; the store holds the run, marked failed, with its rows so far.
+- `Stopped`: SIGTERM (or SIGINT) ended the run; rows flushed, status `stopped`; exit 128 + signal.
+
+Anything else is a bug of the testbed's and stays a traceback (exit 1), so that it is reported.
+Errors of the other rooms that are the user's too (a bad `[network]` key, a dataset file that is
+not there) are listed beside these in `testbed.cli.EXIT_CODES`: the rooms do not import testbed.
+"""
+from __future__ import annotations
+
+import signal
+
+
+class UserError(Exception):
+    """One line naming what the user gave, its value and what is allowed (exit 2)."""
+
+
+class RunFailed(Exception):
+    """A run that began and failed for a reason its message names (exit 1)."""
+
+
+class Stopped(KeyboardInterrupt):
+    """The process was asked to stop by a signal; a KeyboardInterrupt so every `except
+    KeyboardInterrupt` clean-up (status `stopped`, rows flushed) runs for SIGTERM as for Ctrl-C."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = int(signum)
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+def stop_on_sigterm() -> None:
+    """From now on SIGTERM (systemd, Slurm, Kubernetes, `kill`) stops this process as Ctrl-C does."""
+    def handler(signum, frame):
+        raise Stopped(signum)
+    signal.signal(signal.SIGTERM, handler)

@@ -1,0 +1,249 @@
+"""Faults and bad input from outside, as docs/reliability.md promises them: a user's mistake is
+one line and exit 2 with the store untouched, a bug stays a traceback, kill -9 leaves a whole
+store whose run is marked failed, SIGTERM stops a run like Ctrl-C (status stopped, exit 143).
+
+Signals need a real process: those tests start `python -m testbed.cli run` with a budget too big
+to finish and act once the store shows rows; the rest call the CLI's boundary in process.
+"""
+import ctypes
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from testbed.cli import main
+from testbed.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(argv, capsys):
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def start_run(path, db, *extra, env=None):
+    return subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(path), "--store", str(db),
+                             "--quiet", *extra], cwd=ROOT, env={**os.environ, **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_rows(db, proc, n=10, limit_s=60.0) -> int:
+    """Committed iteration rows of run 1 once there are at least `n` (read-only, like a reader)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        if db.exists():
+            try:
+                with Store(db, readonly=True) as r:
+                    got = len(r.iterations(1))
+            except Exception:  # tables not made yet
+                got = 0
+            if got >= n:
+                return got
+        time.sleep(0.2)
+    raise AssertionError("the run did not get going")
+
+
+# ------------------------------------------------------------------ signals
+def test_kill_minus_9_mid_run_leaves_a_whole_store_and_a_failed_run(tiny_experiment, tmp_path):
+    path = tiny_experiment(iterations=100000, method="none", compression="")
+    db = tmp_path / "s.db"
+    proc = start_run(path, db, "--set", "run.flush_every=3")
+    try:
+        seen = wait_for_rows(db, proc, 12)
+    finally:
+        proc.kill()
+        proc.wait()
+    with Store(db) as store:  # opening it finds the writer dead and says so
+        assert store.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        run = store.run(1)
+        assert run["status"] == "failed" and "killed or crashed" in run["error"]
+        its = [r["iteration"] for r in store.iterations(1)]
+        # whole batches of 3, contiguous, at least what a reader saw before the kill
+        assert its == list(range(len(its))) and len(its) >= seen and len(its) % 3 == 0
+        assert run["last_iteration"] == its[-1]
+        assert {r["iteration"] for r in store.node_iterations(1)} == set(its)
+
+
+def test_sigterm_stops_a_run_like_ctrl_c(tiny_experiment, tmp_path):
+    path = tiny_experiment(iterations=100000, method="none", compression="")
+    db = tmp_path / "s.db"
+    proc = start_run(path, db, "--set", "run.flush_every=1000")  # rows reach disk only on stop
+    try:
+        # with flush_every = 1000 nothing is committed before the stop; wait for the run row
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if db.exists():
+                try:
+                    with Store(db, readonly=True) as r:
+                        if r.runs():
+                            break
+                except Exception:
+                    pass
+            time.sleep(0.2)
+        time.sleep(1.0)  # some iterations queued, none committed
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == "testbed: stopped (SIGTERM)"
+    with Store(db) as store:
+        run = store.run(1)
+        assert run["status"] == "stopped"
+        its = [r["iteration"] for r in store.iterations(1)]
+        assert its and its == list(range(len(its)))  # the queued rows were flushed on the way out
+        assert run["last_iteration"] == its[-1]
+
+
+# ------------------------------------------------------------------ bad stores
+def _not_sqlite(tmp_path):
+    p = tmp_path / "random.db"
+    p.write_bytes(bytes(range(256)) * 20)
+    return p, "not a SQLite database"
+
+
+def _directory(tmp_path):
+    p = tmp_path / "folder.db"
+    p.mkdir()
+    return p, "is a directory"
+
+
+def _under_a_file(tmp_path):
+    (tmp_path / "plain").write_text("x")
+    return tmp_path / "plain" / "runs.db", "is a file, not a folder"
+
+
+def _foreign(tmp_path):
+    p = tmp_path / "other.db"
+    with sqlite3.connect(p) as db:
+        db.execute("CREATE TABLE customers (id INTEGER, name TEXT)")
+    return p, "another program"
+
+
+def _missing(tmp_path):
+    return tmp_path / "none.db", "no such file"
+
+
+BAD_STORES = {"not_sqlite": _not_sqlite, "directory": _directory, "under_a_file": _under_a_file,
+              "foreign": _foreign}
+
+
+def _snapshot(folder: Path) -> dict:
+    return {p.name: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("command", ["run", "runs", "export"])
+@pytest.mark.parametrize("kind", [*BAD_STORES, "missing"])
+def test_a_bad_store_is_one_line_exit_2_and_left_untouched(tiny_experiment, tmp_path, capsys, command, kind):
+    if kind == "missing" and command == "run":
+        pytest.skip("`run` makes a new store")
+    path = tiny_experiment(iterations=2)
+    store, words = {**BAD_STORES, "missing": _missing}[kind](tmp_path)
+    before = _snapshot(tmp_path)
+    argv = {"run": ["run", path], "runs": ["runs"], "export": ["export", "1"]}[command]
+    code, out, err = cli([*argv, "--store", store], capsys)
+    line = one_line(err)
+    assert code == 2
+    assert line.startswith(f"testbed: error: --store {store}: ") and words in line, line
+    assert "allowed:" in line
+    assert _snapshot(tmp_path) == before  # nothing written, no -wal/-shm made
+
+
+def _drop_file_permission_override():
+    """In the child, before exec: root loses CAP_DAC_OVERRIDE/CAP_DAC_READ_SEARCH from its
+    bounding set, so file modes bind it as they bind any user (prctl PR_CAPBSET_DROP)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            os._exit(99)
+
+
+@pytest.mark.parametrize("command", ["run", "runs"])
+def test_a_read_only_store_is_one_line_exit_2(tiny_experiment, tmp_path, command):
+    if not sys.platform.startswith("linux"):
+        pytest.skip("simulates a read-only store with Linux file modes")
+    path = tiny_experiment(iterations=2)
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    db = folder / "runs.db"
+    with Store(db) as s:
+        s.create_run("earlier", {}, method="none")
+        s.finish_run(1, "completed")
+    for p in folder.iterdir():
+        p.chmod(0o444)
+    folder.chmod(0o555)
+    before = _snapshot(folder)
+    argv = ["run", str(path)] if command == "run" else ["runs"]
+    preexec = _drop_file_permission_override if os.geteuid() == 0 else None
+    try:
+        proc = subprocess.run([sys.executable, "-m", "testbed.cli", *argv, "--store", str(db)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120,
+                              preexec_fn=preexec)
+    finally:
+        folder.chmod(0o755)
+    if proc.returncode == 99:
+        pytest.skip("cannot drop CAP_DAC_OVERRIDE here, so a read-only file binds nobody")
+    line = one_line(proc.stderr)
+    assert proc.returncode == 2, proc.stderr
+    assert line.startswith(f"testbed: error: --store {db}: cannot be written"), line
+    assert _snapshot(folder) == before
+
+
+# ------------------------------------------------------------------ other mistakes, and bugs
+def test_export_of_an_unknown_run_is_exit_2(tmp_path, capsys):
+    db = tmp_path / "s.db"
+    with Store(db) as s:
+        s.create_run("known", {}, method="none")
+    code, _, err = cli(["export", "unknown", "--store", db], capsys)
+    assert code == 2 and one_line(err) == f"testbed: error: no run 'unknown' in store {db}"
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["run", "{dir}/absent.toml"], "no such experiment file"),
+    (["run", "{file}", "--set", "run.iterations=0"], "run.iterations = 0: must be an integer >= 1"),
+    (["run", "{file}", "--set", "nonsense"], "must be of the form key.path=value"),
+    (["run", "{file}", "--set", "network.topology=\"ring\""], "sends to a parameter server"),
+    (["run", "{file}", "--nproc", "3", "--launcher", "torchrun"], "--nproc = 3: must be 2, the file's number of workers"),
+    (["dashboard", "--port", "70000"], "--port = 70000: must be in 1..65535"),
+    (["run"], "the following arguments are required: file"),
+])
+def test_other_mistakes_are_one_line_exit_2_and_no_store_is_made(tiny_experiment, tmp_path, capsys,
+                                                                 argv, words):
+    path = tiny_experiment(iterations=2)
+    db = tmp_path / "new.db"
+    argv = [a.format(dir=tmp_path, file=path) for a in argv] + (["--store", db] if argv[0] == "run" and len(argv) > 1 else [])
+    try:
+        code, _, err = cli(argv, capsys)
+    except SystemExit as e:  # argparse's own exit
+        code, err = e.code, capsys.readouterr().err
+    assert code == 2
+    assert words in one_line(err), err
+    assert not db.exists()  # a refused run leaves no store behind
+
+
+def test_a_bug_stays_a_traceback(tmp_path, monkeypatch):
+    import testbed.commands.runs as runs_cmd
+
+    with Store(tmp_path / "s.db") as s:
+        s.create_run("r", {}, method="none")
+
+    def broken(*a, **k):
+        raise TypeError("a bug in the table code")
+    monkeypatch.setattr(runs_cmd, "format_table", broken)
+    with pytest.raises(TypeError, match="a bug"):
+        main(["runs", "--store", str(tmp_path / "s.db")])

@@ -1,0 +1,115 @@
+"""`testbed resume`: a run killed with SIGKILL and resumed from its last checkpoint writes the
+rows the uninterrupted run writes (same file, same seed), column by column except wall time.
+
+The victim is a real process that SIGKILLs itself from its progress callback, so the kill lands
+at a known iteration: after the checkpoint and after rows past it were committed (flush_every
+= 1), which the resume must throw away and write again. The link is best-effort with
+Gilbert-Elliott loss, so the resumed run also depends on the link layer's restored state.
+"""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from testbed import checkpoint
+from testbed.cli import main
+from testbed.config import load_config
+from testbed.experiment import Experiment
+from testbed.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+GE = '{ model = "gilbert_elliott", p_good_to_bad = 0.1, p_bad_to_good = 0.4, loss_good = 0.02, loss_bad = 0.5 }'
+# LGC-PS: warm-up 0-2, autoencoder training 3-5, the LGC stage from iteration 6
+LGC = "ratio = 0.05\nwarmup_iterations = 3\nae_iters = 3\nae_steps = 5"
+METHODS = {"none": ("none", ""), "dgc": ("dgc", "ratio = 0.05\nwarmup_iterations = 4"),
+           "lgc_ps": ("lgc_ps", LGC)}
+# checkpoints after iterations 3 and 7; killed once 6 are done: the resume starts at iteration 4
+# (LGC-PS: in its autoencoder training) and must throw away the rows of 4 and 5 already written
+ITERATIONS, EVERY, KILL_AFTER = 12, 4, 6
+
+VICTIM = textwrap.dedent("""
+    import os, signal, sys
+    from testbed.config import load_config
+    from testbed.experiment import Experiment
+    from testbed.store import Store
+
+    def progress(p):
+        if p.iteration == int(sys.argv[3]):  # iterations done so far
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    Experiment(load_config(sys.argv[1], sys.argv[4:]), Store(sys.argv[2]), progress=progress).run()
+""")
+
+COLUMNS = {"iterations": None, "nodes": None, "links": None, "evals": None}
+
+
+def rows(store: Store, run_id: int) -> dict:
+    data = store.export(run_id)
+    out = {t: [{k: v for k, v in r.items() if k != "wall_time_s"} for r in data[t]] for t in COLUMNS}
+    run = store.run(run_id)
+    out["summary"] = {k: run[k] for k in ("last_iteration", "virtual_time_s", "total_bits", "best_accuracy")}
+    return out
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_resume_after_kill_minus_9_writes_the_uninterrupted_rows(tiny_experiment, tmp_path, capsys, method):
+    name, options = METHODS[method]
+    path = tiny_experiment(name=method, iterations=ITERATIONS, method=name, compression=options,
+                           workers=3, delivery="best_effort", loss=GE)
+    sets = [f"run.checkpoint_every={EVERY}", "run.flush_every=1", "run.eval_every=3"]
+
+    with Store(tmp_path / "ref.db") as ref_store:  # the uninterrupted run, without checkpoints
+        cfg = load_config(path, sets[1:] + ["run.checkpoint_every=0"])
+        ref = rows(ref_store, Experiment(cfg, ref_store).run())
+    assert not Path(f"{tmp_path / 'ref.db'}.checkpoints").exists()
+    assert sum(r["lost"] for r in ref["links"]) > 0  # the loss process mattered
+    if method == "lgc_ps":  # the resumed part crosses the switch to the LGC stage
+        stages = [r["stage"] for r in ref["iterations"]]
+        assert stages[EVERY] == "ae_train" and stages[-1] == "lgc"
+
+    db = tmp_path / "victim.db"
+    proc = subprocess.run([sys.executable, "-c", VICTIM, str(path), str(db), str(KILL_AFTER), *sets],
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    with Store(db) as store:
+        killed = store.run(1)
+        assert killed["status"] == "failed" and killed["last_iteration"] == KILL_AFTER - 1
+    saved = checkpoint.load(checkpoint.path_for(db, 1))
+    assert saved["iteration"] == EVERY - 1  # the last one before the kill
+
+    code = main(["resume", "1", "--store", str(db), "--quiet"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert f"resumes after iteration {EVERY - 1}" in out.out
+    with Store(db) as store:
+        got = rows(store, 1)
+        assert store.run(1)["status"] == "completed"
+        assert [e["kind"] for e in store.events(1)].count("resume") == 1
+    for table in ("iterations", "nodes", "links", "evals", "summary"):
+        assert got[table] == ref[table], table
+
+
+def test_resume_refuses_what_it_cannot_resume(tiny_experiment, tmp_path, capsys):
+    path = tiny_experiment(iterations=3)
+    db = tmp_path / "s.db"
+    assert main(["run", str(path), "--store", str(db), "--quiet"]) == 0
+    assert main(["resume", "1", "--store", str(db)]) == 2
+    assert "is completed; allowed: a stopped or failed run" in capsys.readouterr().err
+    with Store(db) as s:  # a failed run that never reached its first checkpoint
+        s.finish_run(1, "failed", "test")
+    assert main(["resume", "1", "--store", str(db)]) == 2
+    assert "has no checkpoint" in capsys.readouterr().err
+    assert main(["resume", "nope", "--store", str(db)]) == 2
+
+
+def test_a_checkpoint_is_replaced_whole(tmp_path):
+    path = checkpoint.path_for(tmp_path / "s.db", 3)
+    checkpoint.save(path, {"iteration": 1, "x": list(range(5))})
+    checkpoint.save(path, {"iteration": 2, "x": list(range(7))})
+    assert checkpoint.load(path) == {"format": checkpoint.FORMAT, "iteration": 2, "x": list(range(7))}
+    assert [p.name for p in path.parent.iterdir()] == ["run-3.pt"]  # no temporary file left
