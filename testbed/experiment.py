@@ -26,6 +26,22 @@ from testbed.store import Store
 from testbed.transport import EmulatedTransport, Timer
 
 
+def ps_without_server(method: str, topology) -> str:
+    """One line for a parameter-server exchange asked of a topology without a server."""
+    from nodes.compression.registry import SCHEMES, load_all
+
+    load_all()
+    head = (f"compression.collective 'ps' (method {method!r}) needs a parameter server, but "
+            f"network.topology {topology!r} has no server node; ")
+    others = [c for c in SCHEMES[method].collectives if c != "ps"]
+    if others:
+        return head + (f"set compression.collective to {' or '.join(repr(c) for c in others)}, or use a "
+                       f"topology with a server (star, mesh, geometric)")
+    serverless = sorted(n for n, c in SCHEMES.items() if set(c.collectives) - {"ps"})
+    return head + (f"{method!r} only exchanges through a server: use a topology with one (star, "
+                   f"mesh, geometric) or a method that needs none ({', '.join(serverless)})")
+
+
 class ExperimentError(RuntimeError):
     """A run that cannot go on (bad combination of settings, a failed link, a bad gradient)."""
 
@@ -138,13 +154,7 @@ class Experiment:
                                    n_workers=n_workers, shapes=shapes,
                                    payload_bytes=self.payload_bytes, seed=seed, device=self.device)
         if self.scheme.collective == "ps" and self.server is None:
-            from nodes.compression.registry import SCHEMES
-
-            ring = sorted(n for n, c in SCHEMES.items() if c.collective == "allreduce")
-            raise ExperimentError(
-                f"compression.method {cfg.compression.method!r} sends to a parameter server, but "
-                f"network.topology {cfg.network.get('topology')!r} has no server node; use a "
-                f"topology with a server (star, mesh, geometric) or a ring method ({', '.join(ring)})")
+            raise ExperimentError(ps_without_server(cfg.compression.method, cfg.network.get("topology")))
         # Methods with DGC's momentum correction keep momentum inside the compressor.
         momentum = 0.0 if self.scheme.handles_momentum else cfg.optim.momentum
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=cfg.optim.lr, momentum=momentum,
@@ -164,8 +174,8 @@ class Experiment:
         if (cfg.run.deadline_s or self.devices) and self.scheme.collective != "ps":
             raise ExperimentError(
                 f"run.deadline_s and run.device_trace leave workers out of a parameter server's "
-                f"aggregate; compression.method {cfg.compression.method!r} runs a ring all-reduce, "
-                "which needs every worker")
+                f"aggregate; compression.method {cfg.compression.method!r} exchanges by "
+                f"{self.scheme.collective!r} (compression.collective), which needs every worker")
         self.clock = 0.0
         self.gradients = (self._gradients_factory or LocalGradients)(self)
         self.transport = (self._transport_factory(self) if self._transport_factory

@@ -213,11 +213,14 @@ def _execute_safe(spec: RunSpec, store_path: str | None) -> RunResult:
 
 
 def run_many(specs: list[RunSpec], *, jobs: int = 1, store: str | None = None,
-             log=print) -> list[RunResult]:
-    """Every spec, in order; `jobs` > 1 runs that many at once (one process each)."""
+             log=print, sink=None) -> list[RunResult]:
+    """Every spec, in order; `jobs` > 1 runs that many at once (one process each). `sink(result)`
+    is called as each run finishes (e.g. `jsonl_sink`: a long table keeps what it has)."""
     results: list[RunResult | None] = [None] * len(specs)
 
     def report(i, r):
+        if sink is not None:
+            sink(r)
         acc = r.final_accuracy
         log(f"[{i + 1}/{len(specs)}] {r.spec.label}: {r.status}"
             + (f", acc {acc:.4f}" if acc is not None else "")
@@ -236,6 +239,40 @@ def run_many(specs: list[RunSpec], *, jobs: int = 1, store: str | None = None,
             results[i] = fut.result()
             report(i, results[i])
     return results  # type: ignore[return-value]
+
+
+def jsonl_sink(path: str | Path):
+    """A `run_many` sink appending one JSON line per finished run to `path`."""
+    import json
+    from dataclasses import asdict
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(r: RunResult) -> None:
+        row = asdict(r)
+        row["final_accuracy"] = r.final_accuracy
+        with open(path, "a") as f:
+            f.write(json.dumps(row, default=str) + "\n")
+    return write
+
+
+def read_runs(path: str | Path) -> list[RunResult]:
+    """The RunResults a `jsonl_sink` wrote (lines that are not JSON objects are skipped)."""
+    import json
+
+    out = []
+    for line in Path(path).read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(row, dict) or "spec" not in row:
+            continue
+        row.pop("final_accuracy", None)
+        row["spec"] = RunSpec(**row["spec"])
+        out.append(RunResult(**row))
+    return out
 
 
 # ----------------------------------------------------------------------------- figures

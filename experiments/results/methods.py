@@ -8,10 +8,12 @@ from __future__ import annotations
 
 DENSITY = 0.01
 
-LABELS = ["fp32", "fp16", "topk", "dgc", "qsgd", "signsgd_ef", "powersgd", "lgc_ps", "lgc_rar"]
+LABELS = ["fp32", "fp16", "topk", "dgc", "qsgd", "signsgd_ef", "powersgd", "lgc_ps", "lgc_rar",
+          "scalecom"]
 
-# Methods that can run on a ring (no parameter server): those with collective = "allreduce".
-# The table scripts try every method on the ring anyway and print the testbed's refusal.
+# A method runs on a ring (no parameter server) when it declares a collective other than "ps"
+# (ring_collective); the table scripts try every method on the ring and print the testbed's
+# refusal for the others.
 
 
 def options(label: str, warmup: int, ae_iters: int) -> dict:
@@ -29,6 +31,7 @@ def options(label: str, warmup: int, ae_iters: int) -> dict:
         "powersgd": {"method": "powersgd", "rank": 2},
         "lgc_ps": {"method": "lgc_ps", **lgc, "innovation_ratio": 0.01},
         "lgc_rar": {"method": "lgc_rar", **lgc},
+        "scalecom": {"method": "scalecom", "ratio": DENSITY},
     }
     from nodes.compression.registry import names
 
@@ -51,3 +54,13 @@ def overrides(label: str, warmup: int, ae_iters: int) -> list[str]:
 
 def uses_warmup(label: str) -> bool:
     return label in ("dgc", "lgc_ps", "lgc_rar")
+
+
+def ring_collective(label: str) -> str | None:
+    """The collective a method uses where there is no server: its natural one unless that is
+    "ps", else the first other one it declares; None when it only knows the server."""
+    from nodes.compression.registry import SCHEMES, load_all
+
+    load_all()
+    others = [c for c in SCHEMES[options(label, 1, 1)["method"]].collectives if c != "ps"]
+    return others[0] if others else None

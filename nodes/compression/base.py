@@ -48,11 +48,22 @@ def check_finite(grads: list[torch.Tensor], iteration: int) -> None:
             raise GradientError(w, iteration)
 
 
+COLLECTIVES = ("ps", "allreduce", "allgather")
+Collective = Literal["ps", "allreduce", "allgather"]
+
+
 class Scheme:
-    """Base class. Subclasses set `name`, `collective` and implement `exchange`."""
+    """Base class. Subclasses set `name`, `collectives` and implement `exchange`.
+
+    `collectives` lists the ways the method can exchange, its natural one first:
+    "ps" (gather at a parameter server, which broadcasts the aggregate), "allreduce" (summable
+    messages added along the ring) or "allgather" (every node receives every message and
+    aggregates locally). `[compression] collective` picks one (a registry field); the
+    instance's `collective` is the one this run uses.
+    """
 
     name: ClassVar[str] = "base"
-    collective: ClassVar[Literal["ps", "allreduce"]] = "ps"
+    collectives: ClassVar[tuple[Collective, ...]] = ("ps",)
     # True: momentum is applied inside the method (DGC's correction); the optimizer adds none.
     handles_momentum: ClassVar[bool] = False
 
@@ -61,7 +72,9 @@ class Scheme:
 
     def __init__(self, *, n_workers: int, shapes: list[torch.Size], payload_bytes: int,
                  seed: int = 0, device: torch.device | str = "cpu", values: str | None = None,
-                 downlink: str | None = None, **options: Any):
+                 downlink: str | None = None, collective: str | None = None, **options: Any):
+        # the registry's schema has checked `collective` against the class's `collectives`
+        self.collective: Collective = collective or self.collectives[0]
         self.n_workers = n_workers
         self.shapes = list(shapes)
         self.numel = int(sum(torch.Size(s).numel() for s in self.shapes))

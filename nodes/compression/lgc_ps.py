@@ -41,7 +41,7 @@ from schema import Field
           innovation_ratio=Field(0.05, float, min=0.0, max=1.0,
                                  help="innovation entries each node sends, as a fraction of k"))
 class LGCPS(LGCBase):
-    collective = "ps"
+    collectives = ("ps",)
     linear_encoder = False
 
     def __init__(self, *, innovation_ratio: float = 0.05, **kw):

@@ -28,7 +28,7 @@ from nodes.compression.registry import register
 
 @register("lgc_rar", wire_id=10, **COMMON_OPTIONS)
 class LGCRAR(LGCBase):
-    collective = "allreduce"
+    collectives = ("allreduce",)
     linear_encoder = True
     trainer_node = 0  # the node that trains the AE and broadcasts it
 

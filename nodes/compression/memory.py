@@ -144,6 +144,30 @@ class MomentumMemory(ErrorMemory):
         self.residuals = [None if t is None else t.clone().to(self.device) for t in state["v"]]
 
 
+class LowPassMemory(ErrorMemory):
+    """ScaleCom's low-pass filtered memory: residual <- (1 - beta) residual + beta (had - sent).
+
+    beta = 1 is plain residual error feedback; a smaller beta keeps a discounted running
+    average of what was not sent (the filter cleans the memory's noise, so the workers'
+    memories stay alike and one leader's top-k positions suit them all)."""
+
+    def __init__(self, n_workers: int, device: torch.device | str = "cpu", beta: float = 1.0):
+        super().__init__(n_workers, device)
+        self.beta = float(beta)
+
+    def update(self, worker: int, had: torch.Tensor, sent: torch.Tensor) -> None:
+        old = self.residual(worker, had)
+        self._undo[worker].append(("residuals", None, had.clone()))  # keep_all: all it had
+        self.residuals[worker] = (1 - self.beta) * old + self.beta * (had - sent)
+
+    def update_sparse(self, worker: int, had: torch.Tensor, index: torch.Tensor,
+                      values: torch.Tensor) -> None:
+        old = self.residual(worker, had)
+        self._undo[worker].append(("residuals", None, had.clone()))
+        had[index] -= values
+        self.residuals[worker] = (1 - self.beta) * old + self.beta * had
+
+
 def memories(scheme) -> list[ErrorMemory]:
     """Every error memory a scheme holds, its own and those of schemes inside it (LGC's DGC)."""
     from nodes.compression.base import Scheme

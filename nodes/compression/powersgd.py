@@ -1,12 +1,16 @@
 """`powersgd`: PowerSGD (Vogels et al., NeurIPS 2019), rank r, error feedback, warm start.
 
 Every layer of 2 or more dimensions is seen as a matrix M (shape[0] x the rest) when rank r
-saves bytes (r (rows + cols) < rows x cols); others go dense. Per iteration, over the PS:
-  round 1: M_i = G_i + e_i; P_i = M_i Q          -> Uplink P_i, Downlink mean P
+saves bytes (r (rows + cols) < rows x cols); others go dense. Per iteration:
+  round 1: M_i = G_i + e_i; P_i = M_i Q          -> mean P over the workers
            every node orthogonalises the mean:  P^ = orth(mean P)   (same result everywhere)
-  round 2: Q_i = M_i^T P^ (+ the dense layers)    -> Uplink Q_i, Downlink mean Q (+ dense mean)
+  round 2: Q_i = M_i^T P^ (+ the dense layers)    -> mean Q (+ dense mean)
   update:  P^ mean(Q)^T; error feedback e_i = M_i - P^ Q_i^T; the mean Q is the next
            iteration's Q (warm start), so one power-iteration step per training step suffices.
+Each mean is, as `collective` says:
+  "allreduce" (natural; torch's DDP powerSGD_hook): P_i and Q_i are all-reduced on a ring (raw
+             f32/f16 vectors summed hop by hop), every node divides by N;
+  "ps":      Uplink P_i / Q_i to the server, which broadcasts the mean (Downlink).
 """
 from __future__ import annotations
 
@@ -15,10 +19,10 @@ import torch
 from nodes.compression import codec
 from nodes.compression.base import Scheme, check_finite
 from nodes.compression.memory import ErrorMemory
-from nodes.compression.phases import Downlink, Uplink
+from nodes.compression.phases import AllReduce, Downlink, Uplink
 from nodes.compression.precision import on_wire, precision
 from nodes.compression.registry import register
-from nodes.compression.templates import counter_generator
+from nodes.compression.templates import counter_generator, ring_bytes
 from schema import Field
 
 
@@ -27,7 +31,7 @@ from schema import Field
           **precision(values="f32"))
 class PowerSGD(Scheme):
     """P, Q, the dense layers and both means travel at `values` precision."""
-    collective = "ps"
+    collectives = ("allreduce", "ps")
 
     def __init__(self, *, rank: int = 2, **kw):
         super().__init__(**kw)
@@ -72,42 +76,44 @@ class PowerSGD(Scheme):
             count += d.mask
         return total / count.clamp(min=1)
 
+    def _average(self, vecs: list[torch.Tensor], kind: int, mean_kind: int, iteration: int):
+        """Generator: the workers' mean of one round's vectors, as every node holds it."""
+        n = vecs[0].numel()
+        if self.collective == "allreduce":
+            summed = yield AllReduce({w: ring_bytes(v, self.values_dtype) for w, v in enumerate(vecs)},
+                                     self.values_dtype)
+            return summed.reshape(-1) / len(vecs)
+        arrived = yield Uplink({w: self._send(v.cpu(), kind, iteration) for w, v in enumerate(vecs)})
+        mean = self._wire(self._mean(arrived, n, iteration, range(len(vecs))))
+        down = self._send(mean, mean_kind, iteration)
+        yield Downlink(down)
+        return codec.decode(down.packets, n).values
+
     def exchange(self, iteration, grads):
         check_finite(grads, iteration)
         dev = grads[0].device if grads else self.device
-        workers = range(len(grads))
         qs = [q.to(dev) for q in self.q]
         mats = []
         for w, g in enumerate(grads):
             mats.append(self.memory.compensate(w, g.reshape(-1).float()))
         # round 1: P_i = M_i Q
-        msgs = {}
+        vecs = []
         for w, m in enumerate(mats):
             ps = [m[o:o + n].view(rows, cols) @ q for (o, n, rows, cols, r), q in zip(self.low, qs)]
-            vec = torch.cat([p.reshape(-1) for p in ps]) if ps else torch.zeros(0, device=dev)
-            msgs[w] = self._send(vec.cpu(), codec.KIND_P, iteration)
-        arrived = yield Uplink(msgs)
-        p_mean = self._wire(self._mean(arrived, self.p_len, iteration, workers))
-        down = self._send(p_mean, codec.KIND_P_MEAN, iteration)
-        yield Downlink(down)
-        p_mean = codec.decode(down.packets, self.p_len).values.to(dev)
+            vecs.append(torch.cat([p.reshape(-1) for p in ps]) if ps else torch.zeros(0, device=dev))
+        p_mean = (yield from self._average(vecs, codec.KIND_P, codec.KIND_P_MEAN, iteration)).to(dev)
         p_hat, off = [], 0
         for (_, _, rows, _, r) in self.low:
             p_hat.append(torch.linalg.qr(p_mean[off:off + rows * r].view(rows, r)).Q)
             off += rows * r
         # round 2: Q_i = M_i^T P^, with the dense layers riding along
-        msgs, q_own = {}, []
+        vecs, q_own = [], []
         for w, m in enumerate(mats):
             qi = [m[o:o + n].view(rows, cols).T @ ph for (o, n, rows, cols, r), ph in zip(self.low, p_hat)]
             q_own.append(qi)
             parts = [q.reshape(-1) for q in qi] + [m[o:o + n] for o, n, _, _, _ in self.dense]
-            vec = torch.cat(parts) if parts else torch.zeros(0, device=dev)
-            msgs[w] = self._send(vec.cpu(), codec.KIND_Q, iteration)
-        arrived = yield Uplink(msgs)
-        q_mean = self._wire(self._mean(arrived, self.q_len + self.d_len, iteration, workers))
-        down = self._send(q_mean, codec.KIND_Q_MEAN, iteration)
-        yield Downlink(down)
-        q_mean = codec.decode(down.packets, self.q_len + self.d_len).values.to(dev)
+            vecs.append(torch.cat(parts) if parts else torch.zeros(0, device=dev))
+        q_mean = (yield from self._average(vecs, codec.KIND_Q, codec.KIND_Q_MEAN, iteration)).to(dev)
         # the update, the error feedback and the warm start
         out = torch.zeros(self.numel, device=dev)
         new_q, qoff = [], 0

@@ -6,7 +6,8 @@ shared index list. Random coordinates carry far less of the gradient than the la
 so the default ratio is 0.1 (top-k's 0.01 hardly trains), and error feedback plus heavy
 momentum is unstable here (a coordinate's residual piles up for ~1/ratio iterations, then
 momentum amplifies the burst): train it with momentum <= 0.5. Because all workers share the positions, the server's mean is dense over
-the same k positions too, and goes back the same way.
+the same k positions too, and goes back the same way; for the same reason the k values line up
+across workers and can be summed on a ring instead (collective "allreduce").
 """
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ import torch
 from nodes.compression import codec
 from nodes.compression.base import Scheme, check_finite
 from nodes.compression.memory import ErrorMemory
-from nodes.compression.phases import Downlink, Uplink
+from nodes.compression.phases import AllReduce, Downlink, Uplink
 from nodes.compression.precision import on_wire, precision
 from nodes.compression.registry import register
-from nodes.compression.templates import counter_generator, k_of
+from nodes.compression.templates import counter_generator, k_of, ring_bytes
 from schema import Field
 
 SHARED = 2**20  # the "worker" slot of the shared generator (no real worker has this id)
@@ -29,7 +30,7 @@ SHARED = 2**20  # the "worker" slot of the shared generator (no real worker has 
                       help="fraction of coordinates sent (random-k needs far more than top-k)"),
           **precision(values="f32", downlink="f32"))
 class RandomK(Scheme):
-    collective = "ps"
+    collectives = ("ps", "allreduce")
 
     def __init__(self, *, ratio=0.1, **kw):
         super().__init__(**kw)
@@ -48,13 +49,19 @@ class RandomK(Scheme):
         check_finite(grads, iteration)
         dev = grads[0].device if grads else self.device
         idx = self.indices(iteration).to(dev)
-        msgs = {}
+        sent = {}
         for w, g in enumerate(grads):
             had = self.memory.compensate(w, g.reshape(-1).float())
-            sent = on_wire(had[idx], self.values_dtype)
-            self.memory.update_sparse(w, had, idx, sent)
-            msgs[w] = codec.encode_dense(sent, payload_bytes=self.payload_bytes, dtype=self.values_dtype,
-                                         method=self.name, iteration=iteration)
+            sent[w] = on_wire(had[idx], self.values_dtype)
+            self.memory.update_sparse(w, had, idx, sent[w])
+        out = torch.zeros(self.numel)
+        if self.collective == "allreduce":
+            summed = yield AllReduce({w: ring_bytes(v, self.values_dtype) for w, v in sent.items()},
+                                     self.values_dtype)
+            out[idx.cpu()] = summed.reshape(-1) / len(grads)
+            return out.to(dev)
+        msgs = {w: codec.encode_dense(v, payload_bytes=self.payload_bytes, dtype=self.values_dtype,
+                                      method=self.name, iteration=iteration) for w, v in sent.items()}
         arrived = yield Uplink(msgs)
         # a position lost from some workers is averaged over those whose packet arrived
         mean = codec.mean_over_arrived(
@@ -63,7 +70,6 @@ class RandomK(Scheme):
         down = codec.encode_dense(mean, payload_bytes=self.payload_bytes, dtype=self.downlink_dtype,
                                   method=self.name, kind=codec.KIND_AGGREGATE, iteration=iteration)
         yield Downlink(down)
-        out = torch.zeros(self.numel)
         out[idx.cpu()] = codec.decode(down.packets, self.k).values
         return out.to(dev)
 

@@ -21,9 +21,18 @@ FIRST_FREE_ID = 64   # ids from here on are handed to methods that do not pick o
 _loaded = False
 
 
+def collective_field(cls: type[Scheme]) -> Field:
+    """`[compression] collective`: the ways this method can exchange, its natural one the default."""
+    return Field(cls.collectives[0], str, choices=tuple(cls.collectives),
+                 help="how messages travel: 'ps' (gather at the server, which broadcasts the "
+                      "aggregate), 'allreduce' (summed along the ring), 'allgather' (every node "
+                      "gets every message and aggregates locally)")
+
+
 def register(name: str, *, wire_id: int | None = None, **options: Field):
-    """Register a Scheme class under `name` with its option fields and its wire id byte
-    (shipped methods pin theirs so old recordings stay readable; None: the first free one)."""
+    """Register a Scheme class under `name` with its option fields (plus `collective`, from the
+    class's `collectives`) and its wire id byte (shipped methods pin theirs so old recordings
+    stay readable; None: the first free one)."""
     taken = {i for n, i in WIRE_IDS.items() if n != name}
     if wire_id is None:
         wire_id = next(i for i in range(FIRST_FREE_ID, 255) if i not in taken)
@@ -33,7 +42,7 @@ def register(name: str, *, wire_id: int | None = None, **options: Field):
     def deco(cls: type[Scheme]) -> type[Scheme]:
         cls.name = name
         SCHEMES[name] = cls
-        METHODS[name] = dict(options)
+        METHODS[name] = {**options, "collective": collective_field(cls)}
         WIRE_IDS[name] = wire_id
         return cls
     return deco

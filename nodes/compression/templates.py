@@ -1,7 +1,9 @@
 """The templates methods are small files over: the exchange shapes every method shares.
 
-- `DenseScheme`: every coordinate from every worker (none, fp16; `BucketScheme` below).
-- `SparseScheme`: (index, value) messages, the union-sparse mean broadcast back (topk, dgc).
+- `DenseScheme`: every coordinate from every worker (none, fp16; `BucketScheme` below), by
+  PS, all-gather or (values that add: none, fp16) ring all-reduce.
+- `SparseScheme`: (index, value) messages, the union-sparse mean broadcast back (topk, dgc),
+  or all-gathered and averaged at every node.
 - `BucketScheme`: dense b-bit codes with per-bucket scalars (qsgd, terngrad, signsgd).
 A method subclasses one, registers itself (registry.register) and overrides encode/select/
 quantize. Error memory lives in memory.py, wire precision in precision.py.
@@ -13,7 +15,7 @@ import torch
 from nodes.compression import codec
 from nodes.compression.base import Message, Scheme, check_finite
 from nodes.compression.codec import Decoded
-from nodes.compression.phases import Downlink, Uplink
+from nodes.compression.phases import AllGather, AllReduce, Downlink, Uplink
 
 
 def counter_generator(seed: int, worker: int, iteration: int, salt: int = 0) -> torch.Generator:
@@ -24,18 +26,33 @@ def counter_generator(seed: int, worker: int, iteration: int, salt: int = 0) -> 
     return g
 
 
+def ring_bytes(values: torch.Tensor, dtype: str) -> bytes:
+    """A dense vector as a ring all-reduce carries it: raw little-endian f32 or f16."""
+    return values.detach().float().cpu().numpy().astype("<f2" if dtype == "f16" else "<f4").tobytes()
+
+
 def k_of(ratio: float, n: int) -> int:
     return max(1, min(n, int(round(ratio * n))))
 
 
 class DenseScheme(Scheme):
-    """PS exchange of dense messages: each worker encodes its whole gradient, the server decodes
-    what arrived, averages each coordinate over the workers whose packet for it arrived, and
-    broadcasts the mean densely in `downlink` precision. The returned gradient is what the
-    workers decode from that broadcast, so server and workers apply exactly the same update."""
-    collective = "ps"
+    """Dense messages, every coordinate from every worker, exchanged as `collective` says:
+    - "ps": each worker encodes its whole gradient, the server decodes what arrived, averages
+      each coordinate over the workers whose packet for it arrived, and broadcasts the mean
+      densely in `downlink` precision. The returned gradient is what the workers decode from
+      that broadcast, so server and workers apply exactly the same update.
+    - "allgather": every node receives every worker's message (AllGather) and takes the same
+      mean itself, with no server and no downlink rounding.
+    - "allreduce" (methods whose values add up on the wire: `ring_dtype` set, none and fp16):
+      the raw f32/f16 vectors are summed along the ring (reduce-scatter + all-gather, each hop
+      rounded to the wire dtype by `ring.ring_sum`) and every node divides by N."""
+    collectives = ("ps", "allgather")
+    ring_dtype: str | None = None  # wire dtype of a ring all-reduce, for methods whose values add
 
     # -- what a subclass changes
+    def check_wire(self, worker: int, iteration: int, grad: torch.Tensor) -> None:
+        """Refuse values the wire dtype cannot carry (fp16's range)."""
+
     def encode(self, worker: int, iteration: int, grad: torch.Tensor) -> Message:
         raise NotImplementedError
 
@@ -47,7 +64,19 @@ class DenseScheme(Scheme):
     def exchange(self, iteration, grads):
         check_finite(grads, iteration)
         out_device = grads[0].device if grads else self.device
+        if self.collective == "allreduce":
+            # the values themselves go around the ring in the wire dtype; no header, no index
+            for w, g in enumerate(grads):
+                self.check_wire(w, iteration, g)
+            summed = yield AllReduce({w: ring_bytes(g.reshape(-1), self.ring_dtype)
+                                      for w, g in enumerate(grads)}, self.ring_dtype)
+            return (summed / len(grads)).to(out_device)
         msgs = {w: self.encode(w, iteration, g.reshape(-1).float()) for w, g in enumerate(grads)}
+        if self.collective == "allgather":
+            got = yield AllGather(msgs)
+            mean = codec.mean_over_arrived(
+                (self.decode(w, iteration, got.get(w, [])) for w in range(len(grads))), self.numel)
+            return mean.to(out_device)
         arrived = yield Uplink(msgs)
         mean = codec.mean_over_arrived(
             (self.decode(w, iteration, arrived.get(w, [])) for w in range(len(grads))), self.numel)
@@ -58,12 +87,14 @@ class DenseScheme(Scheme):
 
 
 class SparseScheme(Scheme):
-    """PS exchange of sparse (index, value) messages; the server broadcasts the union-sparse mean.
+    """Exchange of sparse (index, value) messages, which cannot be summed on the way.
 
+    "ps": the server broadcasts the union-sparse mean; "allgather": every node receives every
+    worker's message and takes the same mean itself (no server, no downlink rounding).
     The mean divides by the number of workers: a coordinate a worker did not send is a zero
     from that worker, and a lost packet's coordinates count as zeros too (best effort).
     """
-    collective = "ps"
+    collectives = ("ps", "allgather")
 
     def select(self, worker: int, iteration: int, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(indices, values as sent) of one worker; updates that worker's state."""
@@ -81,11 +112,13 @@ class SparseScheme(Scheme):
         check_finite(grads, iteration)
         out_device = grads[0].device if grads else self.device
         msgs = {w: self.encode(w, iteration, g.reshape(-1).float()) for w, g in enumerate(grads)}
-        arrived = yield Uplink(msgs)
+        arrived = yield (AllGather(msgs) if self.collective == "allgather" else Uplink(msgs))
         total = torch.zeros(self.numel)
         for w in range(len(grads)):
             total += self.decode(w, iteration, arrived.get(w, []))
         mean = total / max(1, len(grads))
+        if self.collective == "allgather":
+            return mean.to(out_device)
         down = self.encode_aggregate(iteration, mean)
         yield Downlink(down)
         return codec.decode(down.packets, self.numel).values.to(out_device)

@@ -59,12 +59,15 @@ loss = {{ model = "bernoulli", p = 0.05 }}
 """
 LGC = "ratio = 0.05\nwarmup_iterations = 3\nae_iters = 3\nae_steps = 5"  # the lgc stage from iteration 6
 OPTIONS = {"topk": "ratio = 0.05", "dgc": "ratio = 0.05\nwarmup_iterations = 4",
-           "lgc_ps": LGC, "lgc_rar": LGC}
+           "lgc_ps": LGC, "lgc_rar": LGC, "scalecom": "ratio = 0.05",
+           # "method:collective": the method on another of its collectives
+           "topk:allgather": 'ratio = 0.05\ncollective = "allgather"'}
 
 
 def write_file(folder: Path, method: str, workers: int, iterations: int = 12) -> Path:
-    path = folder / f"{method}_{workers}.toml"
-    path.write_text(textwrap.dedent(FILE.format(name=f"{method}-{workers}", method=method,
+    name = method.replace(":", "_")
+    path = folder / f"{name}_{workers}.toml"
+    path.write_text(textwrap.dedent(FILE.format(name=f"{name}-{workers}", method=method.split(":")[0],
                                                 options=OPTIONS[method], workers=workers,
                                                 iterations=iterations)))
     return path
@@ -133,18 +136,20 @@ def reference(folder):
     def get(method: str, workers: int) -> tuple[Path, dict]:
         if (method, workers) not in cache:
             path = write_file(folder, method, workers)
-            cache[method, workers] = path, run_in_process(path, folder / f"ref_{method}_{workers}.db")
+            db = folder / f"ref_{method.replace(':', '_')}_{workers}.db"
+            cache[method, workers] = path, run_in_process(path, db)
         return cache[method, workers]
     return get
 
 
-@pytest.mark.parametrize("method,workers", [("topk", 2), ("dgc", 4), ("lgc_ps", 2), ("lgc_rar", 2)])
+@pytest.mark.parametrize("method,workers", [("topk", 2), ("dgc", 4), ("lgc_ps", 2), ("lgc_rar", 2),
+                                            ("scalecom", 2), ("topk:allgather", 2)])
 def test_torchrun_matches_the_in_process_run(folder, reference, method, workers):
     path, ref = reference(method, workers)
     # the comparison is not vacuous: packets were lost and bits moved in the reference
     assert sum(r["lost"] for r in ref["links"]) > 0
     assert all(r["bits_up"] > 0 for r in ref["iterations"])
-    store_path = folder / f"dist_{method}_{workers}.db"
+    store_path = folder / f"dist_{method.replace(':', '_')}_{workers}.db"
     proc, _ = run_torchrun(path, store_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"{workers} processes" in proc.stdout

@@ -164,11 +164,19 @@ def test_one_way_control_changes_only_that_direction(tiny_experiment, tmp_path):
 def test_a_server_method_on_a_ring_names_the_methods_that_can_run_there(tiny_experiment, tmp_path):
     from testbed.experiment import ExperimentError
 
-    path = tiny_experiment()
+    # topk can all-gather instead: the line says which collective to set
+    with pytest.raises(ExperimentError) as err:
+        Experiment(load_config(tiny_experiment(), ["network.topology=ring"]), Store(tmp_path / "s.db"))
+    message = str(err.value)
+    assert "compression.collective 'ps' (method 'topk') needs a parameter server" in message
+    assert "set compression.collective to 'allgather'" in message
+    # lgc_ps only knows the server: the line names the methods that run without one
+    path = tiny_experiment(method="lgc_ps", compression="")
     with pytest.raises(ExperimentError) as err:
         Experiment(load_config(path, ["network.topology=ring"]), Store(tmp_path / "s.db"))
     message = str(err.value)
-    assert "'topk' sends to a parameter server" in message and "ring method (lgc_rar)" in message
+    assert "'lgc_ps' only exchanges through a server" in message
+    assert "lgc_rar" in message and "powersgd" in message and "randomk" in message
 
 
 @pytest.mark.parametrize("engine,simpy_used", [("simpy", True), ("auto", False)])
@@ -203,4 +211,63 @@ def test_csma_collisions_and_retries_reach_the_store(tiny_experiment, tmp_path):
         assert r["packets"] == frames + r["collisions"] and r["retries"] == r["collisions"]
     # the access point's broadcast contends with nobody: no collisions downstream
     assert all(r["collisions"] == 0 for r in rows if r["src"] == "server")
+
+
+def test_dense_ring_allreduce_time_is_2_n_minus_1_chunk_steps(tiny_experiment, tmp_path):
+    """fp32 and fp16 on a ring of dedicated links without loss: 2(N-1) lock-step steps, each
+    one chunk of about S/N bytes (cut into packets, each with its header) plus the delay."""
+    n, bw, delay = 3, 8.0, 3.0
+    for method, itemsize in (("none", 4), ("fp16", 2)):
+        path = tiny_experiment(name=method, method=method, compression='collective = "allreduce"',
+                               iterations=1, workers=n, bandwidth=bw, delay=delay)
+        store, rid, exp = run_file(path, tmp_path / f"{method}.db", ["network.topology=ring"])
+        numel = sum(p.numel() for p in exp.model.parameters())
+        size = numel * itemsize
+        chunk = math.ceil(size / n)           # the link layer cuts the buffer's bytes in N
+        payload, header = exp.payload_bytes, exp.cfg.network["link"]["header_bytes"]
+        packets = math.ceil(chunk / payload)
+        step = (chunk + packets * header) * 8 / (bw * 1e6) + delay * 1e-3
+        row = store.iterations(rid)[0]
+        assert row["uplink_s"] == pytest.approx(2 * (n - 1) * step, rel=1e-9)
+        assert row["downlink_s"] == 0.0
+        # every node sends 2(N-1) chunks, counted at the largest chunk of whole values
+        assert row["bits_up"] == n * 8 * 2 * (n - 1) * math.ceil(numel / n) * itemsize
+        store.close()
+
+
+@pytest.mark.parametrize("topology,collective", [("ring", "allreduce"), ("star", "ps"), ("star", "allreduce")])
+def test_scalecom_and_powersgd_run_on_ring_and_star(tiny_experiment, tmp_path, topology, collective):
+    """The two all-reduce-compatible compressors through the orchestrator: a ring has no server
+    (no downlink), a star carries either collective (a ring all-reduce relays through the AP)."""
+    for method, opts in (("scalecom", "ratio = 0.05"), ("powersgd", "rank = 2")):
+        path = tiny_experiment(name=method, method=method, workers=3, iterations=3,
+                               compression=f'{opts}\ncollective = "{collective}"')
+        store, rid, exp = run_file(path, tmp_path / f"{method}.db", [f"network.topology={topology}"])
+        rows = store.iterations(rid)
+        assert len(rows) == 3 and all(r["bits_up"] > 0 and r["uplink_s"] > 0 for r in rows)
+        assert all(math.isfinite(r["train_loss"]) for r in rows)
+        if collective == "allreduce":
+            assert all(r["downlink_s"] == 0.0 for r in rows)
+        else:
+            assert all(r["downlink_s"] > 0.0 for r in rows)
+        store.close()
+
+
+def test_allgather_on_a_three_node_ring_is_one_message_per_directed_link(tiny_experiment, tmp_path):
+    """fp32 by all-gather on a 3-node ring (every pair adjacent, dedicated links, no loss):
+    each worker's message crosses each of its two links once, all at the same time, so the
+    phase lasts one message's (payload + headers) x 8 / B + delay; every node receives the
+    two other messages and nothing is broadcast back."""
+    bw, delay = 8.0, 3.0
+    path = tiny_experiment(method="none", compression='collective = "allgather"', iterations=1,
+                           workers=3, bandwidth=bw, delay=delay)
+    store, rid, exp = run_file(path, tmp_path / "s.db", ["network.topology=ring"])
+    row = store.iterations(rid)[0]
+    nbytes = row["bits_up"] // 8 // 3          # the three messages have one length
+    payload, header = exp.payload_bytes, exp.cfg.network["link"]["header_bytes"]
+    packets = math.ceil(nbytes / payload)
+    assert nbytes >= 4 * sum(p.numel() for p in exp.model.parameters())
+    assert row["uplink_s"] == pytest.approx((nbytes + packets * header) * 8 / (bw * 1e6) + delay * 1e-3,
+                                            rel=1e-9)
+    assert row["bits_down"] == 2 * row["bits_up"] and row["downlink_s"] == 0.0
     store.close()

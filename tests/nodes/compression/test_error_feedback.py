@@ -31,8 +31,12 @@ def pool_and_shapes():
 
 
 def options(method):
-    """Defaults, but the broadcast in f32 so the aggregate is exactly the mean that was credited."""
-    return {"downlink": "f32"} if "downlink" in methods()[method] else {}
+    """Defaults, but the broadcast in f32 so the aggregate is exactly the mean that was credited,
+    and ScaleCom's memory unfiltered (beta = 1): its low-pass filter keeps only a beta share of
+    the new residual by design (test_scalecom.py checks the filter by hand)."""
+    fields = methods()[method]
+    return {**({"downlink": "f32"} if "downlink" in fields else {}),
+            **({"beta": 1.0} if "beta" in fields else {})}
 
 
 def has_memory(method):
@@ -45,7 +49,7 @@ WITH_MEMORY = [m for m in names() if not m.startswith("lgc_") and has_memory(m)]
 
 
 def test_the_methods_with_memory_are_found():
-    assert {"topk", "randomk", "dgc", "signsgd", "powersgd"} <= set(WITH_MEMORY)
+    assert {"topk", "randomk", "dgc", "signsgd", "powersgd", "scalecom"} <= set(WITH_MEMORY)
     assert "none" not in WITH_MEMORY and "qsgd" not in WITH_MEMORY
 
 

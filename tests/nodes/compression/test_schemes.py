@@ -11,7 +11,7 @@ import torch
 from nodes.compression import codec
 from nodes.compression.base import GradientError
 from nodes.compression.ideal import run_exchange
-from nodes.compression.registry import METHODS, build_scheme, load_all, names
+from nodes.compression.registry import METHODS, SCHEMES, build_scheme, load_all, names
 
 # Every registered method is under contract; the LGC family has its own contract file
 # (test_lgc.py: its stages need trained autoencoders before an exchange means anything).
@@ -22,6 +22,9 @@ EF_METHODS = ["topk", "randomk", "signsgd", "powersgd"]
 
 
 def make(method, **opts):
+    # these tests read the PS uplinks; the other collectives are test_collectives.py's
+    if method in SCHEMES and "ps" in SCHEMES[method].collectives:
+        opts.setdefault("collective", "ps")
     return build_scheme(method, opts, n_workers=W, shapes=SHAPES, payload_bytes=PAYLOAD, seed=5)
 
 
