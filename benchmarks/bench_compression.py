@@ -86,7 +86,7 @@ def train_digits(method: str, options: dict | None = None, *, iterations: int = 
     for it in range(iterations):
         grads, _ = pool.gradients(params)
         agg, st = run_exchange(scheme, it, grads)
-        bits += st.bits_up_total
+        bits += st.bits_up_total + sum(st.bits_allreduce.values())  # sent up or around the ring
         if own_momentum:
             params = params - lr * agg
         else:

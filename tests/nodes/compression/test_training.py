@@ -8,7 +8,8 @@ import torch
 
 from benchmarks.bench_compression import TRAIN_ITERATIONS, TRAIN_SETTINGS, train_digits
 
-METHODS = ["none", "fp16", "topk", "randomk", "dgc", "qsgd", "terngrad", "signsgd", "powersgd"]
+METHODS = ["none", "fp16", "topk", "randomk", "dgc", "qsgd", "terngrad", "signsgd", "powersgd",
+           "scalecom"]
 
 
 @pytest.fixture(autouse=True)
