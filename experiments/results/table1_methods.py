@@ -28,7 +28,7 @@ FULL_ITERATIONS, QUICK_ITERATIONS = 240, 40
 
 COLUMNS = [
     Column("topology", "topology"), Column("method", "method"), Column("collective", "collective"),
-    Column("status", "status"),
+    Column("status", "status"), Column("seeds", "seeds"),
     Column("acc_mean", "acc mean", "{:.4f}"), Column("acc_std", "acc sd", "{:.4f}"),
     Column("bits_after_warmup", "bits/it >=W", "{:,.0f}"),
     Column("bits_final", "bits/it final", "{:,.0f}"),
