@@ -6,9 +6,21 @@ STAMP := $(VENV)/.installed
 PORT ?= 8050
 BENCH ?=
 
-.PHONY: venv demo test bench clean
+.PHONY: venv data demo test bench clean
 
-venv: $(STAMP)
+# Real data the experiments and tests read: Debian's Fashion-MNIST idx files
+# (/usr/share/datasets/fashion-mnist). Installed with apt when missing and apt can (root or sudo);
+# otherwise one line says what to install, and the tests that need it skip.
+FASHION := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
+
+data:
+	@test -e $(FASHION) || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq dataset-fashion-mnist || { apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist; }; \
+	  elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo apt-get install -y -qq dataset-fashion-mnist; \
+	  fi; } ; \
+	test -e $(FASHION) || echo "make data: Fashion-MNIST not installed; run: apt-get install dataset-fashion-mnist"
+
+venv: $(STAMP) data
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)

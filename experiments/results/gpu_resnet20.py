@@ -1,4 +1,5 @@
-"""Table 5: ResNet-20 on CIFAR-10-format data, 8 workers, fp32 vs DGC vs LGC-PS (GPU when present).
+"""Table 5: ResNet-20 on CIFAR-10-format data, 8 workers, fp32 vs DGC vs LGC's ablation vs LGC-PS
+(GPU when present).
 
     .venv/bin/python -m experiments.results.gpu_resnet20 [--data FOLDER] [--iterations N]
 
@@ -25,7 +26,7 @@ from experiments.results.harness import RunSpec, run_many, stage_lengths
 from experiments.results.tables import Column, emit, out_dir
 
 CONFIG = "experiments/gpu_resnet20.toml"
-LABELS = ["fp32", "dgc", "lgc_ps"]
+LABELS = ["fp32", "dgc", "lgc_ablation", "lgc_ps"]
 
 COLUMNS = [Column("method", "method"), Column("status", "status"),
            Column("accuracy", "acc", "{:.4f}"), Column("bits_after_warmup", "bits/it >=W", "{:,.0f}"),

@@ -48,6 +48,7 @@ class RunResult:
     iterations: int = 0
     evals: list[dict] = field(default_factory=list)      # iteration, virtual_time_s, test_accuracy
     bits: list[int] = field(default_factory=list)        # per iteration, up + down, all nodes
+    bits_up: list[int] = field(default_factory=list)     # per iteration, what the workers sent
     stages: list[str] = field(default_factory=list)
     virtual_time_s: float = 0.0                          # the clock at the end of the run
     virtual_s: list[float] = field(default_factory=list)  # per iteration: virtual seconds it took
@@ -188,6 +189,7 @@ def _collect(result: RunResult, store, run_id, timers: Timers) -> None:
     its = store.iterations(run_id)
     result.iterations = len(its)
     result.bits = [int(r["bits_up"] or 0) + int(r["bits_down"] or 0) for r in its]
+    result.bits_up = [int(r["bits_up"] or 0) for r in its]
     result.stages = [r["stage"] for r in its]
     result.virtual_time_s = float(its[-1]["virtual_time_s"]) if its else 0.0
     ends = [float(r["virtual_time_s"]) for r in its]

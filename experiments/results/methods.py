@@ -8,8 +8,8 @@ from __future__ import annotations
 
 DENSITY = 0.01
 
-LABELS = ["fp32", "fp16", "topk", "dgc", "qsgd", "signsgd_ef", "powersgd", "lgc_ps", "lgc_rar",
-          "scalecom"]
+LABELS = ["fp32", "fp16", "topk", "dgc", "qsgd", "signsgd_ef", "powersgd", "lgc_ablation", "lgc_ps",
+          "lgc_rar", "scalecom"]
 
 # A method runs on a ring (no parameter server) when it declares a collective other than "ps"
 # (ring_collective); the table scripts try every method on the ring and print the testbed's
@@ -29,6 +29,9 @@ def options(label: str, warmup: int, ae_iters: int) -> dict:
         "qsgd": {"method": "qsgd", "levels": 16, "bucket": 512},
         "signsgd_ef": {"method": "signsgd"},
         "powersgd": {"method": "powersgd", "rank": 2},
+        # LGC-PS's protocol with the leader's f16 values instead of the latent: what the AE adds
+        "lgc_ablation": {"method": "lgc_ablation", "ratio": DENSITY, "warmup_iterations": warmup,
+                         "ae_iters": ae_iters, "innovation_ratio": 0.01},
         "lgc_ps": {"method": "lgc_ps", **lgc, "innovation_ratio": 0.01},
         "lgc_rar": {"method": "lgc_rar", **lgc},
         "scalecom": {"method": "scalecom", "ratio": DENSITY},
@@ -53,7 +56,7 @@ def overrides(label: str, warmup: int, ae_iters: int) -> list[str]:
 
 
 def uses_warmup(label: str) -> bool:
-    return label in ("dgc", "lgc_ps", "lgc_rar")
+    return label in ("dgc", "lgc_ablation", "lgc_ps", "lgc_rar")
 
 
 def ring_collective(label: str) -> str | None:

@@ -1,7 +1,8 @@
 """The lightweight 1-D convolutional autoencoder of LGC.
 
-It works on the vector of top-k *values* of a sparsified gradient, laid out in index order so
-that neighbouring parameters stay neighbours (a convolution can then exploit local structure).
+It works on the vector of top-k *values* of a sparsified gradient, laid out so that neighbours
+are similar (lgc_common.order_of: positives then negatives by default, or by value, magnitude or
+index), which a convolution can exploit; the permutation travels on the position list.
 Encoder: one stride-2 convolution per entry of `channels`, then a 1x1 convolution down to
 `latent_channels`; the latent is `latent_channels / 2**len(channels)` times the input length
 (`latent_ratio`). The decoder mirrors it with transposed convolutions.
@@ -9,6 +10,8 @@ Encoder: one stride-2 convolution per entry of `channels`, then a 1x1 convolutio
 A *linear* encoder (no activation, no bias) is what LGC-RAR needs: the ring sums the nodes'
 latents, and only for a linear encoder is the sum of codes the code of the summed values, so the
 decoder learns one map (codes of mean vectors -> mean vectors) that is exactly what it is used for.
+A wholly *linear* autoencoder (decoder too) also lets every node compute its own share of the
+decoded sum, D(E(x_j)), which LGC-RAR's exact error feedback needs: sum_j D(E(x_j)) = D(sum_j E(x_j)).
 
 The AE also counts its own FLOPs, so training and coding time can enter the *virtual* clock
 deterministically (`flops / gflops`) instead of depending on this machine's speed.
@@ -49,36 +52,40 @@ def latent_channels_for(ratio: float, n_layers: int) -> int:
 
 class GradientAutoencoder(nn.Module):
     def __init__(self, channels: list[int], kernel: int = 5, latent_ratio: float = 0.125,
-                 linear_encoder: bool = False, seed: int = 0):
+                 linear_encoder: bool = False, linear: bool = False, seed: int = 0):
         super().__init__()
         if kernel < 1 or kernel % 2 == 0:
             raise ValueError(f"ae_kernel={kernel!r}: expected an odd integer >= 1")
         self.channels = list(channels)
         self.kernel = int(kernel)
         self.latent_ratio = float(latent_ratio)
-        self.linear_encoder = bool(linear_encoder)
+        self.linear = bool(linear)
+        self.linear_encoder = bool(linear_encoder) or self.linear
         self.stride_total = 2 ** len(channels)
         self.latent_channels = latent_channels_for(latent_ratio, len(channels))
         gen_state = torch.random.get_rng_state()
         torch.manual_seed(seed)  # weights depend on the run's seed only
         pad = kernel // 2
-        bias = not linear_encoder
+        bias = not self.linear_encoder
         enc: list[nn.Module] = []
         cin = 1
         for c in channels:
             enc.append(nn.Conv1d(cin, c, kernel, stride=2, padding=pad, bias=bias))
-            if not linear_encoder:
+            if not self.linear_encoder:
                 enc.append(nn.LeakyReLU(0.1))
             cin = c
         enc.append(nn.Conv1d(cin, self.latent_channels, 1, bias=bias))
         self.encoder = nn.Sequential(*enc)
-        dec: list[nn.Module] = [nn.Conv1d(self.latent_channels, channels[-1], 1), nn.LeakyReLU(0.1)]
+        dbias = not self.linear
+        act = (lambda: nn.Identity()) if self.linear else (lambda: nn.LeakyReLU(0.1))
+        dec: list[nn.Module] = [nn.Conv1d(self.latent_channels, channels[-1], 1, bias=dbias), act()]
         rev = list(reversed(channels))
         for i, c in enumerate(rev):
             cout = rev[i + 1] if i + 1 < len(rev) else channels[0]
-            dec.append(nn.ConvTranspose1d(c, cout, kernel, stride=2, padding=pad, output_padding=1))
-            dec.append(nn.LeakyReLU(0.1))
-        dec.append(nn.Conv1d(channels[0], 1, 1))
+            dec.append(nn.ConvTranspose1d(c, cout, kernel, stride=2, padding=pad, output_padding=1,
+                                          bias=dbias))
+            dec.append(act())
+        dec.append(nn.Conv1d(channels[0], 1, 1, bias=dbias))
         self.decoder = nn.Sequential(*dec)
         torch.random.set_rng_state(gen_state)
 

@@ -2,9 +2,9 @@
 (momentum correction + error feedback), the online autoencoder trainer, and message plumbing.
 
 Stage schedule (iterations, from the experiment file):
-    [0, warmup_iters)                       "warmup"   DGC-style sparsified training, DGC's
+    [0, warmup_iterations)                       "warmup"   DGC-style sparsified training, DGC's
                                                        exponential sparsity warm-up
-    [warmup_iters, warmup_iters + ae_iters) "ae_train" sparsified training at the final density;
+    [warmup_iterations, warmup_iterations + ae_iters) "ae_train" sparsified training at the final density;
                                                        the aggregator trains the AE online
     then                                    "lgc"      encoded exchange; if retrain_every = R > 0,
                                                        every R iterations `retrain_iters` more
@@ -22,12 +22,16 @@ from nodes.compression import codec
 from nodes.compression.base import Message, Scheme
 from nodes.compression.dgc import DGC, sampled_topk
 from nodes.compression.lgc_autoencoder import GradientAutoencoder, parse_channels
+from nodes.compression.precision import on_wire
 from nodes.compression.templates import counter_generator, k_of
 from schema import Field
 
 # Message kinds inside one LGC message (the codec's `kind` byte; the method byte says LGC)
 KIND_SPARSE, KIND_AGGREGATE = codec.KIND_GRADIENT, codec.KIND_AGGREGATE
-KIND_INDICES, KIND_LATENT, KIND_INNOVATION, KIND_WEIGHTS = 10, 11, 12, 13
+KIND_INDICES, KIND_LATENT, KIND_INNOVATION, KIND_WEIGHTS, KIND_COMMON = 10, 11, 12, 13, 14
+
+ORDERS = ("value", "magnitude", "sign", "index")
+INDEX_CODINGS = ("ordered", "sorted_ranks")
 
 STAGES = ("warmup", "ae_train", "lgc")
 
@@ -82,7 +86,7 @@ class DGCState:
 
     `select` is DGC's (clipping at clip_norm / sqrt(N), momentum correction u = m u + g,
     v = v + u, sampled top-k, momentum factor masking). The LGC stage only needs the first half
-    (`accumulate`) and the masking of what the code carried (`mask`), on the same tensors.
+    (`accumulate`) and then takes out of v exactly what the aggregate credited (`credit`).
     """
 
     def __init__(self, dgc: DGC):
@@ -98,11 +102,12 @@ class DGCState:
         """DGC's clipping and momentum correction without its selection; returns v."""
         return self.dgc.memory.compensate(w, self.dgc.clip(g.reshape(-1).float()))
 
-    def mask(self, w: int, idx: torch.Tensor) -> None:
-        """What the code carried is sent: v and u zeroed there (through the memory, so a worker
-        left out of the aggregate can take it back)."""
+    def credit(self, w: int, idx: torch.Tensor, values: torch.Tensor) -> None:
+        """Exact error feedback: take from v exactly what the aggregate credited this node with
+        at `idx` (what is left is never lost), and mask its momentum there as DGC does."""
         v = self.dgc.v[w]
-        self.dgc.memory.update_sparse(w, v, idx, v[idx].clone())
+        idx = idx.to(v.device)
+        self.dgc.memory.update_sparse(w, v, idx, values.to(v))
 
     def topk(self, w: int, it: int, k: int, salt: int = 11) -> torch.Tensor:
         """DGC's sampled top-k of v, sorted by index (neighbours stay neighbours for the AE)."""
@@ -195,8 +200,8 @@ def all_arrived(packets: list[bytes]) -> bool:
 
 def indices_message(idx: torch.Tensor, n: int, *, payload_bytes: int, method: str, iteration: int,
                     scale: float) -> Message:
-    """Positions only: 1-bit dummy codes (the codec needs a value per index); the scale the
-    receivers need travels as a per-packet scalar."""
+    """Positions only (ScaleCom's shared positions): 1-bit codes (the codec needs a value per
+    index); the scale the receivers need travels as a per-packet scalar."""
     return codec.encode_sparse(idx, torch.zeros(idx.numel(), dtype=torch.int64), n,
                                payload_bytes=payload_bytes, dtype="bits", bits=1, method=method,
                                kind=KIND_INDICES, iteration=iteration, scalars=(scale,))
@@ -210,6 +215,69 @@ def read_indices(packets: list[bytes], n: int) -> tuple[torch.Tensor, float] | N
     return torch.nonzero(d.mask).reshape(-1), float(d.scalars[0])
 
 
+def order_of(values: torch.Tensor, order: str) -> torch.Tensor:
+    """Permutation that lays the values out for the autoencoder so that neighbours are similar:
+    "value" (descending signed value: a smooth monotone curve), "magnitude" (descending |value|),
+    "sign" (the positive values in index order, then the negative ones) or "index" (as the
+    parameters lie in the model)."""
+    if order == "sign":
+        return torch.cat([torch.nonzero(values >= 0).reshape(-1), torch.nonzero(values < 0).reshape(-1)])
+    if order == "value":
+        return torch.argsort(values, descending=True, stable=True)
+    if order == "magnitude":
+        return torch.argsort(values.abs(), descending=True, stable=True)
+    return torch.arange(values.numel(), device=values.device)
+
+
+def positions_message(ordered: torch.Tensor, n: int, *, order: str, coding: str, payload_bytes: int,
+                      method: str, iteration: int, scale: float) -> Message:
+    """The leader's top-k positions in the order the autoencoder reads them, and the RMS scale.
+
+    - order "index": sorted positions, delta varints (the codec wants a value per index: 1 bit);
+    - order "sign": the same sorted positions, the 1 bit per index saying the sign's segment;
+    - coding "ordered": the position list itself in that order, ceil(log2 n) bits per entry;
+    - coding "sorted_ranks": sorted positions (delta varints) with each one's rank in the order,
+      ceil(log2 k) bits per entry.
+    The permutation rides on the index list that is sent anyway: no other message carries it.
+    """
+    k = ordered.numel()
+    common = dict(payload_bytes=payload_bytes, method=method, kind=KIND_INDICES, iteration=iteration,
+                  scalars=(scale,))
+    if order in ("index", "sign"):
+        # "sign": ordered = positives then negatives, each sorted; 1 marks the second segment
+        codes = torch.zeros(k, dtype=torch.int64)
+        if order == "sign" and k:
+            split = int(torch.nonzero(ordered[1:] < ordered[:-1]).reshape(-1)[:1].add(1).sum()) or k
+            codes[split:] = 1
+        return codec.encode_sparse(ordered, codes, n, dtype="bits", bits=1, **common)
+    if coding == "ordered":
+        return codec.encode_dense(ordered.to(torch.int64), dtype="bits", bits=codec.index_bits(n),
+                                  **common)
+    ranks = torch.arange(k, dtype=torch.int64)  # paired with ordered; the codec sorts the pairs
+    return codec.encode_sparse(ordered, ranks, n, dtype="bits", bits=max(1, (k - 1).bit_length()),
+                               **common)
+
+
+def read_positions(packets: list[bytes], n: int, *, order: str, coding: str
+                   ) -> tuple[torch.Tensor, float] | None:
+    """Positions in the sender's order and its scale, or None when part of them was lost."""
+    if not all_arrived(packets):
+        return None
+    d = codec.decode(packets)
+    if order == "index":
+        return torch.nonzero(d.mask).reshape(-1), float(d.scalars[0])
+    if order == "sign":
+        pos = torch.nonzero(d.mask).reshape(-1)
+        neg = d.values[pos] > 0
+        return torch.cat([pos[~neg], pos[neg]]), float(d.scalars[0])
+    if coding == "ordered":
+        return d.values.to(torch.int64), float(d.scalars[0])
+    pos = torch.nonzero(d.mask).reshape(-1)
+    out = torch.empty_like(pos)
+    out[d.values[pos].to(torch.int64)] = pos
+    return out, float(d.scalars[0])
+
+
 def weights_message(data: bytes, *, payload_bytes: int, method: str, iteration: int) -> Message:
     w = torch.frombuffer(bytearray(data), dtype=torch.float32)
     return codec.encode_dense(w, payload_bytes=payload_bytes, dtype="f32", method=method,
@@ -217,9 +285,10 @@ def weights_message(data: bytes, *, payload_bytes: int, method: str, iteration: 
 
 
 def sparse_message(idx: torch.Tensor, vals: torch.Tensor, n: int, *, payload_bytes: int, method: str,
-                   iteration: int, kind: int = KIND_SPARSE) -> Message:
-    return codec.encode_sparse(idx, vals, n, payload_bytes=payload_bytes, dtype="f32", method=method,
-                               kind=kind, iteration=iteration)
+                   iteration: int, kind: int = KIND_SPARSE, dtype: str = "f32",
+                   scalars: tuple = ()) -> Message:
+    return codec.encode_sparse(idx, vals, n, payload_bytes=payload_bytes, dtype=dtype, method=method,
+                               kind=kind, iteration=iteration, scalars=scalars)
 
 
 def aggregate_message(avg: torch.Tensor, *, payload_bytes: int, method: str, iteration: int) -> Message:
@@ -261,20 +330,33 @@ COMMON_OPTIONS: dict[str, Field] = dict(
     worker_gflops=Field(10.0, float, min=1e-3, help="virtual GFLOP/s of a worker for encoding"),
     latent_dtype=Field("f16", str, choices=("f32", "f16"), help="precision of the latent on the wire"),
     leader=Field(-1, int, min=-1, help="node whose top-k positions/latent are shared; -1 = cyclic"),
+    order=Field("sign", str, choices=ORDERS,
+                 help="layout of the AE's input: positives then negatives in index order (free on "
+                      "the wire), by signed value, by magnitude, or index order"),
+    index_coding=Field("ordered", str, choices=INDEX_CODINGS,
+                        help="how the ordered positions travel: the list itself (log2 n bits each) "
+                             "or sorted delta varints plus ranks (log2 k bits each)"),
 )
+
+# The options of the schedule, the DGC state and the leader: what the ablation keeps.
+PROTOCOL_OPTIONS = ("ratio", "momentum", "clip_norm", "sample_fraction", "warmup_iterations",
+                    "ae_iters", "leader")
 
 
 class LGCBase(Scheme):
     """Options, per-worker DGC state, the AE, its trainer and the deployed copies."""
 
     linear_encoder = False
+    linear = False           # a wholly linear AE (LGC-RAR: every node decodes its own share)
     handles_momentum = True  # DGC's momentum correction: the optimizer must not add momentum
 
     def __init__(self, *, ratio=0.01, momentum=0.9, clip_norm=10.0, sample_fraction=0.01, warmup_iterations=50, ae_iters=20,
                  retrain_every=0, retrain_iters=5, ae_channels="16,16,16", ae_kernel=5,
                  latent_ratio=0.125, ae_lr=1e-3, ae_batch=16, ae_steps=25, ae_buffer=512,
-                 ae_gflops=100.0, worker_gflops=10.0, latent_dtype="f16", leader=-1, **kw):
+                 ae_gflops=100.0, worker_gflops=10.0, latent_dtype="f16", leader=-1, order="sign",
+                 index_coding="ordered", coder="ae", **kw):
         super().__init__(**kw)
+        self.order, self.index_coding, self.coder = order, index_coding, coder
         # the schema checked each option alone; what it cannot see is the number of workers
         if not -1 <= leader < self.n_workers:
             raise ValueError(f"leader={leader!r} not allowed; allowed -1 (cyclic) or 0..{self.n_workers - 1}")
@@ -286,7 +368,8 @@ class LGCBase(Scheme):
         self.ae_steps = int(ae_steps)
         self.ae_gflops, self.worker_gflops = float(ae_gflops), float(worker_gflops)
         self._arch = dict(channels=parse_channels(ae_channels), kernel=int(ae_kernel),
-                          latent_ratio=float(latent_ratio), linear_encoder=self.linear_encoder)
+                          latent_ratio=float(latent_ratio), linear_encoder=self.linear_encoder,
+                          linear=self.linear)
         self.ae = GradientAutoencoder(**self._arch, seed=self.seed)
         self.trainer = AETrainer(self.ae, lr=float(ae_lr), batch=int(ae_batch),
                                  buffer=int(ae_buffer), seed=self.seed + 1)
@@ -305,6 +388,20 @@ class LGCBase(Scheme):
 
     def leader_of(self, iteration: int) -> int:
         return iteration % self.n_workers if self.leader < 0 else self.leader
+
+    def positions_message(self, ordered, iteration, scale) -> Message:
+        order = self.order if self.coder == "ae" else "index"
+        return positions_message(ordered.cpu(), self.numel, order=order, coding=self.index_coding,
+                                 payload_bytes=self.payload_bytes, method=self.name,
+                                 iteration=iteration, scale=scale)
+
+    def read_positions(self, packets):
+        order = self.order if self.coder == "ae" else "index"
+        return read_positions(packets, self.numel, order=order, coding=self.index_coding)
+
+    def ordered(self, idx: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """The positions in the AE's input order (index order when there is no coder)."""
+        return idx[order_of(values, self.order if self.coder == "ae" else "index")]
 
     def k_final(self) -> int:
         return k_of(self.density, self.numel)

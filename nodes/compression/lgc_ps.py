@@ -2,23 +2,30 @@
 
 Per iteration of the LGC stage (after warm-up and AE training, see lgc_common.Schedule):
 - every worker accumulates its gradient (DGC momentum correction + error feedback) into v;
-- the leader L (cyclic by default) takes the top-k positions I of its v, normalises the values
-  v_L[I] by their RMS s, encodes them with the shipped encoder and sends
-  [positions I, scale s, latent z (k * latent_ratio values), its innovation];
-- every other worker sends only its innovation: its ceil(innovation_ratio * k) largest entries
-  (positions and values) - what is its own, exactly;
-- the server decodes the common code, c = s * D(z): the decoder was trained to map a leader's
-  code to the *mean over nodes* of their values at the leader's positions, i.e. to what the
-  nodes share. Node j's values are c at I, overwritten by node j's innovation where it sent one;
-  the average over nodes is applied and broadcast back (the downlink also tells the workers I);
-- error feedback: each worker counts its values at I as carried by the common code and its
-  innovation as sent, and zeroes them in u and v (momentum factor masking); the rest stays.
+- the leader L (cyclic by default) takes the top-k positions I of its v, lays its values out in
+  the AE's order (by signed value by default: neighbours are similar), normalises them by their
+  RMS s, encodes them with the shipped encoder and sends [positions I in that order, s, latent z
+  (k * latent_ratio values), its innovation]; the permutation rides on the position list;
+- every worker (the leader too) sends its innovation: its ceil(innovation_ratio * k) largest
+  entries of v (positions, values in f16 by default) - what is its own, exactly;
+- the server decodes the common code, c = s * D(z) at I: the decoder was trained to map a
+  leader's code to the *mean over nodes* of their values at the leader's positions, i.e. to what
+  the nodes share. Node j is credited with g_j = c at I, overwritten by node j's innovation where
+  it arrived; the aggregate is mean_j g_j = c + r, with r non-zero only where innovations arrived;
+- downlink (compressed): the server relays the leader's position and latent packets and sends r
+  (sparse), plus, per node, which of its innovation packets arrived. Every node decodes c itself
+  (the whole AE was shipped), so it applies c + r and knows its own credit g_j exactly;
+- exact error feedback: every node takes g_j, and only g_j, out of v (and masks u where credited).
+  Nothing a node did not send, or that did not arrive, leaves its memory.
 
 Warm-up and AE training exchange DGC-style (index, value) messages; in AE training the server
 also keeps, for every node L as a would-be leader, the pair (v_L[I_L]/s_L, mean_j v_j[I_L]/s_L)
-from the messages that arrived (no extra bytes: they are that stage's gradient messages) and
-runs `ae_steps` Adam steps on them, charged as ServerCompute of FLOPs / ae_gflops. At the end of
-AE training the encoder's weights go down once (a Downlink, counted in the rate).
+in the AE's order, from the messages that arrived (no extra bytes: they are that stage's
+gradient messages) and runs `ae_steps` Adam steps on them, charged as ServerCompute of
+FLOPs / ae_gflops. At the end of AE training the AE's weights go down once (a Downlink, counted).
+
+With `coder = "none"` (the registered `lgc_ablation`) the leader sends its values at I in f16
+instead of a latent: the same protocol without the learned coder (ScaleCom's shared positions).
 """
 from __future__ import annotations
 
@@ -27,39 +34,47 @@ import math
 import torch
 
 from nodes.compression import codec
-from nodes.compression.base import check_finite
-from nodes.compression.lgc_common import (COMMON_OPTIONS, KIND_INDICES, KIND_INNOVATION,
-                                          KIND_LATENT, LGCBase, aggregate_message, by_kind,
-                                          indices_message, join, read_indices, rms,
-                                          sparse_message, topk_indices, weights_message)
+from nodes.compression.base import Message, check_finite
+from nodes.compression.lgc_common import (COMMON_OPTIONS, KIND_AGGREGATE, KIND_COMMON, KIND_INDICES,
+                                          KIND_INNOVATION, KIND_LATENT, LGCBase, aggregate_message,
+                                          by_kind, join, order_of, rms, sparse_message,
+                                          topk_indices, weights_message)
 from nodes.compression.phases import Downlink, ServerCompute, Uplink, WorkerCompute
 from nodes.compression.registry import register
 from schema import Field
 
+PS_OPTIONS = dict(
+    innovation_ratio=Field(0.05, float, min=0.0, max=1.0,
+                            help="innovation entries each node sends, as a fraction of k"),
+    innovation_dtype=Field("f16", str, choices=("f32", "f16"), help="precision of innovation values"),
+)
 
-@register("lgc_ps", wire_id=9, **COMMON_OPTIONS,
-          innovation_ratio=Field(0.05, float, min=0.0, max=1.0,
-                                 help="innovation entries each node sends, as a fraction of k"))
+
+@register("lgc_ps", wire_id=9, **COMMON_OPTIONS, **PS_OPTIONS)
 class LGCPS(LGCBase):
     collectives = ("ps",)
     linear_encoder = False
 
-    def __init__(self, *, innovation_ratio: float = 0.05, **kw):
+    def __init__(self, *, innovation_ratio: float = 0.05, innovation_dtype: str = "f16", **kw):
         super().__init__(**kw)
         self.innovation_ratio = float(innovation_ratio)
+        self.innovation_dtype = innovation_dtype
 
     def k_innovation(self, k: int) -> int:
         return 0 if self.innovation_ratio == 0 else min(k, int(math.ceil(self.innovation_ratio * k)))
+
+    def uses_coder(self) -> bool:
+        return self.coder == "ae"
 
     # ------------------------------------------------------------------ exchange
     def exchange(self, iteration, grads):
         check_finite(grads, iteration)
         out_device = grads[0].device
-        if self.stage(iteration) == "lgc" and self.worker_ae is not None:
+        if self.stage(iteration) == "lgc" and (self.worker_ae is not None or not self.uses_coder()):
             vs = [self.workers.accumulate(w, g) for w, g in enumerate(grads)]
             avg = yield from self._lgc(iteration, vs)
-        else:
-            avg = yield from self._sparse(iteration, grads)
+            return avg.to(out_device)
+        avg = yield from self._sparse(iteration, grads)
         down = aggregate_message(avg, payload_bytes=self.payload_bytes, method=self.name,
                                  iteration=iteration)
         yield Downlink(down)
@@ -77,70 +92,142 @@ class LGCPS(LGCBase):
         arrived = yield Uplink(msgs)
         decoded = [codec.decode(arrived.get(w, []), n) for w in range(N)]
         avg = sum(d.values for d in decoded) / N
-        if self.stage(it) == "ae_train":
+        if self.stage(it) == "ae_train" and self.uses_coder():
             self._collect(decoded, k)
             flops = self.trainer.train(self.ae_steps)
             yield ServerCompute(self._seconds(flops, self.ae_gflops), "lgc_ps: autoencoder training")
             if self.sched.ships_after(it):
-                msg = weights_message(self.ae.encoder_bytes(), payload_bytes=self.payload_bytes,
+                # the whole AE: the leader encodes, every node decodes the relayed common code
+                msg = weights_message(self.ae.full_bytes(), payload_bytes=self.payload_bytes,
                                       method=self.name, iteration=it)
-                yield Downlink(msg)  # the encoder goes to the workers once
-                self._deploy(self.received_bytes(msg.packets), encoder_only=True)
+                yield Downlink(msg)
+                self._deploy(self.received_bytes(msg.packets), encoder_only=False)
         return avg.to(self.device)
 
     def _collect(self, decoded, k):
-        """Training pairs: a node's normalised top-k values -> the nodes' mean at those positions."""
+        """Training pairs: a node's normalised top-k values -> the nodes' mean at those positions,
+        both in the AE's order of that node's values."""
         mean = sum(d.values for d in decoded) / len(decoded)
         for d in decoded:
             idx = torch.nonzero(d.mask).reshape(-1)
-            if idx.numel() != k:  # part of this node's message was lost (or a value was 0)
+            if idx.numel() != k:  # part of this node's message was lost
                 continue
+            idx = idx[order_of(d.values[idx], self.order)]
             s = rms(d.values[idx])
             self.trainer.add(d.values[idx] / s, mean[idx] / s)
+
+    # ------------------------------------------------------------------ the LGC stage
+    def _leader_parts(self, it, v) -> list[Message]:
+        """The common part: positions (in the AE's order) + latent, or (coder none) f16 values."""
+        n, k = self.numel, self.k_final()
+        idx = self.workers.topk(self.leader_of(it), it, k)
+        if not self.uses_coder():
+            return [sparse_message(idx.cpu(), v[idx].cpu(), n, payload_bytes=self.payload_bytes,
+                                   method=self.name, iteration=it, kind=KIND_COMMON, dtype="f16")]
+        ordered = self.ordered(idx, v[idx])
+        s = rms(v[ordered])
+        with torch.no_grad():
+            z = self.worker_ae.encode((v[ordered].cpu() / s)[None])[0]
+        latent = codec.encode_dense(z, payload_bytes=self.payload_bytes, dtype=self.latent_dtype,
+                                    method=self.name, kind=KIND_LATENT, iteration=it)
+        return [self.positions_message(ordered, it, s), latent]
+
+    def _common_packets(self, parts: dict[int, list[bytes]]) -> list[bytes]:
+        """The leader's common-part packets if they can be used (every position arrived)."""
+        if not self.uses_coder():
+            pk = parts.get(KIND_COMMON, [])
+            return pk if pk and self._all(pk) else []
+        pos = parts.get(KIND_INDICES, [])
+        if not pos or self.read_positions(pos) is None:
+            return []
+        return pos + parts.get(KIND_LATENT, [])
+
+    @staticmethod
+    def _all(packets) -> bool:
+        return len({codec.read_header(p).index for p in packets}) == codec.read_header(packets[0]).count
+
+    def _common(self, packets: list[bytes], ae) -> tuple[torch.Tensor, torch.Tensor]:
+        """(positions, values) of the common part c from its packets; empty when there is none."""
+        n, k = self.numel, self.k_final()
+        if not packets:
+            return torch.zeros(0, dtype=torch.long), torch.zeros(0)
+        parts = by_kind(packets)
+        if not self.uses_coder():
+            d = codec.decode(parts[KIND_COMMON], n)
+            idx = torch.nonzero(d.mask).reshape(-1)
+            return idx, d.values[idx]
+        ordered, s = self.read_positions(parts[KIND_INDICES])
+        zd = codec.decode(parts.get(KIND_LATENT, []), ae.latent_numel(k))  # lost latent values: 0
+        with torch.no_grad():
+            return ordered, s * ae.decode(zd.values[None], k)[0]
 
     def _lgc(self, it, vs):
         n, N, k = self.numel, self.n_workers, self.k_final()
         ki = self.k_innovation(k)
         L = self.leader_of(it)
-        msgs, innov = {}, {}
-        lead_idx = None
+        msgs, own = {}, {}
         for w, v in enumerate(vs):
             inn = topk_indices(v, ki) if ki else torch.zeros(0, dtype=torch.long, device=v.device)
-            innov[w] = inn
-            parts = [sparse_message(inn, v[inn].cpu(), n, payload_bytes=self.payload_bytes,
-                                    method=self.name, iteration=it, kind=KIND_INNOVATION)]
-            if w == L:
-                lead_idx = self.workers.topk(w, it, k)
-                s = rms(v[lead_idx])
-                with torch.no_grad():
-                    z = self.worker_ae.encode((v[lead_idx].cpu() / s)[None])[0]
-                latent = codec.encode_dense(z, payload_bytes=self.payload_bytes, dtype=self.latent_dtype,
-                                            method=self.name, kind=KIND_LATENT, iteration=it)
-                parts = [indices_message(lead_idx.cpu(), n, payload_bytes=self.payload_bytes,
-                                         method=self.name, iteration=it, scale=s), latent] + parts
-            msgs[w] = join(*parts)
-        yield WorkerCompute(self._seconds(self.worker_ae.encode_flops(k), self.worker_gflops),
-                            "lgc_ps: leader encodes its top-k values")
+            own[w] = sparse_message(inn.cpu(), v[inn].cpu(), n, payload_bytes=self.payload_bytes,
+                                    method=self.name, iteration=it, kind=KIND_INNOVATION,
+                                    dtype=self.innovation_dtype)
+            if len(own[w].packets) > 24:  # the downlink says which arrived in a 24-bit f32 mask
+                raise ValueError(f"innovation_ratio={self.innovation_ratio}: {len(own[w].packets)} "
+                                 "innovation packets per node; at most 24 allowed")
+            msgs[w] = join(*(self._leader_parts(it, v) if w == L else []), own[w])
+        if self.uses_coder():
+            # charged up front, one phase: the leader's encode and every node's decode of the
+            # relayed common code (after the downlink) take the same time on every iteration
+            flops = self.worker_ae.encode_flops(k) + self.worker_ae.decode_flops(k)
+            yield WorkerCompute(self._seconds(flops, self.worker_gflops),
+                                "lgc_ps: the leader encodes; every node decodes the common code")
         arrived = yield Uplink(msgs)
 
-        common = torch.zeros(n)
-        got = read_indices(by_kind(arrived.get(L, [])).get(KIND_INDICES, []), n)
-        used_common = got is not None and got[0].numel() == k
-        if used_common:
-            idx, s = got
-            zd = codec.decode(by_kind(arrived[L]).get(KIND_LATENT, []), self.deployed.latent_numel(k))
-            with torch.no_grad():
-                common[idx] = s * self.deployed.decode(zd.values[None], k)[0]
+        # --- server: the common part once, every node's innovation over it
+        common_pk = self._common_packets(by_kind(arrived.get(L, [])))
+        cidx, cval = self._common(common_pk, self.deployed)
+        if common_pk and self.uses_coder():
             yield ServerCompute(self._seconds(self.deployed.decode_flops(k), self.ae_gflops),
                                 "lgc_ps: server decodes the common code")
-        total = torch.zeros(n)
+        common = torch.zeros(n)
+        common[cidx] = cval
+        resid = torch.zeros(n)
+        flags = []
         for j in range(N):
-            u = common.clone()
-            d = codec.decode(by_kind(arrived.get(j, [])).get(KIND_INNOVATION, []), n)
-            u[d.mask] = d.values[d.mask]
-            total += u
+            pk = by_kind(arrived.get(j, [])).get(KIND_INNOVATION, [])
+            d = codec.decode(pk, n)
+            resid[d.mask] += d.values[d.mask] - common[d.mask]
+            flags.append(float(sum(1 << codec.read_header(p).index for p in pk)))
+        resid /= N
+        ridx = torch.nonzero(resid).reshape(-1)
+        down = join(Message(list(common_pk)),
+                    sparse_message(ridx, resid[ridx], n, payload_bytes=self.payload_bytes,
+                                   method=self.name, iteration=it, kind=KIND_AGGREGATE,
+                                   scalars=tuple(flags)))
+        yield Downlink(down)
+
+        # --- every node, from the downlink's bytes: the aggregate and its own credit
+        parts = by_kind(down.packets)
+        r = codec.decode(parts[KIND_AGGREGATE], n)
+        flags = [int(f) for f in r.scalars]
+        cpk = [p for kind in (KIND_INDICES, KIND_LATENT, KIND_COMMON) for p in parts.get(kind, [])]
+        cidx, cval = self._common(cpk, self.worker_ae)
+        common = torch.zeros(n)
+        common[cidx] = cval
         for w in range(N):
-            # The leader's positions as every worker learns them: from the bytes that arrived.
-            sent = torch.cat([idx.to(innov[w].device), innov[w]]) if used_common else innov[w]
-            self.workers.mask(w, sent)
-        return (total / N).to(self.device)
+            credit = torch.zeros(n)
+            credited = torch.zeros(n, dtype=torch.bool)
+            credit[cidx], credited[cidx] = cval, True
+            mine = [p for p in own[w].packets if flags[w] >> codec.read_header(p).index & 1]
+            d = codec.decode(mine, n)  # this node's innovation as the server decoded it
+            credit[d.mask], credited[d.mask] = d.values[d.mask], True
+            where = torch.nonzero(credited).reshape(-1)
+            self.workers.credit(w, where, credit[where])
+        return common + r.values
+
+
+def ablation_options() -> dict[str, Field]:
+    """lgc_ps's options without the coder's: the schedule, DGC state, leader and innovation."""
+    from nodes.compression.lgc_common import PROTOCOL_OPTIONS
+    return {**{k: COMMON_OPTIONS[k] for k in PROTOCOL_OPTIONS}, **PS_OPTIONS}
+

@@ -1,35 +1,46 @@
 """LGC-RAR: learned gradient compression over ring all-reduce.
 
 A ring can only add vectors that line up, so every node uses the same top-k positions: those of
-one node (the leader; cyclic by default, as ScaleCom does), sent to the others by a Broadcast
-together with the RMS s of the leader's values there. Per LGC iteration:
+one node (the leader; cyclic by default, as ScaleCom does), sent to the others by a Broadcast in
+the AE's order (by the leader's signed values by default; the permutation rides on the position
+list) together with the RMS s of the leader's values there. Per LGC iteration:
 - every node encodes x_j = v_j[I] / s with the same encoder; the latents (k * latent_ratio
   values, f16 or f32) are summed by an AllReduce on their real bytes;
 - every node decodes the same sum: mean = s * D(sum / N) at I, and applies it;
-- error feedback: every node zeroes u and v at I (sent through the code); the rest stays.
+- exact error feedback: the autoencoder is wholly linear, so D(sum_j z_j) = sum_j D(z_j) and
+  node j's share of the mean is g_j = s * D(z_j) with z_j its latent as it went on the wire; node
+  j takes exactly g_j out of v at I (and masks u there). What the code did not carry stays.
+  (With f16 latents the ring rounds each partial sum to f16, so the mean differs from the mean
+  of the credits by that rounding; with latent_dtype = "f32" they agree to float precision.)
 
-The encoder is linear and bias-free, so the sum of the nodes' codes *is* the code of the summed
+The AE is linear and bias-free, so the sum of the nodes' codes *is* the code of the summed
 values, and the decoder's job is one well-posed map (code of a mean vector -> mean vector).
 Warm-up and AE training run the same shared-position exchange with the values themselves on the
 ring (f32). AE training needs no extra traffic: after the all-reduce every node holds the mean
 values at I, and node w0 trains the AE on mean/s (charged as compute of FLOPs / ae_gflops). At the
 end of AE training w0 broadcasts the whole AE (every node decodes), counted once.
+With `coder = "none"` the LGC stage sends every node's values at I in f16 on the ring instead of
+latents (ScaleCom's exchange): the ablation of LGC-RAR.
 """
 from __future__ import annotations
 
 import torch
 
 from nodes.compression.base import check_finite
-from nodes.compression.lgc_common import (COMMON_OPTIONS, LGCBase, indices_message, read_indices, rms,
-                                          weights_message)
+from nodes.compression.lgc_common import COMMON_OPTIONS, LGCBase, rms, weights_message
 from nodes.compression.phases import AllReduce, Broadcast, ServerCompute, WorkerCompute
+from nodes.compression.precision import on_wire
 from nodes.compression.registry import register
+from schema import Field
 
 
-@register("lgc_rar", wire_id=10, **COMMON_OPTIONS)
+@register("lgc_rar", wire_id=10, **COMMON_OPTIONS,
+          coder=Field("ae", str, choices=("ae", "none"),
+                       help="'none': f16 values on the ring instead of latents (the ablation)"))
 class LGCRAR(LGCBase):
     collectives = ("allreduce",)
     linear_encoder = True
+    linear = True
     trainer_node = 0  # the node that trains the AE and broadcasts it
 
     def exchange(self, iteration, grads):
@@ -37,31 +48,37 @@ class LGCRAR(LGCBase):
         out_device = grads[0].device
         n, N = self.numel, self.n_workers
         vs = [self.workers.accumulate(w, g) for w, g in enumerate(grads)]
-        lgc = self.stage(iteration) == "lgc" and self.worker_ae is not None
+        lgc = self.stage(iteration) == "lgc" and (self.worker_ae is not None or self.coder == "none")
         k = self.k_at(iteration)  # DGC's sparsity warm-up, then the final density
         L = self.leader_of(iteration)
         lead_idx = self.workers.topk(L, iteration, k)
-        got = yield Broadcast(L, indices_message(lead_idx.cpu(), n, payload_bytes=self.payload_bytes,
-                                                 method=self.name, iteration=iteration,
-                                                 scale=rms(vs[L][lead_idx])))
+        ordered = self.ordered(lead_idx, vs[L][lead_idx])
+        got = yield Broadcast(L, self.positions_message(ordered, iteration, rms(vs[L][ordered])))
         # Every node works with the positions and scale it received, not the leader's own copy
         # (broadcasts arrive whole: the orchestrator resends what a node missed).
-        idx, s = read_indices(got, n)
+        idx, s = self.read_positions(got)
         idx = idx.to(vs[L].device)
-        if lgc:
+        if lgc and self.coder == "ae":
             ae = self.worker_ae
             with torch.no_grad():
                 codes = ae.encode(torch.stack([v[idx].cpu() / s for v in vs]))
-            yield WorkerCompute(self._seconds(ae.encode_flops(k) + ae.decode_flops(k), self.worker_gflops),
-                                "lgc_rar: every node encodes its values and decodes the sum")
-            summed = yield AllReduce({w: self._wire(codes[w]) for w in range(N)}, self.latent_dtype)
+                wire = [self._wire(codes[w]) for w in range(N)]
+                sent = on_wire(codes, self.latent_dtype)           # each latent as it travels
+                credits = s * ae.decode(sent, k)                   # each node's own share
+            yield WorkerCompute(self._seconds(ae.encode_flops(k) + 2 * ae.decode_flops(k),
+                                              self.worker_gflops),
+                                "lgc_rar: every node encodes its values, decodes its share and the sum")
+            summed = yield AllReduce({w: wire[w] for w in range(N)}, self.latent_dtype)
             with torch.no_grad():
                 mean_vals = s * ae.decode(summed.reshape(1, -1) / N, k)[0]
         else:
-            bufs = {w: vs[w][idx].cpu().numpy().astype("<f4").tobytes() for w in range(N)}
-            summed = yield AllReduce(bufs, "f32")
+            dtype = "f16" if lgc else "f32"   # coder none: ScaleCom's f16 values on the ring
+            credits = torch.stack([on_wire(v[idx].cpu(), dtype) for v in vs])
+            bufs = {w: credits[w].numpy().astype("<f2" if dtype == "f16" else "<f4").tobytes()
+                    for w in range(N)}
+            summed = yield AllReduce(bufs, dtype)
             mean_vals = summed.reshape(-1) / N
-            if self.stage(iteration) == "ae_train":
+            if self.stage(iteration) == "ae_train" and self.coder == "ae":
                 self.trainer.add(mean_vals / s, mean_vals / s)
                 flops = self.trainer.train(self.ae_steps)
                 yield ServerCompute(self._seconds(flops, self.ae_gflops),
@@ -72,7 +89,7 @@ class LGCRAR(LGCBase):
                     got = yield Broadcast(self.trainer_node, msg)
                     self._deploy(self.received_bytes(got), encoder_only=False)
         for w in range(N):
-            self.workers.mask(w, idx)
+            self.workers.credit(w, idx, credits[w])
         avg = torch.zeros(n)
         avg[idx.cpu()] = mean_vals
         return avg.to(out_device)

@@ -60,6 +60,7 @@ loss = {{ model = "bernoulli", p = 0.05 }}
 LGC = "ratio = 0.05\nwarmup_iterations = 3\nae_iters = 3\nae_steps = 5"  # the lgc stage from iteration 6
 OPTIONS = {"topk": "ratio = 0.05", "dgc": "ratio = 0.05\nwarmup_iterations = 4",
            "lgc_ps": LGC, "lgc_rar": LGC, "scalecom": "ratio = 0.05",
+           "lgc_ablation": "ratio = 0.05\nwarmup_iterations = 3\nae_iters = 3",
            # "method:collective": the method on another of its collectives
            "topk:allgather": 'ratio = 0.05\ncollective = "allgather"'}
 
@@ -143,7 +144,8 @@ def reference(folder):
 
 
 @pytest.mark.parametrize("method,workers", [("topk", 2), ("dgc", 4), ("lgc_ps", 2), ("lgc_rar", 2),
-                                            ("scalecom", 2), ("topk:allgather", 2)])
+                                            ("scalecom", 2), ("topk:allgather", 2),
+                                            ("lgc_ablation", 2)])
 def test_torchrun_matches_the_in_process_run(folder, reference, method, workers):
     path, ref = reference(method, workers)
     # the comparison is not vacuous: packets were lost and bits moved in the reference

@@ -170,3 +170,24 @@ def test_table_edge_tiny_writes_each_run_and_resumes(tmp_path, capsys):
     table_edge.main(args)  # resumes: every run is on disk already
     assert len((tmp_path / "table_edge.jsonl").read_text().splitlines()) == 3
     assert "| 2 | fp32 |" in table_edge.render(tmp_path / "table_edge.jsonl", 0.8)
+
+
+@pytest.mark.skipif(not Path("/usr/share/datasets/fashion-mnist").exists(),
+                    reason="Debian's dataset-fashion-mnist is not installed (make data)")
+def test_fashion_table_writes_each_run_and_skips_finished_ones(tmp_path, capsys):
+    from experiments.results import table_fashion
+    from nodes.models import build_model
+
+    args = ["--iterations", "3", "--seeds", "0", "--methods", "fp32,topk", "--runs",
+            str(tmp_path / "runs"), "--out", str(tmp_path)]
+    rows = table_fashion.main(args)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["fp32_s0.json", "topk_s0.json"]
+    fp32 = next(r for r in rows if r["method"] == "fp32")
+    # fp32 uplink by hand: 8 workers x the 139k weights in f32, plus 30-byte packet headers on
+    # packets of about 1.4 kB (under 3%)
+    n = sum(p.numel() for p in build_model("cnn_fc", (1, 28, 28), 10).parameters())
+    assert fp32["n"] == 1 and fp32["up_x_fp32"] == 1.0
+    assert 8 * 32 * n < fp32["up_final"] < 8 * 32 * n * 1.03
+    capsys.readouterr()
+    table_fashion.main(args)                      # everything is on disk: nothing runs again
+    assert "0 runs to do (2 already on disk)" in capsys.readouterr().out

@@ -21,7 +21,7 @@ def test_models_map_a_batch_to_class_scores(name, shape):
 
 
 def test_names():
-    assert set(MODELS) == {"mlp", "cnn", "resnet20", "resnet18"}
+    assert set(MODELS) == {"mlp", "cnn", "cnn_fc", "resnet20", "resnet18"}
 
 
 def test_cnn_parameter_count_by_hand():

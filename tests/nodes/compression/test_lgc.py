@@ -199,8 +199,8 @@ def test_lgc_rar_decodes_the_sum_of_the_latents_that_travelled_the_ring():
     assert [type(p) for p in phases] == [Broadcast, WorkerCompute, AllReduce]
     bc, ar = phases[0], phases[2]
     assert bc.src == 3 % N_WORKERS  # cyclic leader
-    d = codec.decode(bc.message.packets, N_COORD)
-    idx, s = torch.nonzero(d.mask).reshape(-1), d.scalars[0]
+    idx, s = sch.read_positions(bc.message.packets)  # in the leader's value order
+    assert torch.equal(torch.sort(idx).values, torch.unique(idx))
     k = idx.numel()
     assert k == math.ceil(0.05 * N_COORD) or k == round(0.05 * N_COORD)
     assert ar.dtype == "f16" and set(ar.buffers) == set(range(N_WORKERS))
@@ -305,3 +305,37 @@ def test_lgc_ps_leader_message_carries_indices_latent_and_innovation():
     # non-leaders send only their innovation: ceil(0.02 * k) = 4 (index, value) pairs
     assert all(int(codec.decode(up[w].packets, N_COORD).mask.sum()) == 4 for w in (0, 1, 3))
     assert up[0].nbytes < up[2].nbytes / 5
+
+
+# ---------------------------------------------------------------- the AE's input order on the wire
+
+@pytest.mark.parametrize("order", ["value", "magnitude", "sign", "index"])
+@pytest.mark.parametrize("coding", ["ordered", "sorted_ranks"])
+def test_positions_travel_in_the_order_the_autoencoder_reads_them(order, coding):
+    from nodes.compression.lgc_common import order_of, positions_message, read_positions
+    gen = torch.Generator().manual_seed(3)
+    idx = torch.sort(torch.randperm(5000, generator=gen)[:300]).values
+    vals = torch.randn(300, generator=gen)
+    ordered = idx[order_of(vals, order)]
+    if order == "value":  # by hand: descending signed values
+        assert torch.all(vals[order_of(vals, order)][:-1] >= vals[order_of(vals, order)][1:])
+    if order == "sign":   # positives, then negatives, each in index order
+        pos, neg = idx[vals >= 0], idx[vals < 0]
+        assert torch.equal(ordered, torch.cat([pos, neg]))
+    m = positions_message(ordered, 5000, order=order, coding=coding, payload_bytes=400,
+                          method="lgc_ps", iteration=0, scale=2.0)
+    back, s = read_positions(m.packets, 5000, order=order, coding=coding)
+    assert torch.equal(back, ordered) and s == 2.0
+    if order in ("value", "magnitude") and coding == "ordered":
+        # by hand: per packet a header, the f32 scale and 13 bits (log2 5000) per position
+        heads = [codec.read_header(p) for p in m.packets]
+        assert sum(h.entries for h in heads) == 300
+        assert all(len(p) == codec.HEADER_BYTES + 4 + math.ceil(13 * h.entries / 8)
+                   for p, h in zip(m.packets, heads))
+    if order in ("index", "sign"):  # delta varints + 1 bit each, independent of the order
+        plain = positions_message(idx, 5000, order="index", coding=coding, payload_bytes=400,
+                                  method="lgc_ps", iteration=0, scale=2.0)
+        assert m.nbytes == plain.nbytes
+    # a lost packet: the order cannot be rebuilt, the receiver says so
+    if len(m.packets) > 1:
+        assert read_positions(m.packets[1:], 5000, order=order, coding=coding) is None

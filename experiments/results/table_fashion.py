@@ -1,0 +1,183 @@
+"""Table 1 on Fashion-MNIST: fp32, top-k, DGC, LGC's ablation, LGC-PS, LGC-RAR.
+
+    nice .venv/bin/python -m experiments.results.table_fashion [--jobs 2] [--seeds 0,1,2,3,4]
+    .venv/bin/python -m experiments.results.table_fashion --report     # table from finished runs
+
+Every method runs experiments/fashion_star.toml (Debian's Fashion-MNIST, the 139k-weight cnn_fc,
+8 workers in one shared 20 Mbit/s cell, the parameter server at the access point; LGC-RAR's ring
+runs over the same cell) with only [compression] changed: same seeds, data split, model,
+optimizer and budget. Each finished run is written at once to
+docs/results/table_fashion_runs/<method>_s<seed>.json; rerunning skips those, so the script can
+be stopped and resumed, and --report builds the table from whatever has finished.
+
+Per method: final test accuracy (10k test images) mean and sample sd over the finished seeds,
+uplink bits per iteration (what the workers sent: every header, index, latent byte) and up +
+down bits per iteration, both averaged over the final stage (from the end of LGC's AE training
+on, the same iterations for every method), and ratios of those against fp32, DGC and the
+ablation (lgc_ablation: LGC-PS's protocol with the leader's f16 values instead of the latent).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+
+from experiments.results.harness import DOCS_RESULTS, RunSpec, _execute_safe, mean_spread, stage_lengths
+from experiments.results.tables import Column, emit, pick
+
+BASE = "experiments/fashion_star.toml"
+ITERATIONS = 600
+DENSITY = 0.01
+LABELS = ["fp32", "topk", "dgc", "lgc_ablation", "lgc_ps", "lgc_rar"]
+RUNS = DOCS_RESULTS / "table_fashion_runs"
+
+COLUMNS = [
+    Column("method", "method"), Column("n", "seeds"),
+    Column("acc_mean", "acc mean %", lambda v: f"{100 * v:.2f}"),
+    Column("acc_std", "acc sd", lambda v: f"{100 * v:.2f}"),
+    Column("d_acc", "vs fp32 pts", lambda v: f"{100 * v:+.2f}"),
+    Column("up_final", "up bits/it", "{:,.0f}"), Column("total_final", "up+down bits/it", "{:,.0f}"),
+    Column("up_x_fp32", "up x fp32", "{:.1f}"), Column("up_x_dgc", "up x DGC", "{:.2f}"),
+    Column("up_x_abl", "up x abl", "{:.2f}"),
+    Column("tot_x_fp32", "total x fp32", "{:.1f}"), Column("tot_x_dgc", "total x DGC", "{:.2f}"),
+    Column("tot_x_abl", "total x abl", "{:.2f}"),
+]
+
+
+def options(label: str, warmup: int, ae_iters: int) -> dict:
+    lgc = {"ratio": DENSITY, "warmup_iterations": warmup, "ae_iters": ae_iters}
+    table = {
+        "fp32": {"method": "none"},
+        "topk": {"method": "topk", "ratio": DENSITY},
+        "dgc": {"method": "dgc", "ratio": DENSITY, "warmup_iterations": warmup},
+        "lgc_ablation": {"method": "lgc_ablation", **lgc},
+        "lgc_ps": {"method": "lgc_ps", **lgc},
+        "lgc_rar": {"method": "lgc_rar", **lgc},
+    }
+    return table[label]
+
+
+def spec(label: str, seed: int, iterations: int) -> RunSpec:
+    warmup, ae = stage_lengths(iterations)
+    sets = [f"run.iterations={iterations}", f"run.seed={seed}", f"run.eval_every={iterations // 3}"]
+    for key, value in options(label, warmup, ae).items():
+        sets.append(f'compression.{key}="{value}"' if isinstance(value, str) else f"compression.{key}={value}")
+    return RunSpec(f"fashion[{label},s{seed}]", BASE, sets, tags={"method": label, "seed": seed})
+
+
+def run_file(runs: Path, label: str, seed: int) -> Path:
+    return runs / f"{label}_s{seed}.json"
+
+
+def summary(result, iterations: int) -> dict:
+    warmup, ae = stage_lengths(iterations)
+    final = warmup + ae
+    return {"status": result.status, "note": result.note, "iterations": result.iterations,
+            "evals": result.evals, "final_accuracy": result.final_accuracy,
+            "up_final": mean_spread(result.bits_up[final:])[0],
+            "total_final": mean_spread(result.bits[final:])[0],
+            "wall_s": result.wall_s, "overrides": result.spec.overrides,
+            "finished_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
+
+
+def _one(spec_: RunSpec, iterations: int, path: str) -> str:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    result = _execute_safe(spec_, None)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(summary(result, iterations), f, indent=1)
+    os.replace(tmp, path)   # a run is on disk whole or not at all
+    return f"{spec_.label}: {result.status}, acc {result.final_accuracy}, {result.wall_s:.0f} s"
+
+
+def run_missing(labels, seeds, iterations, jobs, runs: Path) -> None:
+    runs.mkdir(parents=True, exist_ok=True)
+    todo = [(label, seed) for seed in seeds for label in labels  # seed-major: whole seeds first
+            if not _finished(run_file(runs, label, seed), iterations)]
+    print(f"{len(todo)} runs to do ({len(labels) * len(seeds) - len(todo)} already on disk)", flush=True)
+    if not todo:
+        return
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        futs = [pool.submit(_one, spec(label, seed, iterations), iterations,
+                            str(run_file(runs, label, seed))) for label, seed in todo]
+        for fut in as_completed(futs):
+            print(time.strftime("%H:%M:%S", time.gmtime()), fut.result(), flush=True)
+
+
+def _finished(path: Path, iterations: int) -> bool:
+    if not path.exists():
+        return False
+    s = json.loads(path.read_text())
+    return s["status"] == "completed" and s["iterations"] == iterations
+
+
+def rows_of(labels, seeds, iterations, runs: Path) -> list[dict]:
+    rows = []
+    for label in labels:
+        done = [json.loads(run_file(runs, label, s).read_text()) for s in seeds
+                if _finished(run_file(runs, label, s), iterations)]
+        done_seeds = [s for s in seeds if _finished(run_file(runs, label, s), iterations)]
+        row = {"method": label, "n": len(done), "seeds": " ".join(map(str, done_seeds))}
+        if done:
+            row["acc_mean"], row["acc_std"] = mean_spread([d["final_accuracy"] for d in done])
+            row["acc_per_seed"] = " ".join(f"{d['final_accuracy']:.4f}" for d in done)
+            row["up_final"] = mean_spread([d["up_final"] for d in done])[0]
+            row["total_final"] = mean_spread([d["total_final"] for d in done])[0]
+            row["wall_s"] = sum(d["wall_s"] for d in done)
+        rows.append(row)
+    ref = {r["method"]: r for r in rows if r.get("up_final")}
+    for row in rows:
+        if not row.get("up_final"):
+            continue
+        if "fp32" in ref:
+            row["d_acc"] = row["acc_mean"] - ref["fp32"]["acc_mean"]
+        for base, tag in (("fp32", "fp32"), ("dgc", "dgc"), ("lgc_ablation", "abl")):
+            if base in ref:
+                row[f"up_x_{tag}"] = ref[base]["up_final"] / row["up_final"]
+                row[f"tot_x_{tag}"] = ref[base]["total_final"] / row["total_final"]
+    return rows
+
+
+def main(argv=None) -> list[dict]:
+    ap = argparse.ArgumentParser(prog="python -m experiments.results.table_fashion",
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("--iterations", type=int, default=ITERATIONS)
+    ap.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated seeds")
+    ap.add_argument("--methods", default=None, help=f"comma-separated subset of: {', '.join(LABELS)}")
+    ap.add_argument("--jobs", type=int, default=1, help="runs at once (one process each)")
+    ap.add_argument("--runs", default=str(RUNS), help="folder of the per-run JSON files")
+    ap.add_argument("--out", default=str(DOCS_RESULTS), help="folder for the table's CSV/Markdown")
+    ap.add_argument("--report", action="store_true", help="only tabulate the runs on disk")
+    args = ap.parse_args(argv)
+    labels = pick(args.methods, LABELS, "methods")
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        raise SystemExit(f"--seeds {args.seeds!r}: must be comma-separated integers, e.g. 0,1,2") from None
+    runs = Path(args.runs)
+    if not args.report:
+        run_missing(labels, seeds, args.iterations, args.jobs, runs)
+    rows = rows_of(labels, seeds, args.iterations, runs)
+    warmup, ae = stage_lengths(args.iterations)
+    notes = [
+        f"Fashion-MNIST (60k/10k), cnn_fc (139k weights), 8 workers, one shared 20 Mbit/s cell, "
+        f"{args.iterations} iterations of batch 32 per worker, SGD lr 0.1 cosine; DGC/LGC warm-up "
+        f"{warmup}, LGC AE training {ae}, final stage from {warmup + ae}; density {DENSITY}.",
+        "acc: final test accuracy over the seeds that finished (sd: sample standard deviation); "
+        "vs fp32: mean difference in points.",
+        "up bits/it: what the workers sent (all-reduce: the chunks each node sends); up+down adds "
+        "what every node received; both over the final stage; every header, index, latent byte.",
+        "x fp32 / x DGC / x abl: that method's bits per iteration over this row's.",
+    ]
+    emit(rows, COLUMNS, title=f"Fashion-MNIST methods, 8 workers, {args.iterations} iterations",
+         notes=notes, out=Path(args.out) if args.out else None, stem="table_fashion")
+    return rows
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
