@@ -383,6 +383,11 @@ class LGCBase(Scheme):
         self.worker_ae: GradientAutoencoder | None = None  # what the workers rebuilt from bytes
         self.ships = 0
 
+    @property
+    def memory(self):
+        """The workers' error memory (DGC's momentum memory, shared by every stage)."""
+        return self.dgc.memory
+
     def stage(self, iteration: int) -> str:
         return self.sched.stage(iteration)
 

@@ -3,8 +3,9 @@ epfml/powersgd's reference test, `orig.allclose(avg + buffer)`): over the worker
 (gradient plus memory, as the memory compensated it) equals what the aggregate credited them
 with plus what they keep. Gradients are real ones: a small MLP on the digits data, four workers.
 
-The LGC family is left out here on purpose: its masking drops what nodes never sent, which
-issue 18 fixes; the LGC engineer adds lgc_ps / lgc_rar to this test with that fix.
+The LGC family runs with a one-iteration warm-up and AE training so that iterations 2-3 are
+in its LGC stage (f32 latents: the ring's f16 rounding is not a credit);
+tests/nodes/compression/test_lgc_real.py checks it per worker on Fashion-MNIST gradients.
 """
 import pytest
 import torch
@@ -35,8 +36,12 @@ def options(method):
     and ScaleCom's memory unfiltered (beta = 1): its low-pass filter keeps only a beta share of
     the new residual by design (test_scalecom.py checks the filter by hand)."""
     fields = methods()[method]
-    return {**({"downlink": "f32"} if "downlink" in fields else {}),
-            **({"beta": 1.0} if "beta" in fields else {})}
+    out = {**({"downlink": "f32"} if "downlink" in fields else {}),
+           **({"beta": 1.0} if "beta" in fields else {})}
+    if method.startswith("lgc_"):  # reach the LGC stage at iteration 2
+        out.update(warmup_iterations=1, ae_iters=1)
+        out.update({k: v for k, v in (("ae_steps", 2), ("latent_dtype", "f32")) if k in fields})
+    return out
 
 
 def has_memory(method):
@@ -44,12 +49,12 @@ def has_memory(method):
     return isinstance(getattr(s, "memory", None), ErrorMemory)
 
 
-# issue 18: the LGC family joins once its error feedback is exact
-WITH_MEMORY = [m for m in names() if not m.startswith("lgc_") and has_memory(m)]
+WITH_MEMORY = [m for m in names() if has_memory(m)]
 
 
 def test_the_methods_with_memory_are_found():
-    assert {"topk", "randomk", "dgc", "signsgd", "powersgd", "scalecom"} <= set(WITH_MEMORY)
+    assert {"topk", "randomk", "dgc", "signsgd", "powersgd", "scalecom", "lgc_ps", "lgc_rar",
+            "lgc_ablation"} <= set(WITH_MEMORY)
     assert "none" not in WITH_MEMORY and "qsgd" not in WITH_MEMORY
 
 
