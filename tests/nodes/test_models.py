@@ -32,6 +32,12 @@ def test_cnn_parameter_count_by_hand():
     assert _count(build_model("cnn", (1, 28, 28), 10)) == hand
 
 
+def test_cnn_fc_parameter_count_by_hand():
+    # conv1 1->16 3x3 + bias, conv2 16->32 3x3 + bias, linear 32*4*4 -> 256 + bias, 256 -> 10 + bias
+    hand = (1 * 16 * 9 + 16) + (16 * 32 * 9 + 32) + (32 * 16 * 256 + 256) + (256 * 10 + 10)
+    assert _count(build_model("cnn_fc", (1, 28, 28), 10)) == hand == 138698
+
+
 def test_resnet20_parameter_count_by_hand():
     conv = lambda cin, cout: cin * cout * 9
     bn = lambda c: 2 * c
@@ -65,7 +71,7 @@ def test_vmap_safe_only_without_batchnorm():
 
 
 def test_bad_names_and_shapes_are_clear_errors():
-    with pytest.raises(ModelError, match="'vgg'.*allowed: mlp, cnn, resnet20, resnet18"):
+    with pytest.raises(ModelError, match="'vgg'.*allowed: mlp, cnn, cnn_fc, resnet20, resnet18"):
         build_model("vgg", (1, 8, 8), 10)
     with pytest.raises(ModelError, match=r"'cnn' needs an image input_shape.*\(64,\)"):
         build_model("cnn", (64,), 10)
