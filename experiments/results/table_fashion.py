@@ -33,7 +33,8 @@ from experiments.results.tables import Column, emit, pick
 BASE = "experiments/fashion_star.toml"
 ITERATIONS = 600
 DENSITY = 0.01
-LABELS = ["fp32", "topk", "dgc", "lgc_ablation", "lgc_ps", "lgc_rar"]
+LABELS = ["fp32", "topk", "dgc", "lgc_ablation", "lgc_ps", "lgc_rar", "lgc_rar_ablation"]
+DEFAULT_LABELS = LABELS[:6]   # lgc_rar_ablation (f16 values on the ring) on request
 RUNS = DOCS_RESULTS / "table_fashion_runs"
 
 COLUMNS = [
@@ -58,6 +59,7 @@ def options(label: str, warmup: int, ae_iters: int) -> dict:
         "lgc_ablation": {"method": "lgc_ablation", **lgc},
         "lgc_ps": {"method": "lgc_ps", **lgc},
         "lgc_rar": {"method": "lgc_rar", **lgc},
+        "lgc_rar_ablation": {"method": "lgc_rar", **lgc, "coder": "none"},
     }
     return table[label]
 
@@ -154,7 +156,7 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--out", default=str(DOCS_RESULTS), help="folder for the table's CSV/Markdown")
     ap.add_argument("--report", action="store_true", help="only tabulate the runs on disk")
     args = ap.parse_args(argv)
-    labels = pick(args.methods, LABELS, "methods")
+    labels = pick(args.methods, LABELS, "methods") if args.methods else DEFAULT_LABELS
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
