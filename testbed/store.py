@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from testbed.errors import UserError
+from testbed.lifeline import alive
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -139,20 +140,8 @@ def _signals_deferred():
 
 
 def _pid_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (exited, not yet reaped) is not a live writer.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
+    """A run's writer is alive (a zombie, exited but not reaped, is not)."""
+    return bool(pid) and alive(pid)
 
 
 class Store:
