@@ -217,7 +217,7 @@ def test_export_of_an_unknown_run_is_exit_2(tmp_path, capsys):
     (["run", "{dir}/absent.toml"], "no such experiment file"),
     (["run", "{file}", "--set", "run.iterations=0"], "run.iterations = 0: must be an integer >= 1"),
     (["run", "{file}", "--set", "nonsense"], "must be of the form key.path=value"),
-    (["run", "{file}", "--set", "network.topology=\"ring\""], "sends to a parameter server"),
+    (["run", "{file}", "--set", "network.topology=\"ring\""], "needs a parameter server, but network.topology 'ring' has no server node"),
     (["run", "{file}", "--nproc", "3", "--launcher", "torchrun"], "--nproc = 3: must be 2, the file's number of workers"),
     (["dashboard", "--port", "70000"], "--port = 70000: must be in 1..65535"),
     (["run"], "the following arguments are required: file"),
