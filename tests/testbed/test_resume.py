@@ -60,7 +60,10 @@ def test_resume_after_kill_minus_9_writes_the_uninterrupted_rows(tiny_experiment
     name, options = METHODS[method]
     path = tiny_experiment(name=method, iterations=ITERATIONS, method=name, compression=options,
                            workers=3, delivery="best_effort", loss=GE)
-    sets = [f"run.checkpoint_every={EVERY}", "run.flush_every=1", "run.eval_every=3"]
+    # One intra-op thread: with two, torch's CPU kernels can differ in the last bits from one
+    # run to the next (a CI dry run on 2026-12-03 saw train_loss 2.1064089139 vs 2.1064089934
+    # at iteration 9 of `none`), and the rows are compared bit for bit.
+    sets = [f"run.checkpoint_every={EVERY}", "run.flush_every=1", "run.eval_every=3", "run.threads=1"]
 
     with Store(tmp_path / "ref.db") as ref_store:  # the uninterrupted run, without checkpoints
         cfg = load_config(path, sets[1:] + ["run.checkpoint_every=0"])
