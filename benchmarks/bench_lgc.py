@@ -28,7 +28,7 @@ from nodes.compression.registry import build_scheme  # noqa: E402
 from nodes.data import load_dataset  # noqa: E402
 from nodes.models import build_model  # noqa: E402
 from nodes.partition import split  # noqa: E402
-from nodes.workers import WorkerPool, evaluate  # noqa: E402
+from nodes.workers import WorkerPool, evaluate, set_gradients  # noqa: E402
 
 N_WORKERS, BATCH, LR, DENSITY, PAYLOAD = 8, 32, 0.05, 0.01, 1470
 
@@ -68,10 +68,7 @@ def train(label: str, method: str, options: dict, seed: int, iterations: int, wa
     for it in range(iterations):
         grads, _ = pool.gradients()
         agg, st = run_exchange(scheme, it, grads)
-        off = 0
-        for p in model.parameters():
-            p.grad = agg[off:off + p.numel()].view_as(p).clone()
-            off += p.numel()
+        set_gradients(model, agg)
         opt.step()
         if it >= warmup:
             res.bits_after_warmup.append(st.bits_total)

@@ -19,7 +19,7 @@ from nodes.compression.registry import build_scheme
 from nodes.data import load_dataset
 from nodes.models import build_model
 from nodes.partition import split
-from nodes.workers import WorkerPool
+from nodes.workers import WorkerPool, set_gradients
 
 N_WORKERS, BATCH, LR, PAYLOAD = 8, 32, 0.05, 1470
 
@@ -51,10 +51,7 @@ def real_run(method: str, options: dict, iterations: int, *, record_last: int = 
         if it >= iterations - record_last:
             run.recorded.append([g.clone() for g in grads])
         agg, _ = run_exchange(scheme, it, grads)
-        off = 0
-        for p in model.parameters():
-            p.grad = agg[off:off + p.numel()].view_as(p).clone()
-            off += p.numel()
+        set_gradients(model, agg)
         opt.step()
     return run
 
@@ -76,10 +73,7 @@ def collect_held_out(run: RealRun, start: int, iterations: int) -> tuple[torch.T
         for it in range(start, start + iterations):
             grads, _ = run.pool.gradients()
             agg, _ = run_exchange(run.scheme, it, grads)
-            off = 0
-            for p in run.model.parameters():
-                p.grad = agg[off:off + p.numel()].view_as(p).clone()
-                off += p.numel()
+            set_gradients(run.model, agg)
             opt.step()
     finally:
         trainer.add, trainer.train = add, train

@@ -62,6 +62,14 @@ def assign(model: nn.Module, params: torch.Tensor | Sequence[torch.Tensor]) -> N
             p.copy_(v.reshape(p.shape))
 
 
+def set_gradients(model: nn.Module, flat: torch.Tensor) -> None:
+    """Give each parameter its slice of the flat aggregated gradient as `.grad` (a copy on the
+    parameter's device and dtype), ready for `optimizer.step()`."""
+    own = list(model.parameters())
+    for p, g in zip(own, unflatten(flat, [p.shape for p in own])):
+        p.grad = g.to(p.device, p.dtype).clone()
+
+
 # ----------------------------------------------------------------------------- evaluation
 def evaluate(model: nn.Module, test_x: torch.Tensor, test_y: torch.Tensor,
              batch_size: int = 1024, params: Sequence[torch.Tensor] | None = None,

@@ -288,13 +288,11 @@ class Experiment:
 
     def apply_gradient(self, it: int, agg: torch.Tensor) -> None:
         """One optimizer step with the aggregated gradient."""
+        from nodes.workers import set_gradients
+
         for group in self.optimizer.param_groups:
             group["lr"] = self._lr(it)
-        offset = 0
-        for p in self.model.parameters():
-            n = p.numel()
-            p.grad = agg[offset:offset + n].view_as(p).to(p.device, p.dtype).clone()
-            offset += n
+        set_gradients(self.model, agg)
         self.optimizer.step()
 
     # ------------------------------------------------------------------ the run

@@ -13,7 +13,7 @@ from nodes.device import resolve_device
 from nodes.models import build_model
 from nodes.partition import split
 from nodes.workers import (ShardSampler, WorkerPool, assign, evaluate, flatten, param_shapes,
-                           unflatten)
+                           set_gradients, unflatten)
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +39,18 @@ def test_flatten_unflatten_round_trip_and_assign():
     with pytest.raises(ValueError, match="does not hold 29066"):
         unflatten(flat[:-1], param_shapes(model))
 
+
+
+def test_set_gradients_gives_each_parameter_its_own_copy_of_its_slice():
+    model = _cnn()
+    agg = torch.arange(29066, dtype=torch.float32)
+    set_gradients(model, agg)
+    grads = [p.grad for p in model.parameters()]
+    assert torch.equal(flatten(grads), agg)
+    agg.zero_()                                            # a copy: the step sees the old values
+    assert grads[-1].flatten()[-1].item() == 29065.0
+    with pytest.raises(ValueError, match="does not hold 29066"):
+        set_gradients(model, agg[:-1])
 
 # -------------------------------------------------------------------------------- sampling
 def test_sampler_covers_the_shard_once_per_epoch_then_reshuffles():
