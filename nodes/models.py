@@ -86,25 +86,34 @@ class _CifarBlock(nn.Module):
         return F.relu(out + short)
 
 
-class ResNet20(nn.Module):
-    """CIFAR ResNet-20: 3 stages x 3 blocks, widths 16/32/64, ~0.27M parameters."""
+class _ResNet(nn.Module):
+    """A stem, stages of basic blocks (the first block of every stage but the first halves the
+    resolution), global average pooling and one linear layer: what ResNet-20 and -18 share."""
 
-    def __init__(self, input_shape, num_classes: int, blocks: int = 3):
+    def __init__(self, stem: list[nn.Module], block, widths: tuple[int, ...], blocks: int,
+                 num_classes: int):
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(input_shape[0], 16, 3, 1, 1, bias=False),
-                                  nn.BatchNorm2d(16), nn.ReLU())
-        layers, cin = [], 16
-        for stage, cout in enumerate((16, 32, 64)):
+        self.stem = nn.Sequential(*stem)
+        layers, cin = [], widths[0]
+        for stage, cout in enumerate(widths):
             for b in range(blocks):
-                layers.append(_CifarBlock(cin, cout, 2 if stage > 0 and b == 0 else 1))
+                layers.append(block(cin, cout, 2 if stage > 0 and b == 0 else 1))
                 cin = cout
         self.layers = nn.Sequential(*layers)
-        self.fc = nn.Linear(64, num_classes)
+        self.fc = nn.Linear(widths[-1], num_classes)
         _kaiming(self)
 
     def forward(self, x):
         x = self.layers(self.stem(x))
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class ResNet20(_ResNet):
+    """CIFAR ResNet-20: 3 stages x 3 blocks, widths 16/32/64, ~0.27M parameters."""
+
+    def __init__(self, input_shape, num_classes: int, blocks: int = 3):
+        stem = [nn.Conv2d(input_shape[0], 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU()]
+        super().__init__(stem, _CifarBlock, (16, 32, 64), blocks, num_classes)
 
 
 class _BasicBlock(nn.Module):
@@ -124,32 +133,19 @@ class _BasicBlock(nn.Module):
         return F.relu(self.bn2(self.conv2(out)) + self.short(x))
 
 
-class ResNet18(nn.Module):
+class ResNet18(_ResNet):
     """ResNet-18 (4 stages x 2 basic blocks, widths 64..512, ~11M parameters). Inputs up to
     64 pixels get the CIFAR stem (3x3 conv, no max-pool) so 32x32 images are not shrunk to
     nothing; larger inputs get the ImageNet stem (7x7 stride 2 + max-pool)."""
 
     def __init__(self, input_shape, num_classes: int):
-        super().__init__()
         c, h, w = input_shape
         if min(h, w) <= 64:
             stem = [nn.Conv2d(c, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU()]
         else:
             stem = [nn.Conv2d(c, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
                     nn.MaxPool2d(3, 2, 1)]
-        self.stem = nn.Sequential(*stem)
-        layers, cin = [], 64
-        for stage, cout in enumerate((64, 128, 256, 512)):
-            for b in range(2):
-                layers.append(_BasicBlock(cin, cout, 2 if stage > 0 and b == 0 else 1))
-                cin = cout
-        self.layers = nn.Sequential(*layers)
-        self.fc = nn.Linear(512, num_classes)
-        _kaiming(self)
-
-    def forward(self, x):
-        x = self.layers(self.stem(x))
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+        super().__init__(stem, _BasicBlock, (64, 128, 256, 512), 2, num_classes)
 
 
 def _kaiming(model: nn.Module) -> None:
