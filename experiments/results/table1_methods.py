@@ -167,14 +167,16 @@ def finish(args, results, labels, iterations, topologies, seeds, stem, out) -> l
         "enc+dec ms/it: wall ms on this machine in the method's code per iteration (8 encodes + "
         "the decode/aggregation), final stage.",
     ]
-    refusals: dict[str, list[str]] = {}
+    refusals: dict[str, list[tuple[str, str]]] = {}
     for row in rows:
         if row["status"] != "ok" and row.get("note"):
-            # one line per distinct reason (the method's name in it made generic)
-            reason = row["note"].replace(repr(M.options(row["method"], 1, 1)["method"]), "X")
-            refusals.setdefault(f"{row['status']}: {reason}", []).append(f"{row['topology']} {row['method']}")
-    for reason, who in refusals.items():
-        notes.append(f"{', '.join(who)}: {reason}")
+            # one line per distinct reason: methods refused alike share it, their names made generic
+            generic = row["note"].replace(repr(M.options(row["method"], 1, 1)["method"]), "X")
+            refusals.setdefault(f"{row['status']}: {generic}", []).append(
+                (f"{row['topology']} {row['method']}", f"{row['status']}: {row['note']}"))
+    for generic, who in refusals.items():
+        notes.append(f"{who[0][0]}: {who[0][1]}" if len(who) == 1
+                     else f"{', '.join(w for w, _ in who)}: {generic}")
     emit(rows, COLUMNS, title=f"Table 1: methods on {args.data}, 8 workers, {iterations} iterations",
          notes=notes, out=out, stem=stem)
     return rows
