@@ -79,7 +79,7 @@ def rows_of(results, labels, iterations, topologies=("star", "ring")) -> list[di
         for label in labels:
             runs = [r for r in results if r.spec.tags["topology"] == topology
                     and r.spec.tags["method"] == label]
-            done = [r for r in runs if r.status == "completed"]
+            done = sorted((r for r in runs if r.status == "completed"), key=lambda r: r.spec.tags["seed"])
             row = {"topology": topology, "method": label, "iterations": iterations,
                    "collective": (M.ring_collective(label) if topology == "ring" else None) or "ps",
                    "warmup": warmup, "ae_iters": ae, "seeds": " ".join(str(r.spec.tags["seed"]) for r in done)}
