@@ -55,10 +55,10 @@ class AllReduce:
 
 @dataclass
 class Broadcast:
-    """One worker sends the same message to every other node (e.g. LGC-RAR's shared indices
-    from the leader over the ring/cell). Result: list[bytes], the packets as every node
-    received them (whole: what a receiver misses is resent), so receivers decode what
-    really travelled rather than the sender's own copy."""
+    """One worker, a member (`Members`), sends the same message to every other present node
+    (e.g. LGC-RAR's shared indices from the leader over the ring/cell). Result: list[bytes],
+    the packets as every node received them (whole: what a receiver misses is resent), so
+    receivers decode what really travelled rather than the sender's own copy."""
     src: int
     message: Message
 
