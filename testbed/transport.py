@@ -255,9 +255,13 @@ class EmulatedTransport(Transport):
                           else max(self.clock, self.compute_end))
             return {}
         sizes = {n: m.sizes for n, m in names.items()}
-        # a present worker that does not send still receives (it sends an empty message)
+        # a present worker that does not send still receives: an empty message of its own,
+        # "sent" when the first member's starts (its own compute end may lie far ahead)
         calls = {**sizes, **{n: [] for n in self._receivers() if n not in sizes}}
-        reports = [self._net("allgather", calls, at=self._start(calls))]
+        at = self._start(sizes)
+        if isinstance(at, dict):
+            at = {**at, **{n: min(at.values()) for n in calls if n not in at}}
+        reports = [self._net("allgather", calls, at=at)]
         reports += self._whole(reports[0], sizes)
         whole = self._whole_at(reports, sizes)
         got = {}

@@ -29,9 +29,9 @@ T = (1460 + 40) * 8 / 10e6   # one full packet (1460 B payload + 40 B header) at
 D = 1e-3                     # propagation delay
 
 
-def transport(topology, workers=4):
+def transport(topology, workers=4, **link):
     table = validate_network({"topology": topology, "workers": workers, "medium": "dedicated",
-                              "link": {"bandwidth_mbps": 10.0, "delay_ms": D * 1e3}})
+                              "link": {"bandwidth_mbps": 10.0, "delay_ms": D * 1e3, **link}})
     return EmulatedTransport(build_network(table, 0))
 
 
@@ -126,6 +126,17 @@ def test_an_all_gather_straggler_still_computing_sends_nothing_but_receives():
     bits = 8 * 1460
     assert t.traffic.bits_up == {"w0": bits, "w1": bits}
     assert t.traffic.bits_down == {"w0": bits, "w1": bits, "w2": 2 * bits}
+
+
+def test_what_a_lossy_all_gather_resends_goes_out_at_once_not_after_the_straggler():
+    """Best effort, 30% loss: w0's and w1's lost packets are resent as soon as their first
+    spread ends (a few ms), not when w2, a receiver still computing, would have been ready
+    (0.8 s): both are whole long before the 0.5 s deadline."""
+    t = transport("star", workers=3, delivery="best_effort", loss={"model": "bernoulli", "p": 0.3})
+    t.begin(0, 0.0, {"w0": 0.0, "w1": 0.0, "w2": 0.8}, deadline=0.5)
+    got = t.carry(AllGather({w: Message([bytes([w]) * 1460] * 5) for w in range(3)}))
+    assert sum(row["lost"] for row in t.traffic.links.values()) > 0   # there was something to resend
+    assert sorted(got) == [0, 1] and t.left_out == {"w2": "deadline"}
 
 
 def test_the_leader_is_the_next_member_when_the_preferred_one_is_out():
