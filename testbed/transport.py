@@ -237,6 +237,8 @@ class EmulatedTransport(Transport):
     def broadcast(self, phase: ph.Broadcast) -> list[bytes]:
         src = self._member(phase.src, "a broadcast")
         dsts = [n for n in self._receivers() if n != src]
+        if not dsts:  # the only node present: nothing goes on the air
+            return list(phase.message.packets)
         at = self.ready[src] if self.first else self.clock
         if self.first and self.forms_at_deadline:  # the leader is known when the round forms
             at = max(at, self.deadline)
@@ -254,6 +256,8 @@ class EmulatedTransport(Transport):
             self._advance([], "uplink", end=self.deadline if self.forms_at_deadline
                           else max(self.clock, self.compute_end))
             return {}
+        if len(self._receivers()) == 1:  # the only node present: nothing goes on the air
+            return {w: list(m.packets) for w, m in phase.messages.items() if self.workers[w] in names}
         sizes = {n: m.sizes for n, m in names.items()}
         # a present worker that does not send still receives: an empty message of its own,
         # "sent" when the first member's starts (its own compute end may lie far ahead)

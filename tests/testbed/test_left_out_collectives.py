@@ -139,6 +139,17 @@ def test_what_a_lossy_all_gather_resends_goes_out_at_once_not_after_the_straggle
     assert sorted(got) == [0, 1] and t.left_out == {"w2": "deadline"}
 
 
+def test_alone_a_node_sends_nothing():
+    """Every other worker away: a leader's broadcast and an all-gather reach nobody, so they
+    put nothing on the air and count no bits."""
+    t = transport("mesh")
+    t.begin(0, 0.0, {w: 1e-3 for w in ("w0", "w1", "w2", "w3")}, present=["w2"])
+    message = Message([b"x" * 1460] * 3)
+    assert t.carry(Broadcast(2, message)) == message.packets
+    assert t.carry(AllGather({w: message for w in range(4)})) == {2: message.packets}
+    assert t.traffic.bits_up == {} and t.traffic.bits_down == {} and t.traffic.links == {}
+
+
 def test_the_leader_is_the_next_member_when_the_preferred_one_is_out():
     assert leader_among([0, 1, 3], 2, 4) == 3
     assert leader_among([0, 1], 2, 4) == 0       # cyclic
