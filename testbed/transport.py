@@ -14,7 +14,8 @@ The first traffic of an iteration starts at each worker's own compute end; later
 the clock.
 
 Who takes part (`begin(present=, deadline=)`): a worker not `present` (a device trace says it is
-away) sends nothing, receives nothing and relays nothing of its own this iteration. With a
+away) sends nothing and receives nothing this iteration, and routes go around it where the
+topology has another way (`Network.set_away`). With a
 `deadline` (absolute virtual seconds) a worker whose compute ends at or after it does not send.
 The others are the round's *members* (`Members` phase: every node knows them, as after an
 elastic rendezvous). Per collective:
@@ -108,6 +109,7 @@ class EmulatedTransport(Transport):
         self.measured = measured                  # scheme wall time charged to the clock
         self.link = link or self.run_link
         self.timer = timer
+        self._away: list[str] = []   # the workers the link layer routes around
         self.begin(0, 0.0, {w: 0.0 for w in self.workers})
 
     def run_link(self, pattern: str, *args, **kwargs):
@@ -125,6 +127,10 @@ class EmulatedTransport(Transport):
         self.ready = dict(ready)
         self.deadline = None if deadline is None else float(deadline)
         self.present = [w for w in self.workers if present is None or w in present]
+        away = [w for w in self.workers if w not in self.present]
+        if away != self._away:  # routes go around away workers (a call to the link layer)
+            self._net("set_away", away)
+            self._away = away
         self.left_out: dict[str, str] = {w: "unavailable" for w in self.workers if w not in self.present}
         for w in self.present:  # its compute ends after the round closed: it does not send
             if self.deadline is not None and self.ready[w] >= self.deadline:

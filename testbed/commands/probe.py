@@ -108,6 +108,7 @@ def _one(network: dict, seed: int, args):
         return net.transfer(src, dst, packets(src, dst), at=0.0)
     away = _away(args, workers)
     workers = [w for w in workers if w not in away]  # those taking part
+    net.set_away(away)                                # and routes go around the others
     if pattern == "gather":
         dst = args.dst or server
         if dst is None:

@@ -261,3 +261,23 @@ def test_a_round_nobody_makes_closes_at_the_deadline_and_everyone_keeps_all(tmp_
         torch.testing.assert_close(memory.residuals[w], rec.grads[0][w].reshape(-1).float(), rtol=0, atol=0)
     assert all(torch.equal(a, b) for a, b in zip(rec.exp.scheme.q, q0))
     rec.store.close()
+
+
+def test_a_ring_re_formed_without_an_away_worker_routes_around_it():
+    """Ring topology w0-w1-w2-w3-w0, w2 away: the ring is w0 -> w1 -> w3 -> w0, and the hop
+    w1 -> w3 (two hops either way round) goes through w0, not through w2. Each of the 2(3-1)
+    = 4 steps moves one 2-packet chunk w1 -> w0 -> w3: 8 packets on each of those links, and
+    none on a link of w2."""
+    t = transport("ring")
+    t.begin(0, 0.0, {w: 0.0 for w in ("w0", "w1", "w2", "w3")}, present=["w0", "w1", "w3"])
+    members = t.carry(Members(4))
+    t.carry(AllReduce(buffers(members, 3 * 2 * 1460 // 4)))
+    assert not [link for link in t.traffic.links if "w2" in link]
+    assert t.traffic.links[("w1", "w0")]["packets"] == 4 * 2
+    assert t.traffic.links[("w0", "w3")]["packets"] == 4 * 2
+    t.begin(1, t.clock, {w: t.clock for w in ("w0", "w1", "w2", "w3")})  # w2 back: routes as before
+    assert t.net.network.path("w1", "w3") in (["w1", "w2", "w3"], ["w1", "w0", "w3"])
+    assert t.net.network.path("w1", "w2") == ["w1", "w2"]
+    # with no way around (w1 and w3 both away), w0 -> w2 still goes through one of them
+    t.net.network.set_away(["w1", "w3"])
+    assert len(t.net.network.path("w0", "w2")) == 3
