@@ -6,7 +6,6 @@ computing then; a present worker left off it is handed the result afterwards. An
 runs from each member's compute end to every present node, and a message not yet whole
 everywhere at the deadline is left out by every node. Left-out workers keep in their error
 memory all they had."""
-import json
 import math
 
 import numpy as np
