@@ -5,7 +5,7 @@ present workers whose compute ended before the deadline), at the deadline if som
 computing then; a present worker left off it is handed the result afterwards. An all-gather
 runs from each member's compute end to every present node, and a message not yet whole
 everywhere at the deadline is left out by every node. Left-out workers keep in their error
-memory all they had."""
+memory all they had. Routes go around an away worker where the topology allows."""
 import math
 
 import numpy as np
