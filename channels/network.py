@@ -50,6 +50,7 @@ class Network:
         self._media: dict = {}
         self._clock = 0.0
         self._paths: dict = {}      # (src, dst) -> route; cleared when link delays change
+        self._away: frozenset = frozenset()   # nodes that forward nothing (set_away)
 
     # ------------------------------------------------------------------ topology helpers
     def _role(self, n) -> str:
@@ -68,16 +69,34 @@ class Network:
         if n not in self.graph:
             raise ChannelConfigError("node", n, f"a node of the topology ({', '.join(map(str, self.graph.nodes))})")
 
+    def set_away(self, nodes) -> None:
+        """Nodes that forward nothing for now (a device trace's away workers): routes go around
+        them where the topology has another route, and through them only where it has none."""
+        away = frozenset(nodes)
+        if away != self._away:
+            self._away = away
+            self._paths.clear()
+
     def path(self, src, dst) -> list:
         if (src, dst) in self._paths:
             return list(self._paths[(src, dst)])
         self._check_node(src)
         self._check_node(dst)
-        try:
-            p = nx.shortest_path(self.graph, src, dst,
-                                 weight=lambda a, b, d: self._links[(a, b)].delay_s + 1e-9)
-        except nx.NetworkXNoPath:
-            raise ChannelConfigError("network.topology", f"{src}->{dst}", "a graph with a path between them") from None
+
+        def weight(a, b, d):
+            return self._links[(a, b)].delay_s + 1e-9
+        p = None
+        if self._away:
+            around = nx.restricted_view(self.graph, [n for n in self._away if n not in (src, dst)], [])
+            try:
+                p = nx.shortest_path(around, src, dst, weight=weight)
+            except nx.NetworkXNoPath:
+                p = None
+        if p is None:
+            try:
+                p = nx.shortest_path(self.graph, src, dst, weight=weight)
+            except nx.NetworkXNoPath:
+                raise ChannelConfigError("network.topology", f"{src}->{dst}", "a graph with a path between them") from None
         self._paths[(src, dst)] = p
         return list(p)
 

@@ -234,6 +234,8 @@ class Dashboard:
                     i = uids.index(uid)
                     patch["data"][i]["x"].extend(xs)
                     patch["data"][i]["y"].extend(ys)
+                    if name == "latency" and uid == "left_out":  # who, on the new markers' hover
+                        patch["data"][i]["text"].extend(F.left_out_text(its, nodes))
                     changed = True
             if remark:
                 mark_x = x if name == "accuracy" else "virtual_time_s" if name == "channel" else "iteration"

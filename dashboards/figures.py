@@ -444,9 +444,12 @@ def _link_name(r: dict) -> str:
 
 
 CHANNEL_ROWS = [("rate", "Mb/s while sending"), ("loss", "lost (% of sent)"),
-                ("retx", "retransmissions"), ("coll", "MAC collisions"), ("snr", "SNR (dB)")]
-# Rows drawn only when some link reports them: collisions exist on CSMA cells, SNR on fading links.
+                ("retx", "retransmissions"), ("coll", "MAC collisions"), ("retry", "MAC retries"),
+                ("snr", "SNR (dB)")]
+# Rows drawn only when some link reports them: collisions and MAC retries exist on CSMA cells,
+# SNR on fading links.
 OPTIONAL_CHANNEL_ROWS = {"coll": lambda r: bool(r.get("collisions")),
+                         "retry": lambda r: bool(r.get("retries")),
                          "snr": lambda r: r.get("snr_db") is not None}
 
 
@@ -479,7 +482,8 @@ def channel_series(links: Sequence[dict], times: dict | None = None) -> Series:
         by_link[_link_name(r)].append({**r, "virtual_time_s": vt})
     names = sorted(by_link)
     getters = {"rate": _rate_mbps, "loss": _loss_pct, "retx": lambda r: r.get("retransmitted"),
-               "coll": lambda r: r.get("collisions"), "snr": lambda r: r.get("snr_db")}
+               "coll": lambda r: r.get("collisions"), "retry": lambda r: r.get("retries"),
+               "snr": lambda r: r.get("snr_db")}
     out: Series = {}
     for kind, _ in CHANNEL_ROWS:
         for name in names:
@@ -491,15 +495,15 @@ def channel_figure(links: Sequence[dict], times: dict | None = None, events: Seq
                    uirevision=None, note: str = "", smoothing: float = 0.0,
                    as_dict: bool = False) -> go.Figure | dict:
     """The channel, per link, over virtual time: rate while sending, lost share,
-    retransmissions, MAC collisions on a CSMA cell and the SNR of fading links (those two
-    rows only when a link reports them)."""
+    retransmissions, MAC collisions and retries on a CSMA cell and the SNR of fading links
+    (those three rows only when a link reports them)."""
     s, _ = smooth(channel_series(links, times), "channel", smoothing)
     names = sorted({_link_name(r) for r in links})
     color = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
     present = channel_rows_present(links)
     kinds = [k for k in CHANNEL_ROWS if k[0] not in OPTIONAL_CHANNEL_ROWS or k[0] in present]
     # Trace order equals the series order: every link's rate, then loss, retx, collisions,
-    # SNR; optional traces exist (empty) when no link has them, so the order never changes.
+    # retries, SNR; optional traces exist (empty) when no link has them, so the order never changes.
     traces = []
     for kind, _ in CHANNEL_ROWS:
         row = next((i for i, (k, _) in enumerate(kinds, 1) if k == kind), len(kinds))

@@ -171,11 +171,6 @@ class Experiment:
 
             self.devices = check_device_trace("run.device_trace", cfg.run.device_trace,
                                               workers=[str(w) for w in self.workers])
-        if (cfg.run.deadline_s or self.devices) and self.scheme.collective != "ps":
-            raise ExperimentError(
-                f"run.deadline_s and run.device_trace leave workers out of a parameter server's "
-                f"aggregate; compression.method {cfg.compression.method!r} exchanges by "
-                f"{self.scheme.collective!r} (compression.collective), which needs every worker")
         self.clock = 0.0
         self.gradients = (self._gradients_factory or LocalGradients)(self)
         self.transport = (self._transport_factory(self) if self._transport_factory

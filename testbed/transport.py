@@ -3,6 +3,7 @@
 `EmulatedTransport.carry(phase)` runs the phase's traffic on `channels.Network`, advances the
 virtual clock, charges the time to the iteration's split (compute / uplink / aggregation /
 downlink) and counts the bits of the real messages. Per phase:
+  Members     -> the round's members (who takes part, below);
   Uplink      -> Network.gather, each worker starting at its own compute end (stragglers);
   Downlink    -> Network.broadcast from the server, made whole (see `_whole`);
   Broadcast   -> Network.broadcast from a worker to every other worker, made whole;
@@ -13,15 +14,28 @@ The first traffic of an iteration starts at each worker's own compute end; later
 the clock.
 
 Who takes part (`begin(present=, deadline=)`): a worker not `present` (a device trace says it is
-away) sends nothing and receives nothing this iteration. With a `deadline` (absolute virtual
-seconds) the uplink closes then: a worker whose compute ends at or after it does not send, a
-worker whose update has not fully arrived by then is left out (its packets were on the air and
-count in its bits), and the server stops waiting at the deadline. Either way the scheme gets
-no entry for that worker in the Uplink result, exactly like a worker whose packets were all
-lost; `left_out` says who and why ("unavailable" | "deadline"). Deadlines and absences apply
-to parameter-server uplinks; a phase that needs every worker (all-reduce, all-gather, a
-worker's broadcast) refuses to run without one. Bits: what a node sends counts in its bits_up, what it receives in its bits_down
-(message lengths, not retransmissions; a ring node sends 2(N-1) chunks).
+away) sends nothing and receives nothing this iteration, and routes go around it where the
+topology has another way (`Network.set_away`). With a
+`deadline` (absolute virtual seconds) a worker whose compute ends at or after it does not send.
+The others are the round's *members* (`Members` phase: every node knows them, as after an
+elastic rendezvous). Per collective:
+  Uplink     the server stops waiting at the deadline: a member whose update has not fully
+             arrived by then is left out (its packets were on the air and count in its bits);
+  AllGather  the members send from their own compute ends to every present node; a member
+             whose message is not whole at every present node by the deadline is left out by
+             all of them (so every replica takes the same step), the exchange closes at the
+             deadline;
+  AllReduce  a ring cannot finish without each of its nodes, so it is formed over the members
+             only, at the deadline if some present worker is still computing then (before it,
+             nobody can know who will make it), else when the last member is ready; it then
+             runs to its end. A present worker left out of it is sent the result afterwards by
+             the member before it in worker order (downlink time and bits);
+  Broadcast  (a leader's) from a member to every present node; if the round forms at the
+             deadline, not before it.
+A left-out worker has no entry in an Uplink/AllGather result (as if all its packets were lost)
+and no buffer on the ring; `left_out` says who and why ("unavailable" | "deadline"). Bits:
+what a node sends counts in its bits_up, what it receives in its bits_down (message lengths,
+not retransmissions; a ring node sends 2(M-1) chunks for M members).
 
 The link layer is reached only through `link(pattern, *args, **kwargs)`, so the distributed
 transport can run it on rank 0 alone (testbed/distributed.py). `timer(name, seconds, iteration)`
@@ -95,6 +109,7 @@ class EmulatedTransport(Transport):
         self.measured = measured                  # scheme wall time charged to the clock
         self.link = link or self.run_link
         self.timer = timer
+        self._away: list[str] = []   # the workers the link layer routes around
         self.begin(0, 0.0, {w: 0.0 for w in self.workers})
 
     def run_link(self, pattern: str, *args, **kwargs):
@@ -112,18 +127,25 @@ class EmulatedTransport(Transport):
         self.ready = dict(ready)
         self.deadline = None if deadline is None else float(deadline)
         self.present = [w for w in self.workers if present is None or w in present]
+        away = [w for w in self.workers if w not in self.present]
+        if away != self._away:  # routes go around away workers (a call to the link layer)
+            self._net("set_away", away)
+            self._away = away
         self.left_out: dict[str, str] = {w: "unavailable" for w in self.workers if w not in self.present}
         for w in self.present:  # its compute ends after the round closed: it does not send
             if self.deadline is not None and self.ready[w] >= self.deadline:
                 self.left_out[w] = "deadline"
-        senders = [w for w in self.present if w not in self.left_out]
-        self.compute_end = max([self.ready[w] for w in senders], default=self.clock)
+        self.members = [w for w in self.present if w not in self.left_out]
+        # with a worker still computing at the deadline, the round is formed only then
+        self.forms_at_deadline = len(self.members) < len(self.present)
+        self.compute_end = max([self.ready[w] for w in self.members], default=self.clock)
         self.first = True  # the first traffic of an iteration starts at each worker's own end
         self.timing = IterationTiming(compute_s=self.compute_end - self.clock)
         self.traffic = Traffic()
 
     def carriers(self):
-        return {ph.Uplink: self.uplink, ph.Downlink: self.downlink, ph.Broadcast: self.broadcast,
+        return {ph.Members: self.roll, ph.Uplink: self.uplink, ph.Downlink: self.downlink,
+                ph.Broadcast: self.broadcast,
                 ph.AllGather: self.allgather, ph.AllReduce: self.allreduce,
                 ph.ServerCompute: self.server_compute, ph.WorkerCompute: self.worker_compute}
 
@@ -194,15 +216,24 @@ class EmulatedTransport(Transport):
         self._advance(report, "uplink", end=self.deadline if closed else None)
         return delivered
 
-    def _everyone(self, what: str) -> None:
-        if self.left_out:
-            raise TransportError(f"{what} needs every worker, but {', '.join(sorted(self.left_out))} "
-                                 "left this iteration out (run.deadline_s / run.device_trace apply "
-                                 "to parameter-server uplinks)")
+    def roll(self, phase: ph.Members) -> list[int]:
+        return [i for i, w in enumerate(self.workers) if w in self.members]
+
+    def _receivers(self) -> list[str]:
+        """Every present worker (a late one still needs the round's result)."""
+        return [w for w in self.workers if self.left_out.get(w) != "unavailable"]
+
+    def _member(self, w: int, what: str) -> str:
+        name = self.workers[w]
+        if name not in self.members:
+            raise TransportError(f"{what} from {name}, which takes no part in iteration "
+                                 f"{self.iteration} ({self.left_out[name]}); a scheme picks "
+                                 "senders among the Members")
+        return name
 
     def downlink(self, phase: ph.Downlink) -> None:
         # an away worker receives nothing; it is sent the model when it is back (not modelled)
-        dsts = [w for w in self.workers if self.left_out.get(w) != "unavailable"]
+        dsts = self._receivers()
         reports = [self._net("broadcast", self.net.server, dsts, phase.message.sizes, at=self.clock)]
         reports += self._whole(reports[0], {self.net.server: phase.message.sizes})
         for n in dsts:
@@ -210,10 +241,13 @@ class EmulatedTransport(Transport):
         self._advance(reports, "downlink")
 
     def broadcast(self, phase: ph.Broadcast) -> list[bytes]:
-        self._everyone("a worker's broadcast")
-        src = self.workers[phase.src]
-        dsts = [n for n in self.workers if n != src]
+        src = self._member(phase.src, "a broadcast")
+        dsts = [n for n in self._receivers() if n != src]
+        if not dsts:  # the only node present: nothing goes on the air
+            return list(phase.message.packets)
         at = self.ready[src] if self.first else self.clock
+        if self.first and self.forms_at_deadline:  # the leader is known when the round forms
+            at = max(at, self.deadline)
         reports = [self._net("broadcast", src, dsts, phase.message.sizes, at=at)]
         reports += self._whole(reports[0], {src: phase.message.sizes})
         self.traffic.add_bits(self.traffic.bits_up, src, phase.message.nbits)
@@ -223,37 +257,90 @@ class EmulatedTransport(Transport):
         return list(phase.message.packets)
 
     def allgather(self, phase: ph.AllGather) -> dict[int, list[bytes]]:
-        self._everyone("an all-gather")
-        names = {self.workers[w]: m for w, m in phase.messages.items()}
+        names = {self.workers[w]: m for w, m in phase.messages.items() if self.workers[w] in self.members}
+        if not names:  # nobody sends: the nodes wait for the deadline (if any) and go on
+            self._advance([], "uplink", end=self.deadline if self.forms_at_deadline
+                          else max(self.clock, self.compute_end))
+            return {}
+        if len(self._receivers()) == 1:  # the only node present: nothing goes on the air
+            return {w: list(m.packets) for w, m in phase.messages.items() if self.workers[w] in names}
         sizes = {n: m.sizes for n, m in names.items()}
-        reports = [self._net("allgather", sizes, at=self._start(sizes))]
+        # a present worker that does not send still receives: an empty message of its own,
+        # "sent" when the first member's starts (its own compute end may lie far ahead)
+        calls = {**sizes, **{n: [] for n in self._receivers() if n not in sizes}}
+        at = self._start(sizes)
+        if isinstance(at, dict):
+            at = {**at, **{n: min(at.values()) for n in calls if n not in at}}
+        reports = [self._net("allgather", calls, at=at)]
         reports += self._whole(reports[0], sizes)
-        for src, message in names.items():
+        whole = self._whole_at(reports, sizes)
+        got = {}
+        for w, message in phase.messages.items():
+            src = self.workers[w]
+            if src not in names:
+                continue
             self.traffic.add_bits(self.traffic.bits_up, src, message.nbits)
-            for dst in names:
+            for dst in calls:
                 if dst != src:
                     self.traffic.add_bits(self.traffic.bits_down, dst, message.nbits)
-        self._advance(reports, "uplink")
-        return {w: list(m.packets) for w, m in phase.messages.items()}
+            if self.deadline is not None and whole[src] > self.deadline:
+                self.left_out[src] = "deadline"  # not yet everywhere when the round closed
+                continue
+            got[w] = list(message.packets)
+        closed = any(why == "deadline" for why in self.left_out.values())
+        self._advance(reports, "uplink", end=self.deadline if closed else None)
+        return got
 
     def allreduce(self, phase: ph.AllReduce):
-        self._everyone("a ring all-reduce")
-        n = len(self.workers)
-        buffers = [phase.buffers[w] for w in range(n)]
+        ring = [self.workers[w] for w in sorted(phase.buffers)]
+        if ring != self.members:
+            raise TransportError(f"a ring all-reduce over {', '.join(ring) or 'nobody'}, but the "
+                                 f"members of iteration {self.iteration} are "
+                                 f"{', '.join(self.members) or 'nobody'} (phases.Members)")
+        # the ring is formed at the deadline if a present worker is still computing then
+        start = max(self.clock, self.deadline if self.forms_at_deadline else self.compute_end)
+        if not ring:  # nobody made it: the round closes empty
+            self._advance([], "uplink", end=start)
+            return None
+        buffers = [phase.buffers[w] for w in sorted(phase.buffers)]
         size = len(buffers[0])
         if any(len(b) != size for b in buffers):
             raise TransportError("all-reduce buffers differ in length")
-        self.clock = max(self.clock, self.compute_end)  # a ring step needs every node ready
-        report = self._net("ring_allreduce", list(self.workers), size, at=self.clock)
-        sent = allreduce_bytes_per_node(size, n, 4 if phase.dtype == "f32" else 2)
-        for name in self.workers:
+        report = self._net("ring_allreduce", ring, size, at=start)
+        sent = allreduce_bytes_per_node(size, len(ring), 4 if phase.dtype == "f32" else 2)
+        for name in ring:
             self.traffic.add_bits(self.traffic.bits_up, name, 8 * sent)
         t = time.perf_counter()
         total = ring_sum(buffers, phase.dtype)
         if self.timer is not None:  # the sum on the real bytes is the method's work
             self.timer("compression", time.perf_counter() - t, self.iteration)
         self._advance(report, "uplink")
+        self._hand_over(ring, size)
         return total
+
+    def _hand_over(self, ring: list[str], size: int) -> None:
+        """The ring's result to each present worker that was not on it, from the member before
+        it in worker order (sent once per sender, made whole), as downlink time and bits."""
+        late = [w for w in self._receivers() if w not in ring]
+        if not late:
+            return
+        by_src: dict[str, list[str]] = {}
+        for w in late:
+            i = self.workers.index(w)
+            src = next(self.workers[(i - j) % len(self.workers)] for j in range(1, len(self.workers))
+                       if self.workers[(i - j) % len(self.workers)] in ring)
+            by_src.setdefault(src, []).append(w)
+        reports = []
+        for src, dsts in by_src.items():
+            per = min(self.net.network.payload_bytes(src, d) for d in dsts)
+            q, r = divmod(size, per)
+            sizes = [per] * q + ([r] if r else [])
+            rep = self._net("broadcast", src, dsts, sizes, at=self.clock)
+            reports += [rep] + self._whole(rep, {src: sizes})
+            self.traffic.add_bits(self.traffic.bits_up, src, 8 * size)
+            for d in dsts:
+                self.traffic.add_bits(self.traffic.bits_down, d, 8 * size)
+        self._advance(reports, "downlink")
 
     # ------------------------------------------------------------------ making a spread whole
     def _whole(self, report, sizes: dict[str, list[int]]) -> list:
@@ -286,3 +373,12 @@ class EmulatedTransport(Transport):
         src = next(iter(missing))
         raise TransportError(f"broadcast from {src} still lost packets after {self.MAX_RESENDS} "
                              "resends; the downlink loss is too high")
+
+    def _whole_at(self, reports, sizes: dict[str, list[int]]) -> dict[str, float]:
+        """When each source's packets were all at every receiver (over a spread and its resends)."""
+        done = {src: -np.inf for src in sizes}
+        for rep in reports:
+            for f in rep.flows:
+                if f.src in done and f.dst != f.src and f.dst in self.workers and f.arrived.any():
+                    done[f.src] = max(done[f.src], float(np.max(f.arrival_s[f.arrived])))
+        return done

@@ -5,9 +5,10 @@ and cell sharing, and with a device trace and a deadline.
 
 The base is experiments/results_star.toml with Fashion-MNIST and the MLP; N stations share one
 20 Mbit/s cell, by turns (TDMA) or contending (CSMA, where the link layer has `sharing =
-"csma"`; a link layer without it is reported as such). The edge rows add, at each N (TDMA), a
-device trace written next to the table, first alone and then with a deadline of 1.5x the fp32
-TDMA run's median iteration at that N. In the trace w0 is a straggler (its speed makes one step
+"csma"`; a link layer without it is reported as such). The edge rows add, at each N, a
+device trace written next to the table, alone and with a deadline of 1.5x the fp32 TDMA run's
+median iteration at that N, on the cells `--edge` names (default: TDMA with the trace, TDMA
+and CSMA with the trace and the deadline; the same trace and deadline on both cells). In the trace w0 is a straggler (its speed makes one step
 take 2 fp32 iterations: without a deadline every iteration waits for it, with one it is left
 out) and w1 is away 30% of every period of 50 fp32 iterations. Every run is appended to table_edge.jsonl as soon as it ends, so a run cut short
 leaves the ones before it on disk, and a second call with the same --out skips the runs
@@ -68,10 +69,12 @@ def render(path: Path, target: float) -> str:
     """The markdown table of a table_edge.jsonl: per station count and method, the virtual
     seconds to the target (iterations in brackets; '-' = not reached, final accuracy shown)."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    cols = [(s, e) for s, e in (("tdma", ""), ("csma", ""), ("tdma", "trace"), ("tdma", "trace+deadline"))
+    cols = [(s, e) for s, e in (("tdma", ""), ("csma", ""), ("tdma", "trace"), ("tdma", "trace+deadline"),
+                                ("csma", "trace"), ("csma", "trace+deadline"))
             if any(r["sharing"] == s and r["edge"] == e for r in rows)]
     names = {("tdma", ""): "TDMA", ("csma", ""): "CSMA", ("tdma", "trace"): "TDMA + device trace",
-             ("tdma", "trace+deadline"): "TDMA + trace + deadline"}
+             ("tdma", "trace+deadline"): "TDMA + trace + deadline", ("csma", "trace"): "CSMA + device trace",
+             ("csma", "trace+deadline"): "CSMA + trace + deadline"}
     out = ["| stations | method | " + " | ".join(names[c] for c in cols) + " |",
            "|---|---|" + "---|" * len(cols)]
 
@@ -98,9 +101,15 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--stations", default="4,8,16")
     ap.add_argument("--sharings", default="tdma,csma")
     ap.add_argument("--methods", default=",".join(LABELS))
+    ap.add_argument("--edge", default="tdma:trace,tdma:trace+deadline,csma:trace+deadline",
+                    help="the edge columns, SHARING:trace or SHARING:trace+deadline, comma-separated")
     ap.add_argument("--out", default="docs/results")
     ap.add_argument("--render", action="store_true", help="print the markdown table of --out's jsonl")
     args = ap.parse_args(argv)
+    edges = [tuple(c.split(":", 1)) for c in args.edge.split(",") if c]
+    for c in edges:
+        if len(c) != 2 or c[0] not in ("tdma", "csma") or c[1] not in ("trace", "trace+deadline"):
+            ap.error(f"--edge = {args.edge!r}: each column must be tdma|csma:trace|trace+deadline")
     out = Path(args.out)
     if args.render:
         print(render(out / "table_edge.jsonl", args.target))
@@ -132,12 +141,13 @@ def main(argv=None) -> list[dict]:
             continue
         trace = edge_trace(out / f"table_edge_trace_{n}.json", fp32_iteration)
         deadline = 1.5 * fp32_iteration
-        for label in args.methods.split(","):
-            for edge, extra in (("trace", []), ("trace+deadline", [f"run.deadline_s={deadline!r}"])):
-                spec = RunSpec(f"edge[{label},tdma,{n},{edge}]", STAR,
-                               base(n, "tdma", args.iterations, args.eval_every, args.target)
+        for sharing, edge in edges:
+            extra = [f"run.deadline_s={deadline!r}"] if edge == "trace+deadline" else []
+            for label in args.methods.split(","):
+                spec = RunSpec(f"edge[{label},{sharing},{n},{edge}]", STAR,
+                               base(n, sharing, args.iterations, args.eval_every, args.target)
                                + [f'run.device_trace="{trace}"', *extra] + M.overrides(label, warmup, ae))
-                rows.append(run(spec, {"method": label, "sharing": "tdma", "stations": n, "edge": edge,
+                rows.append(run(spec, {"method": label, "sharing": sharing, "stations": n, "edge": edge,
                                        "deadline_s": deadline if extra else None}))
     return rows
 

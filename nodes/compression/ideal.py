@@ -1,7 +1,9 @@
 """Drive a Scheme's exchange() with ideal delivery (for tests, benchmarks and LGC).
 
 Every packet arrives unless a `deliver(worker, packets) -> packets` callback says otherwise;
-ring all-reduces are summed on the real bytes with ring_sum. The orchestrator drives the same
+ring all-reduces are summed on the real bytes with ring_sum. `members` (default: every worker)
+are the workers that take part: the others' messages are not carried, and a ring must be
+formed over exactly the members (tests of how a method aggregates without some workers). The orchestrator drives the same
 generator with the same loop (`transport.drive`) over the emulated network instead
 (testbed/transport.py).
 """
@@ -13,8 +15,8 @@ from typing import Callable
 import torch
 
 from nodes.compression.base import Message, Scheme
-from nodes.compression.phases import (AllGather, AllReduce, Broadcast, Downlink, ServerCompute, Uplink,
-                                      WorkerCompute)
+from nodes.compression.phases import (AllGather, AllReduce, Broadcast, Downlink, Members, ServerCompute,
+                                      Uplink, WorkerCompute)
 from nodes.compression.ring import allreduce_bytes_per_node, ring_sum
 from nodes.compression.transport import Transport, drive
 
@@ -30,7 +32,7 @@ class ExchangeStats:
     packets_up: int = 0
     packets_lost: int = 0
     compute_s: float = 0.0                                       # virtual seconds announced
-    phases: list[str] = field(default_factory=list)
+    phases: list[str] = field(default_factory=list)                # the traffic, in order
     uplinks: list[dict[int, Message]] = field(default_factory=list)
     downlinks: list[Message] = field(default_factory=list)
     # wall seconds spent inside the scheme before each yield (index 0: the workers' encode)
@@ -49,27 +51,35 @@ class ExchangeStats:
 class IdealTransport(Transport):
     """Every packet arrives (unless `deliver` drops some); all-reduces summed by ring_sum."""
 
-    def __init__(self, deliver: Deliver | None = None):
+    def __init__(self, deliver: Deliver | None = None, members: list[int] | None = None):
         self.deliver = deliver
+        self.members = None if members is None else sorted(members)
         self.stats = ExchangeStats()
 
     def carriers(self):
-        return {Uplink: self.uplink, Downlink: self.downlink, AllReduce: self.allreduce,
+        return {Members: self.roll, Uplink: self.uplink, Downlink: self.downlink, AllReduce: self.allreduce,
                 AllGather: self.allgather, Broadcast: self.broadcast,
                 ServerCompute: self.compute, WorkerCompute: self.compute}
 
     def carry(self, phase):
-        self.stats.phases.append(type(phase).__name__)
+        if not isinstance(phase, Members):  # the traffic phases (Members carries none)
+            self.stats.phases.append(type(phase).__name__)
         return super().carry(phase)
 
     def stepped(self, seconds: float) -> None:
         self.stats.wall_s.append(seconds)
 
+    def roll(self, phase: Members) -> list[int]:
+        return list(range(phase.n_workers)) if self.members is None else list(self.members)
+
+    def _taking_part(self, messages: dict) -> dict:
+        return {w: m for w, m in messages.items() if self.members is None or w in self.members}
+
     def uplink(self, phase: Uplink) -> dict[int, list[bytes]]:
         stats = self.stats
         stats.uplinks.append(phase.messages)
         result = {}
-        for w, msg in phase.messages.items():
+        for w, msg in self._taking_part(phase.messages).items():
             stats.bits_up[w] = stats.bits_up.get(w, 0) + msg.nbits
             stats.packets_up += len(msg.packets)
             got = list(msg.packets) if self.deliver is None else list(self.deliver(w, list(msg.packets)))
@@ -81,22 +91,29 @@ class IdealTransport(Transport):
         self.stats.downlinks.append(phase.message)
         self.stats.bits_down += phase.message.nbits
 
-    def allreduce(self, phase: AllReduce) -> torch.Tensor:
+    def allreduce(self, phase: AllReduce) -> torch.Tensor | None:
         order = sorted(phase.buffers)
+        if self.members is not None and order != self.members:
+            raise ValueError(f"all-reduce over workers {order}, but the members are {self.members}")
+        if not order:
+            return None
         for w in order:
             self.stats.bits_allreduce[w] = self.stats.bits_allreduce.get(w, 0) + 8 * allreduce_bytes_per_node(
                 len(phase.buffers[w]), len(order), 4 if phase.dtype == "f32" else 2)
         return ring_sum([phase.buffers[w] for w in order], phase.dtype)
 
     def allgather(self, phase: AllGather) -> dict[int, list[bytes]]:
-        # each worker's message reaches the N-1 other nodes whole
-        n = len(phase.messages)
-        for w, msg in phase.messages.items():
+        # each member's message reaches the other nodes whole
+        messages = self._taking_part(phase.messages)
+        n = len(messages)
+        for w, msg in messages.items():
             self.stats.bits_up[w] = self.stats.bits_up.get(w, 0) + msg.nbits
             self.stats.bits_broadcast += msg.nbits * max(0, n - 1)
-        return {w: list(msg.packets) for w, msg in phase.messages.items()}
+        return {w: list(msg.packets) for w, msg in messages.items()}
 
     def broadcast(self, phase: Broadcast) -> list[bytes]:
+        if self.members is not None and phase.src not in self.members:
+            raise ValueError(f"broadcast from w{phase.src}, who does not take part ({self.members})")
         self.stats.bits_broadcast += phase.message.nbits
         return list(phase.message.packets)
 
@@ -105,8 +122,9 @@ class IdealTransport(Transport):
 
 
 def run_exchange(scheme: Scheme, iteration: int, grads: list[torch.Tensor],
-                 deliver: Deliver | None = None) -> tuple[torch.Tensor, ExchangeStats]:
+                 deliver: Deliver | None = None, members: list[int] | None = None
+                 ) -> tuple[torch.Tensor, ExchangeStats]:
     """`drive` over an IdealTransport: the averaged gradient and what was carried."""
-    transport = IdealTransport(deliver)
+    transport = IdealTransport(deliver, members)
     agg = drive(scheme, iteration, grads, transport)
     return agg, transport.stats

@@ -6,7 +6,8 @@ the AE's order (by the leader's signed values by default; the permutation rides 
 list) together with the RMS s of the leader's values there. Per LGC iteration:
 - every node encodes x_j = v_j[I] / s with the same encoder; the latents (k * latent_ratio
   values, f16 or f32) are summed by an AllReduce on their real bytes;
-- every node decodes the same sum: mean = s * D(sum / N) at I, and applies it;
+- every node decodes the same sum: mean = s * D(sum / M) at I, and applies it (M: the
+  members on the ring, phases.Members; the leader is the preferred one or the next member);
 - exact error feedback: the autoencoder is wholly linear, so D(sum_j z_j) = sum_j D(z_j) and
   node j's share of the mean is g_j = s * D(z_j) with z_j its latent as it went on the wire; node
   j takes exactly g_j out of v at I (and masks u there). What the code did not carry stays.
@@ -28,9 +29,10 @@ import torch
 
 from nodes.compression.base import check_finite
 from nodes.compression.lgc_common import COMMON_OPTIONS, LGCBase, rms, weights_message
-from nodes.compression.phases import AllReduce, Broadcast, ServerCompute, WorkerCompute
+from nodes.compression.phases import AllReduce, Broadcast, Members, ServerCompute, WorkerCompute
 from nodes.compression.precision import on_wire
 from nodes.compression.registry import register
+from nodes.compression.templates import leader_among, ring_mean
 from schema import Field
 
 
@@ -50,7 +52,11 @@ class LGCRAR(LGCBase):
         vs = [self.workers.accumulate(w, g) for w, g in enumerate(grads)]
         lgc = self.stage(iteration) == "lgc" and (self.worker_ae is not None or self.coder == "none")
         k = self.k_at(iteration)  # DGC's sparsity warm-up, then the final density
-        L = self.leader_of(iteration)
+        members = yield Members(N)
+        L = leader_among(members, self.leader_of(iteration), N)
+        if L is None:  # nobody takes part: the round closes empty (memories keep all they had)
+            yield from ring_mean({}, "f32", k)
+            return torch.zeros(n, device=out_device)
         lead_idx = self.workers.topk(L, iteration, k)
         ordered = self.ordered(lead_idx, vs[L][lead_idx])
         got = yield Broadcast(L, self.positions_message(ordered, iteration, rms(vs[L][ordered])))
@@ -68,26 +74,27 @@ class LGCRAR(LGCBase):
             yield WorkerCompute(self._seconds(ae.encode_flops(k) + 2 * ae.decode_flops(k),
                                               self.worker_gflops),
                                 "lgc_rar: every node encodes its values, decodes its share and the sum")
-            summed = yield AllReduce({w: wire[w] for w in range(N)}, self.latent_dtype)
+            summed = yield AllReduce({w: wire[w] for w in members}, self.latent_dtype)
             with torch.no_grad():
-                mean_vals = s * ae.decode(summed.reshape(1, -1) / N, k)[0]
+                mean_vals = s * ae.decode(summed.reshape(1, -1) / len(members), k)[0]
         else:
             dtype = "f16" if lgc else "f32"   # coder none: ScaleCom's f16 values on the ring
             credits = torch.stack([on_wire(v[idx].cpu(), dtype) for v in vs])
-            bufs = {w: credits[w].numpy().astype("<f2" if dtype == "f16" else "<f4").tobytes()
-                    for w in range(N)}
-            summed = yield AllReduce(bufs, dtype)
-            mean_vals = summed.reshape(-1) / N
-            if self.stage(iteration) == "ae_train" and self.coder == "ae":
+            mean_vals = yield from ring_mean({w: credits[w] for w in members}, dtype, k)
+            # the trainer holds the mean only when it is on the ring; if it is not there when
+            # the AE is due, it ships at the first LGC iteration it is
+            trains = self.coder == "ae" and self.trainer_node in members
+            if trains and self.stage(iteration) == "ae_train":
                 self.trainer.add(mean_vals / s, mean_vals / s)
                 flops = self.trainer.train(self.ae_steps)
                 yield ServerCompute(self._seconds(flops, self.ae_gflops),
                                     f"lgc_rar: node w{self.trainer_node} trains the autoencoder")
-                if self.sched.ships_after(iteration):
-                    msg = weights_message(self.ae.full_bytes(), payload_bytes=self.payload_bytes,
-                                          method=self.name, iteration=iteration)
-                    got = yield Broadcast(self.trainer_node, msg)
-                    self._deploy(self.received_bytes(got), encoder_only=False)
+            overdue = self.stage(iteration) == "lgc" and self.worker_ae is None
+            if trains and (self.sched.ships_after(iteration) or overdue):
+                msg = weights_message(self.ae.full_bytes(), payload_bytes=self.payload_bytes,
+                                      method=self.name, iteration=iteration)
+                got = yield Broadcast(self.trainer_node, msg)
+                self._deploy(self.received_bytes(got), encoder_only=False)
         for w in range(N):
             self.workers.credit(w, idx, credits[w])
         avg = torch.zeros(n)

@@ -35,6 +35,7 @@ class ErrorMemory:
         self.residuals: list[torch.Tensor | None] = [None] * n_workers
         # per worker, this iteration's updates as (index or None, what was there before)
         self._undo: list[list] = [[] for _ in range(n_workers)]
+        self._had: list[torch.Tensor | None] = [None] * n_workers   # its last compensate's
 
     def residual(self, worker: int, like: torch.Tensor | None = None) -> torch.Tensor | None:
         """What `worker` keeps (zeros like `like` before its first update)."""
@@ -46,7 +47,8 @@ class ErrorMemory:
     def compensate(self, worker: int, grad: torch.Tensor) -> torch.Tensor:
         """A new tensor: the gradient plus what the worker kept."""
         self._undo[worker] = []
-        return grad + self.residual(worker, grad)
+        self._had[worker] = had = grad + self.residual(worker, grad)
+        return had
 
     def update(self, worker: int, had: torch.Tensor, sent: torch.Tensor) -> None:
         """Keep what was not sent; `sent` is dense, as the aggregate credits it."""
@@ -62,13 +64,17 @@ class ErrorMemory:
 
     # -- when a worker's message did not count
     def keep_all(self, worker: int) -> None:
-        """Undo this iteration's updates of `worker`: it keeps what it had (nothing was sent)."""
+        """Undo this iteration's updates of `worker`: it keeps what it had (nothing was sent).
+        With no update since its `compensate` (the exchange closed before it sent anything),
+        what it had becomes its memory."""
+        if not self._undo[worker] and self._had[worker] is not None:
+            self.residuals[worker] = self._had[worker]
         for name, index, before in reversed(self._undo[worker]):
             if index is None:
                 getattr(self, name)[worker] = before
             else:
                 getattr(self, name)[worker][index] = before
-        self._undo[worker] = []
+        self._undo[worker], self._had[worker] = [], None
 
     _state = ("residuals",)   # the per-worker lists a snapshot holds
 
@@ -78,7 +84,7 @@ class ErrorMemory:
     def restore(self, worker: int, snap: dict) -> None:
         for n, t in snap.items():
             getattr(self, n)[worker] = t
-        self._undo[worker] = []
+        self._undo[worker], self._had[worker] = [], None
 
     def state_dict(self) -> dict:
         return {"residuals": _copy(self.residuals)}
@@ -121,7 +127,8 @@ class MomentumMemory(ErrorMemory):
         self._undo[worker] = []
         self.ensure(worker, grad)
         u = self.u[worker].mul_(self.momentum).add_(grad)
-        return self.residuals[worker].add_(u)
+        self._had[worker] = had = self.residuals[worker].add_(u)
+        return had
 
     def update(self, worker: int, had: torch.Tensor, sent: torch.Tensor) -> None:
         masked = torch.nonzero(sent != 0, as_tuple=True)[0]

@@ -29,12 +29,25 @@ class Downlink:
 
 
 @dataclass
+class Members:
+    """Who takes part in this iteration's exchange, as every node agrees on it before sending
+    (a rendezvous): the workers present and whose compute ended before the deadline. A scheme
+    asks when it must know in advance: a ring is formed over exactly these (`AllReduce`), and
+    a leader must be one of them. Result: their indices, ascending. In a gather or all-gather
+    a member can still be left out if its message arrives after the deadline (its entry is
+    then missing from the result, as if all its packets were lost)."""
+    n_workers: int
+
+
+@dataclass
 class AllReduce:
     """Ring all-reduce of equal-length byte buffers holding dense f32/f16 vectors.
 
-    The orchestrator sums them chunk by chunk along the ring on the real bytes
+    `buffers` holds exactly the members' (`Members`): the ring is formed over them. The
+    orchestrator sums them chunk by chunk along the ring on the real bytes
     (`nodes.compression.ring.ring_sum`) and times the ring with the link layer.
-    Result: the summed vector as a float32 Tensor (identical at every node).
+    Result: the summed vector as a float32 Tensor (identical at every node), or None when no
+    worker takes part (`buffers` empty: the round closes without a ring).
     """
     buffers: dict[int, bytes]
     dtype: Literal["f32", "f16"] = "f32"
@@ -42,10 +55,10 @@ class AllReduce:
 
 @dataclass
 class Broadcast:
-    """One worker sends the same message to every other node (e.g. LGC-RAR's shared indices
-    from the leader over the ring/cell). Result: list[bytes], the packets as every node
-    received them (whole: what a receiver misses is resent), so receivers decode what
-    really travelled rather than the sender's own copy."""
+    """One worker, a member (`Members`), sends the same message to every other present node
+    (e.g. LGC-RAR's shared indices from the leader over the ring/cell). Result: list[bytes],
+    the packets as every node received them (whole: what a receiver misses is resent), so
+    receivers decode what really travelled rather than the sender's own copy."""
     src: int
     message: Message
 
@@ -74,4 +87,4 @@ class WorkerCompute:
     what: str = ""
 
 
-Phase = Uplink | Downlink | AllReduce | Broadcast | AllGather | ServerCompute | WorkerCompute
+Phase = Uplink | Downlink | Members | AllReduce | Broadcast | AllGather | ServerCompute | WorkerCompute

@@ -9,7 +9,8 @@ saves bytes (r (rows + cols) < rows x cols); others go dense. Per iteration:
            iteration's Q (warm start), so one power-iteration step per training step suffices.
 Each mean is, as `collective` says:
   "allreduce" (natural; torch's DDP powerSGD_hook): P_i and Q_i are all-reduced on a ring (raw
-             f32/f16 vectors summed hop by hop), every node divides by N;
+             f32/f16 vectors summed hop by hop) formed over the round's members
+             (phases.Members), every node divides by their number;
   "ps":      Uplink P_i / Q_i to the server, which broadcasts the mean (Downlink).
 """
 from __future__ import annotations
@@ -19,10 +20,10 @@ import torch
 from nodes.compression import codec
 from nodes.compression.base import Scheme, check_finite
 from nodes.compression.memory import ErrorMemory
-from nodes.compression.phases import AllReduce, Downlink, Uplink
+from nodes.compression.phases import Downlink, Members, Uplink
 from nodes.compression.precision import on_wire, precision
 from nodes.compression.registry import register
-from nodes.compression.templates import counter_generator, ring_bytes
+from nodes.compression.templates import counter_generator, ring_mean
 from schema import Field
 
 
@@ -76,23 +77,24 @@ class PowerSGD(Scheme):
             count += d.mask
         return total / count.clamp(min=1)
 
-    def _average(self, vecs: list[torch.Tensor], kind: int, mean_kind: int, iteration: int):
-        """Generator: the workers' mean of one round's vectors, as every node holds it."""
+    def _average(self, vecs: list[torch.Tensor], kind: int, mean_kind: int, iteration: int, members):
+        """Generator: (the workers' mean of one round's vectors as every node holds it, whether
+        any worker's vector is in it). By all-reduce the mean is over the `members`."""
         n = vecs[0].numel()
         if self.collective == "allreduce":
-            summed = yield AllReduce({w: ring_bytes(v, self.values_dtype) for w, v in enumerate(vecs)},
-                                     self.values_dtype)
-            return summed.reshape(-1) / len(vecs)
+            mean = yield from ring_mean({w: vecs[w] for w in members}, self.values_dtype, n)
+            return mean, bool(members)
         arrived = yield Uplink({w: self._send(v.cpu(), kind, iteration) for w, v in enumerate(vecs)})
         mean = self._wire(self._mean(arrived, n, iteration, range(len(vecs))))
         down = self._send(mean, mean_kind, iteration)
         yield Downlink(down)
-        return codec.decode(down.packets, n).values
+        return codec.decode(down.packets, n).values, any(arrived.values())
 
     def exchange(self, iteration, grads):
         check_finite(grads, iteration)
         dev = grads[0].device if grads else self.device
         qs = [q.to(dev) for q in self.q]
+        members = (yield Members(len(grads))) if self.collective == "allreduce" else None
         mats = []
         for w, g in enumerate(grads):
             mats.append(self.memory.compensate(w, g.reshape(-1).float()))
@@ -101,7 +103,8 @@ class PowerSGD(Scheme):
         for w, m in enumerate(mats):
             ps = [m[o:o + n].view(rows, cols) @ q for (o, n, rows, cols, r), q in zip(self.low, qs)]
             vecs.append(torch.cat([p.reshape(-1) for p in ps]) if ps else torch.zeros(0, device=dev))
-        p_mean = (yield from self._average(vecs, codec.KIND_P, codec.KIND_P_MEAN, iteration)).to(dev)
+        p_mean, _ = yield from self._average(vecs, codec.KIND_P, codec.KIND_P_MEAN, iteration, members)
+        p_mean = p_mean.to(dev)
         p_hat, off = [], 0
         for (_, _, rows, _, r) in self.low:
             p_hat.append(torch.linalg.qr(p_mean[off:off + rows * r].view(rows, r)).Q)
@@ -113,7 +116,8 @@ class PowerSGD(Scheme):
             q_own.append(qi)
             parts = [q.reshape(-1) for q in qi] + [m[o:o + n] for o, n, _, _, _ in self.dense]
             vecs.append(torch.cat(parts) if parts else torch.zeros(0, device=dev))
-        q_mean = (yield from self._average(vecs, codec.KIND_Q, codec.KIND_Q_MEAN, iteration)).to(dev)
+        q_mean, heard = yield from self._average(vecs, codec.KIND_Q, codec.KIND_Q_MEAN, iteration, members)
+        q_mean = q_mean.to(dev)
         # the update, the error feedback and the warm start
         out = torch.zeros(self.numel, device=dev)
         new_q, qoff = [], 0
@@ -133,7 +137,8 @@ class PowerSGD(Scheme):
             for o, n, _, _, _ in self.dense:
                 sent[o:o + n] = self._wire(m[o:o + n])
             self.memory.update(w, m, sent)
-        self.q = new_q
+        if heard:  # a round nobody took part in keeps the warm start (a zero Q would stick)
+            self.q = new_q
         return out
 
     def state_dict(self):

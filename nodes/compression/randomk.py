@@ -16,10 +16,10 @@ import torch
 from nodes.compression import codec
 from nodes.compression.base import Scheme, check_finite
 from nodes.compression.memory import ErrorMemory
-from nodes.compression.phases import AllReduce, Downlink, Uplink
+from nodes.compression.phases import Downlink, Members, Uplink
 from nodes.compression.precision import on_wire, precision
 from nodes.compression.registry import register
-from nodes.compression.templates import counter_generator, k_of, ring_bytes
+from nodes.compression.templates import counter_generator, k_of, ring_mean
 from schema import Field
 
 SHARED = 2**20  # the "worker" slot of the shared generator (no real worker has this id)
@@ -55,10 +55,9 @@ class RandomK(Scheme):
             sent[w] = on_wire(had[idx], self.values_dtype)
             self.memory.update_sparse(w, had, idx, sent[w])
         out = torch.zeros(self.numel)
-        if self.collective == "allreduce":
-            summed = yield AllReduce({w: ring_bytes(v, self.values_dtype) for w, v in sent.items()},
-                                     self.values_dtype)
-            out[idx.cpu()] = summed.reshape(-1) / len(grads)
+        if self.collective == "allreduce":  # over the round's members (phases.Members)
+            members = yield Members(len(grads))
+            out[idx.cpu()] = yield from ring_mean({w: sent[w] for w in members}, self.values_dtype, self.k)
             return out.to(dev)
         msgs = {w: codec.encode_dense(v, payload_bytes=self.payload_bytes, dtype=self.values_dtype,
                                       method=self.name, iteration=iteration) for w, v in sent.items()}

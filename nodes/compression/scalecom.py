@@ -2,11 +2,13 @@
 error memory.
 
 Per iteration t, every worker i forms its memory-compensated gradient  h_i = m_i + g_i.
-- CLT-k: the leader L = t mod N (cyclic; `leader` pins one node) takes the top k of |h_L| and
-  sends those positions to every node (a Broadcast). Every worker sends its own h_i at *those*
-  positions, so all messages line up and add: the values are all-reduced on a ring (natural
-  collective), or gathered at a server that broadcasts their mean ("ps").
-- The update is the mean over the workers of h_i at the shared positions (zero elsewhere).
+- CLT-k: the leader L = t mod N (cyclic; `leader` pins one node; if L does not take part this
+  iteration, the next member after it, phases.Members) takes the top k of |h_L| and sends those
+  positions to every node (a Broadcast). Every worker sends its own h_i at *those*
+  positions, so all messages line up and add: the values are all-reduced on a ring of the
+  members (natural collective), or gathered at a server that broadcasts their mean ("ps").
+- The update is the mean over the members (ps: whose values arrived) of h_i at the shared
+  positions (zero elsewhere).
 - Low-pass filtered memory (memory.LowPassMemory): m_i <- (1 - beta) m_i + beta (h_i - c_i),
   where c_i is what worker i sent (h_i at the positions, as the wire carries it). beta = 1 is
   plain error feedback.
@@ -21,10 +23,10 @@ from nodes.compression import codec
 from nodes.compression.base import Scheme, check_finite
 from nodes.compression.lgc_common import indices_message, read_indices, topk_indices
 from nodes.compression.memory import LowPassMemory
-from nodes.compression.phases import AllReduce, Broadcast, Downlink, Uplink
+from nodes.compression.phases import Broadcast, Downlink, Members, Uplink
 from nodes.compression.precision import on_wire, precision
 from nodes.compression.registry import register
-from nodes.compression.templates import k_of, ring_bytes
+from nodes.compression.templates import k_of, leader_among, ring_mean
 from schema import Field
 
 
@@ -58,16 +60,21 @@ class ScaleCom(Scheme):
         dev = grads[0].device
         N = len(grads)
         h = [self.memory.compensate(w, g.reshape(-1).float()) for w, g in enumerate(grads)]
-        L = self.leader_of(iteration)
+        members = yield Members(N)
+        L = leader_among(members, self.leader_of(iteration), self.n_workers)
+        if L is None:  # nobody takes part: the round closes empty (memories keep all they had)
+            if self.collective == "allreduce":
+                yield from ring_mean({}, self.values_dtype, self.k)
+            else:
+                yield Uplink({})
+            return torch.zeros(self.numel, device=dev)
         got = yield Broadcast(L, indices_message(topk_indices(h[L], self.k).cpu(), self.numel,
                                                  payload_bytes=self.payload_bytes, method=self.name,
                                                  iteration=iteration, scale=1.0))
         idx = read_indices(got, self.numel)[0].to(dev)  # every node uses the positions it received
         sent = [on_wire(x[idx], self.values_dtype) for x in h]
         if self.collective == "allreduce":
-            summed = yield AllReduce({w: ring_bytes(s, self.values_dtype) for w, s in enumerate(sent)},
-                                     self.values_dtype)
-            mean = summed.reshape(-1) / N
+            mean = yield from ring_mean({w: sent[w] for w in members}, self.values_dtype, self.k)
         else:
             arrived = yield Uplink({w: codec.encode_dense(s.cpu(), payload_bytes=self.payload_bytes,
                                                           dtype=self.values_dtype, method=self.name,

@@ -15,7 +15,7 @@ import torch
 from nodes.compression import codec
 from nodes.compression.base import Message, Scheme, check_finite
 from nodes.compression.codec import Decoded
-from nodes.compression.phases import AllGather, AllReduce, Downlink, Uplink
+from nodes.compression.phases import AllGather, AllReduce, Downlink, Members, Uplink
 
 
 def counter_generator(seed: int, worker: int, iteration: int, salt: int = 0) -> torch.Generator:
@@ -29,6 +29,25 @@ def counter_generator(seed: int, worker: int, iteration: int, salt: int = 0) -> 
 def ring_bytes(values: torch.Tensor, dtype: str) -> bytes:
     """A dense vector as a ring all-reduce carries it: raw little-endian f32 or f16."""
     return values.detach().float().cpu().numpy().astype("<f2" if dtype == "f16" else "<f4").tobytes()
+
+
+def ring_mean(vectors: dict[int, torch.Tensor], dtype: str, numel: int):
+    """Generator: the mean of the members' dense vectors by ring all-reduce (`vectors` keyed by
+    exactly the members, see phases.Members), float32 on the CPU; zeros when nobody takes part
+    (the empty round is still yielded, so the transport closes it at the deadline)."""
+    summed = yield AllReduce({w: ring_bytes(v.reshape(-1), dtype) for w, v in vectors.items()}, dtype)
+    if summed is None:
+        return torch.zeros(numel)
+    return summed.reshape(-1) / len(vectors)
+
+
+def leader_among(members: list[int], preferred: int, n_workers: int) -> int | None:
+    """The preferred leader if it takes part, else the next member after it in cyclic order
+    (every node knows the members, so every node picks the same); None when there is none."""
+    for step in range(n_workers):
+        if (preferred + step) % n_workers in members:
+            return (preferred + step) % n_workers
+    return None
 
 
 def k_of(ratio: float, n: int) -> int:
@@ -45,7 +64,8 @@ class DenseScheme(Scheme):
       mean itself, with no server and no downlink rounding.
     - "allreduce" (methods whose values add up on the wire: `ring_dtype` set, none and fp16):
       the raw f32/f16 vectors are summed along the ring (reduce-scatter + all-gather, each hop
-      rounded to the wire dtype by `ring.ring_sum`) and every node divides by N."""
+      rounded to the wire dtype by `ring.ring_sum`) over the round's members (phases.Members)
+      and every node divides by their number."""
     collectives = ("ps", "allgather")
     ring_dtype: str | None = None  # wire dtype of a ring all-reduce, for methods whose values add
 
@@ -66,11 +86,11 @@ class DenseScheme(Scheme):
         out_device = grads[0].device if grads else self.device
         if self.collective == "allreduce":
             # the values themselves go around the ring in the wire dtype; no header, no index
-            for w, g in enumerate(grads):
-                self.check_wire(w, iteration, g)
-            summed = yield AllReduce({w: ring_bytes(g.reshape(-1), self.ring_dtype)
-                                      for w, g in enumerate(grads)}, self.ring_dtype)
-            return (summed / len(grads)).to(out_device)
+            members = yield Members(len(grads))
+            for w in members:
+                self.check_wire(w, iteration, grads[w])
+            mean = yield from ring_mean({w: grads[w] for w in members}, self.ring_dtype, self.numel)
+            return mean.to(out_device)
         msgs = {w: self.encode(w, iteration, g.reshape(-1).float()) for w, g in enumerate(grads)}
         if self.collective == "allgather":
             got = yield AllGather(msgs)

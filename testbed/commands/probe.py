@@ -1,9 +1,14 @@
 """`testbed probe FILE --payload-bytes N`: run only the link layer of an experiment file.
 
 Users tune channel parameters with it before spending training time; it is also how the link
-layer is checked from outside. Only `[run] seed` and `[network]` are read, and for a gather
-`[run] deadline_s` and `device_trace`: workers away at t = 0 do not send, and each worker's
-row says whether it would be left out of the iteration's aggregate ("unavailable" | "deadline").
+layer is checked from outside. Only `[run] seed` and `[network]` are read, and `[run]
+deadline_s` and `device_trace`: workers away at t = 0 take no part (they send and receive
+nothing; a ring is formed without them), and each worker's row says whether it would be left
+out of the iteration's aggregate ("unavailable" | "deadline"). Every sender is ready at t = 0,
+so the deadline counts only for what arrives: a gather's update not at the server by then, an
+all-gather's message not at every other present worker by then (in this one call: what a
+best-effort link lost is not resent here). A ring formed at t = 0 runs to its end, so a
+deadline leaves nobody off it (testbed/transport.py has the rules of a training iteration).
 """
 from __future__ import annotations
 
@@ -101,12 +106,14 @@ def _one(network: dict, seed: int, args):
         src = args.src or workers[0]
         dst = args.dst or (server if server is not None and server != src else workers[1])
         return net.transfer(src, dst, packets(src, dst), at=0.0)
+    away = _away(args, workers)
+    workers = [w for w in workers if w not in away]  # those taking part
+    net.set_away(away)                                # and routes go around the others
     if pattern == "gather":
         dst = args.dst or server
         if dst is None:
             raise OptionError("--dst", None, "a node name (this topology has no server)")
-        away = _away(args, workers)
-        return net.gather({w: packets(w, dst) for w in workers if w != dst and w not in away}, dst, at=0.0)
+        return net.gather({w: packets(w, dst) for w in workers if w != dst}, dst, at=0.0)
     if pattern == "broadcast":
         src = args.src or server or workers[0]
         dsts = [w for w in workers if w != src]
@@ -161,18 +168,24 @@ def probe_report(network: dict, seed: int, args) -> dict:
 
 
 def _left_out(rep, network: dict, seed: int, args) -> dict:
-    """For a gather under a deadline or a device trace: who the aggregate would go without."""
+    """Under a deadline or a device trace: who the aggregate would go without (not for p2p)."""
     deadline = getattr(args, "deadline_s", None)
-    if args.pattern != "gather" or (deadline is None and getattr(args, "device_trace", None) is None):
+    if args.pattern == "p2p" or (deadline is None and getattr(args, "device_trace", None) is None):
         return {}
     from testbed.network import build_network
 
     workers = build_network(network, seed).workers
-    away = _away(args, workers)
-    left = {str(w): "unavailable" for w in away}
-    for n, st in rep.nodes.items():
-        if n in workers and deadline is not None and st.completion_s - rep.start_s > deadline:
-            left[str(n)] = "deadline"
+    left = {str(w): "unavailable" for w in _away(args, workers)}
+    if deadline is not None and args.pattern in ("gather", "allgather"):
+        # when each worker's message was wherever it must be: the gather's destination, or
+        # every other worker of an all-gather (relayed flows carry their source's name)
+        done: dict = {}
+        for f in rep.flows:
+            if f.src in workers and (args.pattern == "gather" or (f.dst in workers and f.dst != f.src)):
+                done[f.src] = max(done.get(f.src, -math.inf), f.completion_s)
+        for w, t in done.items():
+            if t - rep.start_s > deadline:
+                left[str(w)] = "deadline"
     return {"deadline_s": deadline, "left_out": {str(w): left.get(str(w)) for w in workers}}
 
 

@@ -92,6 +92,30 @@ def test_live_view_appends_only_new_points(store):
     board.close()
 
 
+def test_left_out_markers_appended_live_name_who_was_left_out(store):
+    """An iteration that went without w0 (a deadline) arrives after the first drawing: its
+    marker travels with its hover text, as a fresh drawing has it."""
+    rid = new_run(store)
+    write_iterations(store, rid, 0, 1)
+    board = Dashboard(store.path)
+    _, state, _, _ = board.live_view(rid, "iteration", None)
+    store.append_iteration(
+        rid, {"iteration": 2, "virtual_time_s": 3.0, "train_loss": 1.0, "bits_up": 0,
+              "bits_down": 200, "compute_s": 0.1, "uplink_s": 0.4, "aggregation_s": 0.0,
+              "downlink_s": 0.1, "left_out": 1},
+        nodes=[{"iteration": 2, "node": "w0", "bits_up": 0, "bits_down": 200, "left_out": "deadline"}])
+    store.flush()
+    figs, state, _, _ = board.live_view(rid, "iteration", state)
+    i = state["uids"]["latency"].index("left_out")
+    lat_ops = ops(dict(zip(LIVE_FIGURES, figs))["latency"])
+    assert ("Extend", ["data", i, "x"], [2]) in lat_ops
+    assert ("Extend", ["data", i, "y"], [0.6]) in lat_ops
+    assert ("Extend", ["data", i, "text"], ["left out: w0 (deadline)"]) in lat_ops
+    fresh, _, _, _ = board.live_view(rid, "iteration", None)
+    assert dict(zip(LIVE_FIGURES, fresh))["latency"]["data"][i]["text"] == ["left out: w0 (deadline)"]
+    board.close()
+
+
 def test_long_runs_are_drawn_in_complete_bins(store):
     rid = new_run(store)
     write_iterations(store, rid, 0, 6)  # 7 iterations

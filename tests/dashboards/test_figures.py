@@ -121,7 +121,8 @@ def test_channel_per_link_rate_loss_and_retransmissions_over_virtual_time():
     times = {0: 0.5, 1: 1.25}
     fig = validated(F.channel_figure(rows, times))
     names = ["server->w0", "w0->server"]
-    assert [tr.uid for tr in fig.data] == [uid(k, n) for k in ("rate", "loss", "retx", "coll", "snr") for n in names]
+    assert [tr.uid for tr in fig.data] == [uid(k, n) for k in ("rate", "loss", "retx", "coll", "retry", "snr")
+                                           for n in names]
     t = by_uid(fig)
     up_rate = t[uid("rate", "w0->server")]
     assert list(up_rate.x) == [0.5] and up_rate.y[0] == pytest.approx(20.0)
@@ -138,14 +139,19 @@ def test_channel_per_link_rate_loss_and_retransmissions_over_virtual_time():
     fig = validated(F.channel_figure(fading, times))
     assert by_uid(fig)[uid("snr", "w0->server")].y == (12.5,)
     assert by_uid(fig)[uid("snr", "w0->server")].yaxis == "y4" and fig.layout.yaxis4.title.text == "SNR (dB)"
-    # A CSMA cell's MAC collisions get a row of their own too, above the SNR when both exist.
-    csma = [dict(rows[0], collisions=3, retries=3), dict(rows[2], collisions=0, retries=0)]
+    # A CSMA cell's MAC collisions and retries get rows of their own too, above the SNR.
+    csma = [dict(rows[0], collisions=3, retries=2), dict(rows[2], collisions=0, retries=0)]
     fig = validated(F.channel_figure(csma, times))
-    coll = by_uid(fig)[uid("coll", "w0->server")]
+    coll, retry = by_uid(fig)[uid("coll", "w0->server")], by_uid(fig)[uid("retry", "w0->server")]
     assert list(coll.x) == [0.5, 1.25] and list(coll.y) == [3, 0] and coll.yaxis == "y4"
-    assert fig.layout.yaxis4.title.text == "MAC collisions" and "yaxis5" not in fig.to_dict()["layout"]
+    assert list(retry.x) == [0.5, 1.25] and list(retry.y) == [2, 0] and retry.yaxis == "y5"
+    assert fig.layout.yaxis4.title.text == "MAC collisions" and fig.layout.yaxis5.title.text == "MAC retries"
+    assert "yaxis6" not in fig.to_dict()["layout"]
     fig = validated(F.channel_figure([dict(rows[0], collisions=3, snr_db=12.5)], times))
     assert (by_uid(fig)[uid("coll", "w0->server")].yaxis, by_uid(fig)[uid("snr", "w0->server")].yaxis) == ("y4", "y5")
+    # retries without a collision (frames lost to the loss model on a CSMA cell): that row alone
+    fig = validated(F.channel_figure([dict(rows[0], retries=4)], times))
+    assert by_uid(fig)[uid("retry", "w0->server")].yaxis == "y4" and "yaxis5" not in fig.to_dict()["layout"]
 
 
 def test_stage_bands_span_each_stage_to_the_next_and_the_last_to_the_newest_point():

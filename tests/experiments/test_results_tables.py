@@ -151,8 +151,9 @@ def test_generated_cifar_format_loads_with_the_cifar10_loader(tmp_path):
 
 
 def test_table_edge_tiny_writes_each_run_and_resumes(tmp_path, capsys):
-    """2 stations, fp32, 4 iterations: the TDMA run, then the trace alone and with the deadline;
-    the trace's w0 takes 2 fp32 iterations per step; a second call runs nothing new."""
+    """2 stations, fp32, 4 iterations: the TDMA run, then the trace alone and with the deadline
+    on TDMA, and with the deadline on CSMA (the same trace and deadline); the trace's w0 takes
+    2 fp32 iterations per step; a second call runs nothing new."""
     import json
 
     from experiments.results import table_edge
@@ -161,15 +162,17 @@ def test_table_edge_tiny_writes_each_run_and_resumes(tmp_path, capsys):
             "--sharings", "tdma", "--out", str(tmp_path)]
     table_edge.main(args)
     rows = [json.loads(line) for line in (tmp_path / "table_edge.jsonl").read_text().splitlines()]
-    assert [(r["edge"], r["status"]) for r in rows] == [("", "completed"), ("trace", "completed"),
-                                                        ("trace+deadline", "completed")]
+    assert [(r["sharing"], r["edge"], r["status"]) for r in rows] == [
+        ("tdma", "", "completed"), ("tdma", "trace", "completed"), ("tdma", "trace+deadline", "completed"),
+        ("csma", "trace+deadline", "completed")]
     it = rows[0]["median_iteration_s"]
     trace = json.loads((tmp_path / "table_edge_trace_2.json").read_text())
     assert table_edge.step_seconds() / trace["nodes"]["w0"]["speed"][0][1] == pytest.approx(2 * it)
-    assert rows[2]["deadline_s"] == pytest.approx(1.5 * it)
+    assert rows[2]["deadline_s"] == rows[3]["deadline_s"] == pytest.approx(1.5 * it)
     table_edge.main(args)  # resumes: every run is on disk already
-    assert len((tmp_path / "table_edge.jsonl").read_text().splitlines()) == 3
-    assert "| 2 | fp32 |" in table_edge.render(tmp_path / "table_edge.jsonl", 0.8)
+    assert len((tmp_path / "table_edge.jsonl").read_text().splitlines()) == 4
+    table = table_edge.render(tmp_path / "table_edge.jsonl", 0.8)
+    assert "| TDMA + trace + deadline | CSMA + trace + deadline |" in table and "| 2 | fp32 |" in table
 
 
 @pytest.mark.skipif(not Path("/usr/share/datasets/fashion-mnist").exists(),

@@ -17,7 +17,8 @@ BANDWIDTH, DELAY, HEADER = 10e6, 1e-3, 40
 SLOW = 0.001  # w3's compute_speed: a straggler
 
 
-def experiment_file(tmp_path, *, method="none", options="", iterations=2, run="", nodes=""):
+def experiment_file(tmp_path, *, method="none", options="", iterations=2, run="", nodes="",
+                    topology="star", bandwidth=BANDWIDTH):
     path = tmp_path / "e.toml"
     path.write_text(textwrap.dedent(f"""
         [run]
@@ -35,11 +36,11 @@ def experiment_file(tmp_path, *, method="none", options="", iterations=2, run=""
         method = "{method}"
         {options}
         [network]
-        topology = "star"
+        topology = "{topology}"
         workers = 4
         medium = "dedicated"
         [network.link]
-        bandwidth_mbps = {BANDWIDTH / 1e6}
+        bandwidth_mbps = {bandwidth / 1e6}
         delay_ms = {DELAY * 1e3}
         delivery = "reliable"
         {nodes}

@@ -104,6 +104,31 @@ def test_probe_gather_says_who_a_deadline_and_a_device_trace_leave_out(tmp_path,
         ["deadline", "unavailable"]
 
 
+def test_probe_all_gather_and_ring_take_the_deadline_and_the_device_trace(tmp_path, capsys):
+    """The same cell, w1 away. All-gather: the cell carries w0's and w2's 10 packets each, taking
+    turns (20 x 1.2 ms), then the access point relays every packet once in that order, so w0's
+    last reaches w2 as the 39th on the air (39 x 1.2 + 5 = 51.8 ms) and w2's last reaches w0 as
+    the 40th (53.0 ms): a 52.4 ms deadline leaves w2's message out. Ring: formed over w0 and w2
+    at t = 0, it runs to its end (the deadline leaves nobody off it) exactly as the ring of a
+    2-worker cell does."""
+    (tmp_path / "trace.json").write_text(json.dumps({"nodes": {"w1": {"available": [[10, None]]}}}))
+    f = _write(tmp_path, STAR)
+    text = open(f).read().replace("seed = 1\n", 'seed = 1\ndeadline_s = 0.0524\ndevice_trace = "trace.json"\n')
+    open(f, "w").write(text)
+    code, out, _ = _run(["probe", f, "--payload-bytes", "14600", "--pattern", "allgather", "--json"], capsys)
+    rep = json.loads(out)
+    assert code == 0 and rep["left_out"] == {"w0": None, "w1": "unavailable", "w2": "deadline"}
+    assert rep["completion_s"] == pytest.approx(40 * 1.2e-3 + 0.005)
+    assert not any("w1" in link for link in rep["links"])
+    code, out, _ = _run(["probe", f, "--payload-bytes", "14600", "--pattern", "allreduce", "--json"], capsys)
+    ring = json.loads(out)
+    assert ring["left_out"] == {"w0": None, "w1": "unavailable", "w2": None}
+    assert not any("w1" in link for link in ring["links"])
+    two = _write(tmp_path, STAR.replace("workers = 3", "workers = 2"))
+    code, out, _ = _run(["probe", two, "--payload-bytes", "14600", "--pattern", "allreduce", "--json"], capsys)
+    assert ring["completion_s"] == pytest.approx(json.loads(out)["completion_s"], abs=1e-12)
+
+
 def test_probe_reports_throughput_and_csma_link_figures(tmp_path, capsys):
     # TDMA: 3 x 10 packets of 1460 B payload in 30 x 1.2 ms + 5 ms; sender i's last packet is the
     # (28 + i)-th, so the first flow completes at 28 x 1.2 + 5 = 38.6 ms (w0)

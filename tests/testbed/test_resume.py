@@ -6,6 +6,7 @@ at a known iteration: after the checkpoint and after rows past it were committed
 = 1), which the resume must throw away and write again. The link is best-effort with
 Gilbert-Elliott loss, so the resumed run also depends on the link layer's restored state.
 """
+import json
 import os
 import signal
 import subprocess
@@ -74,6 +75,13 @@ def test_resume_after_kill_minus_9_writes_the_uninterrupted_rows(tiny_experiment
         stages = [r["stage"] for r in ref["iterations"]]
         assert stages[EVERY] == "ae_train" and stages[-1] == "lgc"
 
+    got = killed_and_resumed(path, sets, tmp_path, capsys)
+    for table in ("iterations", "nodes", "links", "evals", "summary"):
+        assert got[table] == ref[table], table
+
+
+def killed_and_resumed(path, sets, tmp_path, capsys) -> dict:
+    """The rows of `path` run in a process SIGKILLed after KILL_AFTER iterations, then resumed."""
     db = tmp_path / "victim.db"
     proc = subprocess.run([sys.executable, "-c", VICTIM, str(path), str(db), str(KILL_AFTER), *sets],
                           cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -93,6 +101,36 @@ def test_resume_after_kill_minus_9_writes_the_uninterrupted_rows(tiny_experiment
         got = rows(store, 1)
         assert store.run(1)["status"] == "completed"
         assert [e["kind"] for e in store.events(1)].count("resume") == 1
+    return got
+
+
+def test_resume_with_a_device_trace_and_a_deadline(tiny_experiment, tmp_path, capsys):
+    """ScaleCom on a ring (relayed through the access point): in the resumed part w1 is away
+    for a while and w2 computes 10000x slower for a while, past the deadline, so the ring forms
+    without them; the resumed rows equal the uninterrupted run's, who was left out included."""
+    path = tiny_experiment(name="edge", iterations=ITERATIONS, method="scalecom",
+                           compression='collective = "allreduce"\nratio = 0.05', workers=3,
+                           delivery="best_effort", loss=GE)
+    sets = [f"run.checkpoint_every={EVERY}", "run.flush_every=1", "run.eval_every=3", "run.threads=1"]
+    with Store(tmp_path / "probe.db") as probe_store:  # how long an iteration lasts without them
+        probe = Experiment(load_config(path, sets[1:] + ["run.iterations=2"]), probe_store)
+        probe_rows = probe_store.iterations(probe.run())
+    step = max(r["virtual_time_s"] - r0 for r, r0 in zip(probe_rows, [0.0, probe_rows[0]["virtual_time_s"]]))
+    fast = probe.step_flops / 20e9
+    deadline = fast + 2 * (step - fast)      # the ring of all three would end well before it
+    assert fast / 1e-4 > 2 * deadline        # w2 at 1/10000 of its speed misses it
+    trace = tmp_path / "devices.json"
+    trace.write_text(json.dumps({"nodes": {
+        "w1": {"available": [[0, 4.5 * step], [6.5 * step, None]]},
+        "w2": {"speed": [[0, 1.0], [7 * step, 1e-4], [9 * step, 1.0]]}}}))
+    sets += [f"run.deadline_s={deadline!r}", f"run.device_trace={trace}"]
+
+    with Store(tmp_path / "ref.db") as ref_store:
+        ref = rows(ref_store, Experiment(load_config(path, sets[1:] + ["run.checkpoint_every=0"]),
+                                         ref_store).run())
+    resumed = [r["left_out"] for r in ref["nodes"] if r["iteration"] >= EVERY]
+    assert "unavailable" in resumed and "deadline" in resumed   # both happen after the checkpoint
+    got = killed_and_resumed(path, sets, tmp_path, capsys)
     for table in ("iterations", "nodes", "links", "evals", "summary"):
         assert got[table] == ref[table], table
 

@@ -59,11 +59,6 @@ def test_one_iteration_runs(path, method, tmp_path):
         with pytest.raises(ExperimentError, match="has no server node"):
             _run_once(path, method, tmp_path)
         return
-    # A file that leaves workers out (deadline, device trace) refuses a ring all-reduce method.
-    if (cfg.run.deadline_s or cfg.run.device_trace) and natural != "ps":
-        with pytest.raises(ExperimentError, match="needs every worker"):
-            _run_once(path, method, tmp_path)
-        return
     rows = _run_once(path, method, tmp_path)
     assert len(rows) == 1 and rows[0]["bits_up"] > 0
 

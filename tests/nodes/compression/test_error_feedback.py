@@ -82,3 +82,38 @@ def test_what_a_worker_had_is_what_was_credited_plus_what_it_keeps(method, pool_
         assert torch.allclose(orig, agg + kept, atol=1e-5 * scale, rtol=0), method
         assert float((orig - kept).norm()) > 0  # something was sent: the test is not vacuous
         params = params - 0.05 * agg   # train on, so later gradients meet a non-empty memory
+
+
+COLLECTIVES = [(m, c) for m in WITH_MEMORY for c in build_scheme(
+    m, options(m), n_workers=W, shapes=[(64, 8)], payload_bytes=PAYLOAD).collectives]
+
+
+@pytest.mark.parametrize("method,collective", COLLECTIVES)
+def test_a_worker_left_out_keeps_all_it_had(method, collective, pool_and_shapes):
+    """Iterations 1 and 3 go without w3 (it is no member: off the ring, its message not
+    carried), as a deadline leaves it out; the orchestrator then calls keep_undelivered. What
+    w3 keeps is exactly what it had, while the members sent part of theirs."""
+    from nodes.compression.memory import keep_undelivered
+
+    model, pool, shapes = pool_and_shapes
+    s = build_scheme(method, {**options(method), "collective": collective}, n_workers=W,
+                     shapes=shapes, payload_bytes=PAYLOAD, seed=3)
+    had = {}
+    compensate = s.memory.compensate
+
+    def spy(worker, grad):
+        out = compensate(worker, grad)
+        had[worker] = out.clone()
+        return out
+
+    s.memory.compensate = spy
+    params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    for it in range(4):
+        grads, _ = pool.gradients(params)
+        out = it in (1, 3)
+        agg, _ = run_exchange(s, it, grads, members=[0, 1, 2] if out else None)
+        if out:
+            keep_undelivered(s, [3])
+            torch.testing.assert_close(s.memory.residuals[3], had[3], rtol=0, atol=0)
+        assert float((had[0] - s.memory.residuals[0]).norm()) > 0  # the members did send
+        params = params - 0.05 * agg

@@ -11,7 +11,7 @@ from nodes.compression import codec
 from nodes.compression.ideal import run_exchange
 from nodes.compression.lgc_autoencoder import GradientAutoencoder, n_params
 from nodes.compression.lgc_common import KIND_INDICES, KIND_LATENT, KIND_WEIGHTS, Schedule, by_kind
-from nodes.compression.phases import AllReduce, Broadcast, ServerCompute, WorkerCompute
+from nodes.compression.phases import AllReduce, Broadcast, Members, ServerCompute, WorkerCompute
 from nodes.compression.registry import build_scheme
 from nodes.compression.ring import ring_sum
 
@@ -178,6 +178,9 @@ def drive(sch, it, gs, record):
     try:
         while True:
             phase = gen.send(result)
+            if isinstance(phase, Members):  # every worker takes part (no traffic to record)
+                result = list(range(phase.n_workers))
+                continue
             record.append(phase)
             if isinstance(phase, AllReduce):
                 result = ring_sum([phase.buffers[w] for w in sorted(phase.buffers)], phase.dtype)
