@@ -24,15 +24,13 @@ with one transmit queue (its frames first-in first-out by ready time). The model
   retries (DATA + DIFS); receivers that missed them get ARQ's repairs as before.
 - The MAC's ACK replaces the link's own `ack_bytes` airtime on the cell.
 
-Both engines call `Cell` for the outcome of every attempt, so their bookkeeping is one code;
-they differ in how they find the attempts. The fast engine (`run_fast`) jumps from attempt to
-attempt: a station that draws counter b at boundary g transmits at boundary g + b whatever the
-others do, so a heap of those boundary numbers gives the next attempt without visiting the idle
-slots between. The SimPy engine (`sim_medium`) visits every boundary and counts down.
+The SimPy engine (`sim_medium`, the reference) visits every boundary and counts down, calling
+`Cell.attempt` for the outcome of every attempt. The fast engine (`channels/csma_fast.py`) jumps
+from attempt to attempt in a compiled loop that records the same attempt rows; `Cell.finish`
+turns either's rows into link and flow figures.
 """
 from __future__ import annotations
 
-import heapq
 import math
 import zlib
 from dataclasses import dataclass
@@ -234,11 +232,15 @@ class Cell:
         return True, [("retx", np.array([f.pkt]), np.array([f.bits]), np.array([end + q.rto_s]),
                        np.array([f.att + 1]), mask)]
 
-    def finish(self) -> None:
-        """Turn the attempt rows into link statistics and flow figures (vectorised)."""
-        if not self.rows:
+    def finish(self, cols=None) -> None:
+        """Turn the attempt rows into link statistics and flow figures (vectorised). `cols`: the
+        rows as columns (the fast engine's), else `self.rows`."""
+        if cols is None:
+            if not self.rows:
+                return
+            cols = list(zip(*self.rows))
+        elif not len(cols[0]):
             return
-        cols = list(zip(*self.rows))
         qi, k, pkt = (np.array(c, dtype=np.int64) for c in cols[:3])
         bits, start, end, air = (np.array(c, dtype=float) for c in cols[3:7])
         code, att, stage = (np.array(c, dtype=np.int64) for c in cols[7:])
@@ -277,157 +279,6 @@ class Cell:
                     flow.arrived[pkt[ok]] = True
                     flow.arrival_s[pkt[ok]] = arr
                     np.maximum.at(flow.last_s, pkt[sel], end[sel] + link.delay_s)
-
-
-class _Frames:
-    """The fast engine's view of one station's frames: its queues' data merged by ready time
-    (ties: queue order, then position) plus a heap of ARQ resends; the same order the SimPy
-    engine gets from the queues themselves."""
-
-    def __init__(self, qis: list, queues):
-        ready = np.concatenate([queues[i].ready for i in qis]) if qis else np.empty(0)
-        qn = np.concatenate([np.full(queues[i].n, i) for i in qis]) if qis else np.empty(0, np.int64)
-        pos = np.concatenate([np.arange(queues[i].n) for i in qis]) if qis else np.empty(0, np.int64)
-        o = np.lexsort((pos, qn, ready))
-        qn, pos = qn[o], pos[o]
-        self.ready, self.qn, self.pos = ready[o].tolist(), qn.tolist(), pos.tolist()
-        pick = lambda name, dt: (np.concatenate([getattr(queues[i], name) for i in qis])[o].astype(dt).tolist()
-                                 if qis else [])
-        self.pkt, self.bits, self.att = pick("pkt", np.int64), pick("bits", float), pick("att", np.int64)
-        self.n = len(self.ready)
-        self.i = 0
-        self.retx: list = []
-        self.seq = 0
-        self.queues = queues
-
-    def head_ready(self):
-        a = self.ready[self.i] if self.i < self.n else None
-        if not self.retx:
-            return a
-        b = self.retx[0][0]
-        return b if a is None or b < a else a
-
-    def take(self) -> Frame:
-        i = self.i
-        if self.retx and (i == self.n or (self.retx[0][0], self.retx[0][1]) < (self.ready[i], self.qn[i])):
-            ready, qi, _, pkt, bits, att, mask = heapq.heappop(self.retx)
-            return Frame(qi, pkt, bits, ready, att, mask)
-        self.i = i + 1
-        qi = self.qn[i]
-        q = self.queues[qi]
-        return Frame(qi, self.pkt[i], self.bits[i], self.ready[i], self.att[i],
-                     q.mask[self.pos[i]] if len(q.links) > 1 else None)
-
-    def add_retx(self, qi: int, item) -> None:
-        _, pkt, bits, ready, att, mask = item
-        heapq.heappush(self.retx, (float(ready[0]), qi, self.seq, int(pkt[0]), float(bits[0]), int(att[0]), mask[0]))
-        self.seq += 1
-
-
-def run_fast(medium, queues, stats: dict) -> None:
-    """The fast engine: from attempt to attempt by boundary numbers (see the module docstring).
-    A lone unicast attempt at a fixed rate (the common case) is handled inline; everything else
-    goes through `Cell.attempt`, as in the SimPy engine."""
-    prepare(queues)
-    cell = Cell(medium, queues, stats)
-    p = cell.p
-    slot, difs, sifs, phy = p.slot_s, p.difs_s, p.sifs_s, p.phy_header_s
-    limit = p.retry_limit
-    cwp1 = [p.cw(k) + 1 for k in range(limit + 2)]
-    draw = [b.next for b in cell.backoff_u]
-    inline = [not cell.multicast[i] and cell.fixed_rate[i] is not None for i in range(len(queues))]
-    ack_s = [phy + cell.ack_bits / r if r else 0.0 for r in cell.fixed_rate]
-    lost_of = [c[0].lost for c in cell.qcur]
-    rows = cell.rows
-    heappush, heappop = heapq.heappush, heapq.heappop
-    try:
-        frames = [_Frames([i for i, s in enumerate(cell.station_of) if s == sid], queues)
-                  for sid in range(len(cell.nodes))]
-        base, gbase = medium.free_at, 0     # the last busy period's end and its boundary number
-        attempts: list = []                 # heap of (boundary number, station)
-        joiners: list = []                  # heap of (earliest time to take a frame, station)
-        current: list = [None] * len(frames)
-        for sid, fr in enumerate(frames):
-            r = fr.head_ready()
-            if r is not None:
-                heappush(joiners, (r + difs, sid))
-        while attempts or joiners:
-            g = attempts[0][0] if attempts else None
-            while joiners:
-                x, sid = joiners[0]
-                gj = gbase + first_boundary(base, x, slot)
-                if g is not None and gj > g:
-                    break
-                heappop(joiners)
-                current[sid] = frames[sid].take()
-                heappush(attempts, (gj + int(draw[sid]() * cwp1[0]), sid))
-                g = attempts[0][0]
-            g, sid = heappop(attempts)
-            t = base + (g - gbase) * slot
-            f = current[sid]
-            qi = f.qi
-            if (not attempts or attempts[0][0] != g) and inline[qi]:
-                d = phy + f.bits / cell.fixed_rate[qi]
-                gbase = g + 1
-                if lost_of[qi](t):
-                    rows.append((qi, 0, f.pkt, f.bits, t, t + d, d, LOST, f.att, f.stage))
-                    base = t + (d + difs)   # as Cell.attempt: t + hold
-                    if f.stage < limit:
-                        f.stage += 1
-                        heappush(attempts, (gbase + int(draw[sid]() * cwp1[f.stage]), sid))
-                        continue
-                    done, follow = cell._failed(f, [0], t + d)
-                    for item in follow:
-                        frames[sid].add_retx(qi, item)
-                else:
-                    air = d + sifs + ack_s[qi]
-                    rows.append((qi, 0, f.pkt, f.bits, t, t + d, air, OK, f.att, f.stage))
-                    base = t + (air + difs)
-                fr = frames[sid]
-                current[sid] = None
-                r = fr.head_ready()
-                if r is not None:
-                    if r + difs <= base:     # takes its next frame at once (no joiners round trip)
-                        current[sid] = fr.take()
-                        heappush(attempts, (gbase + int(draw[sid]() * cwp1[0]), sid))
-                    else:
-                        heappush(joiners, (r + difs, sid))
-                continue
-            tx = [sid]
-            while attempts and attempts[0][0] == g:
-                tx.append(heappop(attempts)[1])
-            if len(tx) > 1:
-                tx.sort()
-                fs = [current[s] for s in tx]
-                if all(inline[x.qi] and x.stage < limit for x in fs):
-                    # a collision of unicast frames that may all be retried: inline too
-                    ds = [phy + x.bits / cell.fixed_rate[x.qi] for x in fs]
-                    for x, d in zip(fs, ds):
-                        rows.append((x.qi, 0, x.pkt, x.bits, t, t + d, d, COLLIDED, x.att, x.stage))
-                    base, gbase = t + (max(ds) + difs), g + 1
-                    for s, x in zip(tx, fs):
-                        x.stage += 1
-                        heappush(attempts, (gbase + int(draw[s]() * cwp1[x.stage]), s))
-                    continue
-            hold, outs = cell.attempt(t, [current[s] for s in tx])
-            base, gbase = t + hold, g + 1
-            for s, (done, follow) in zip(tx, outs):
-                fr = frames[s]
-                for item in follow:
-                    if item[0] != "retx":
-                        raise AssertionError("fast engine got a multi-hop queue")
-                    fr.add_retx(current[s].qi, item)
-                if not done:
-                    heappush(attempts, (gbase + int(draw[s]() * cwp1[current[s].stage]), s))
-                    continue
-                current[s] = None
-                r = fr.head_ready()
-                if r is not None:
-                    heappush(joiners, (r + difs, s))
-        medium.free_at = base
-    finally:
-        cell.close()
-    cell.finish()
 
 
 def sim_medium(engine, medium, queues, stats: dict):

@@ -1,9 +1,8 @@
 """The relay engine: multi-hop store-and-forward (relayed and routed unicast paths) without SimPy.
 
 It implements the semantics of channels/state.py exactly as the per-packet SimPy engine does
-(tests/channels/test_channels_relay.py holds them to identical reports), drop-tail relay queues
-included, but as a tight loop over plain Python deques and heaps instead of SimPy events and
-per-packet numpy calls:
+(tests/channels/test_channels_relay.py holds them to identical reports, float for float), drop-tail
+relay queues included, as one loop compiled with numba (`_drive`) over flat arrays:
 
 - Each medium steps itself: at its decision time it first takes in the arrivals due by then
   (drop-tail check against the relay queue as it stands), then sends the head of the first
@@ -14,10 +13,17 @@ per-packet numpy calls:
 - Several media advance in time order, conservatively: the medium that can act first runs as
   far as no other can reach it (the least chain of link delays from any other medium's next
   act), and no further than a retransmission a possible drop of its own packets could make
-  ready (`_Med.guards`).
+  ready (the medium's guards).
 - Loss outcomes are peeked per link (the k-th transmission's outcome does not depend on when it
-  starts, see LossProcess.indexed) and committed at the end; flows and link figures are
-  accounted with numpy once per transmitter.
+  starts, see LossProcess.indexed) and committed at the end; when a link runs out of peeked
+  outcomes the loop stops where it stands, more are peeked, and it resumes.
+- Flow and link figures are accumulated per transmission in the loop, in transmission order, so
+  even the summed airtime (`busy_s`) is the SimPy engine's float.
+
+State lives in arrays (`_State`): per transmitter a FIFO of new data (`main*`, fixed slots: a
+packet enters a hop's FIFO at most once) and a heap of retransmissions (`rq*`); per medium a
+heap of arrivals due at its relays (`aq*`) and of guards (`gq*`); heaps order by (time, sequence
+number), as the Python tuples did.
 
 What it does not cover, and `auto` leaves to SimPy (`unsupported` says which): fading links
 (outcomes and rates depend on the start time), trace links, a multicast transmitter in a
@@ -25,16 +31,50 @@ multi-hop call, and zero-delay hops (no lookahead between media).
 """
 from __future__ import annotations
 
-import heapq
-from collections import deque
+from collections import namedtuple
 
 import numpy as np
+from numba import njit
 
 from channels.errors import DeliveryError
 from channels.report import LinkStats
-from channels.state import Medium, TxQueue
 
 INF = float("inf")
+DONE, NEED_DRAWS, GAVE_UP = 0, 1, 2
+
+# Columns of the state's tables (`_State`).
+# X, per transmitter (ints): its medium, next hop's and previous hop's transmitter (-1: none),
+# link, flow, first hop?, reliable?, ARQ retry limit, relay queue capacity, packets on their way
+# to it, sequence number of the last arrival it took in, its slots' offset (FIFO and heap), the
+# FIFO's head and tail, the heap's size.
+MED, NXT, PREV, LINK, FLOW, FIRST, RELIABLE, LIMIT, CAP, INFLIGHT, DONE_SEQ, MOFF, MHEAD, MTAIL, RSIZE = range(15)
+# XF, per transmitter (floats): rate, ACK bits, retransmission timeout, delay, least time from
+# an act of the next hop's medium back to this one's.
+RATE, ACK, RTO, DELAY, NXT_BACK = range(5)
+# MI, per medium (ints): round robin position, its transmitters [TX0, TX1), arrival heap and
+# guard heap (offset, size; guards' capacity), touched by another medium's step.
+RR, TX0, TX1, AOFF, ASIZE, GOFF, GSIZE, GCAP, TOUCHED = range(9)
+# MF, per medium (floats): decision time, end of its last transmission (nan: none), next act.
+MT, LAST_END, NT = range(3)
+# DI, per link: peeked loss outcomes in `dout` (offset, count, used). LI: link figures (LF: busy s).
+DOFF, DLEN, DPOS = range(3)
+PACKETS, BYTES, LOST, RETX, ACKED = range(5)
+# FI, per flow: offset of its packets in FP / arrived, then its figures. FP: arrival, last.
+FOFF, SENT, FRETX, FBYTES, FLOST = range(5)
+ARRIVAL, LAST = range(2)
+# eng: sequence counter, medium being run (-1: none, -2: not started), link short of outcomes,
+# and what DeliveryError needs (transmitter, packet, attempt). engf: the bound of the medium
+# being run, the failed transmission's end.
+SEQ, CUR, NEED, ERR_TX, ERR_PKT, ERR_ATT = range(6)
+BOUND, ERR_END = range(2)
+
+# Heaps are rows of a float table F and an int table I, keyed by (F[., 0], I[., 0]) = (time,
+# sequence number): retransmissions RF (ready, bits) / RI (seq, packet, attempt) in each
+# transmitter's slots; arrivals due at a medium's relays AF (time, bits, upstream end) / AI
+# (seq, relay, packet, attempt); guards GF (time) / GI (seq, relay). New data waits in each
+# transmitter's FIFO MQF (ready, bits) / MQI (packet, attempt).
+_State = namedtuple("_State", ["X", "XF", "MQF", "MQI", "RF", "RI", "MI", "MF", "dist", "AF", "AI", "GF",
+                               "GI", "DI", "dout", "LI", "LF", "FI", "FP", "arrived", "eng", "engf"])
 
 
 def unsupported(media: dict) -> str | None:
@@ -57,309 +97,471 @@ def unsupported(media: dict) -> str | None:
     return None
 
 
-class _Draws:
-    """Peeked loss outcomes of one link, consumed in transmission order."""
-    __slots__ = ("loss", "out", "pos")
-
-    def __init__(self, loss, guess: int):
-        self.loss, self.pos = loss, 0
-        self.out = loss.peek(max(guess, 64)).tolist()
-
-    def more(self) -> None:
-        self.out = self.loss.peek(2 * len(self.out)).tolist()
+# ---------------------------------------------------------------- heaps keyed by (time, seq)
+@njit(cache=True)
+def _less(F, I, a, b):
+    return F[a, 0] < F[b, 0] or (F[a, 0] == F[b, 0] and I[a, 0] < I[b, 0])
 
 
-class _Tx:
-    """One transmitter (a flow's hop) in the engine's own lean form."""
-    __slots__ = ("q", "link", "flow", "med", "main", "retx", "nxt", "prev", "nxt_med", "nxt_arrivals",
-                 "nxt_back", "inflight", "done", "rate", "ack", "rto", "delay", "reliable", "limit",
-                 "cap", "draws", "log", "drops")
-
-    def __init__(self, q: TxQueue, draws: _Draws):
-        self.q, self.link, self.flow = q, q.links[0], q.flows[0]
-        self.main = deque(zip(q.ready.tolist(), q.pkt.tolist(), q.bits.tolist(), q.att.tolist()))
-        self.retx: list = []    # heap of (ready, seq, pkt, bits, attempt)
-        self.nxt = self.prev = self.med = self.nxt_med = self.nxt_arrivals = None
-        self.nxt_back = INF     # least time from an act of the next hop's medium back to ours
-        self.inflight = 0       # packets on their way to this relay queue
-        self.done = -1          # sequence number of the last arrival taken in (or dropped)
-        self.rate = self.link.spec.rate_bps * q.share
-        self.ack = q.ack_bits
-        self.rto, self.delay = q.rto_s, self.link.delay_s
-        self.reliable, self.limit, self.cap = q.reliable, q.retry_limit, q.queue_packets
-        self.draws = draws
-        self.log: list = []     # (pkt, attempt, end, lost, bits) per transmission
-        self.drops: list = []   # (pkt, arrival) of this hop's packets dropped at the next relay
+@njit(cache=True)
+def _swap(F, I, a, b):
+    for c in range(F.shape[1]):
+        F[a, c], F[b, c] = F[b, c], F[a, c]
+    for c in range(I.shape[1]):
+        I[a, c], I[b, c] = I[b, c], I[a, c]
 
 
-class _Med:
-    def __init__(self, medium: Medium, txs: list[_Tx], idx: int):
-        self.medium, self.txs, self.idx = medium, txs, idx
-        self.t = medium.free_at
-        self.rr = 0
-        self.arrivals: list = []    # heap of (time, seq, relay _Tx, pkt, bits, upstream end, attempt)
-        self.last_end = None
-        # (time, seq, relay): a packet this medium sent that the relay may drop, which would make
-        # its retransmission ready here at `time`; kept until the relay has taken it in.
-        self.guards: list = []
-
-    def next_time(self) -> float:
-        """The earliest instant this medium can act: an arrival due, or a decision."""
-        h = INF
-        for x in self.txs:
-            if x.main and x.main[0][0] < h:
-                h = x.main[0][0]
-            if x.retx and x.retx[0][0] < h:
-                h = x.retx[0][0]
-        d = max(self.t, h) if h < INF else INF
-        return min(d, self.arrivals[0][0]) if self.arrivals else d
+@njit(cache=True)
+def _sift_up(F, I, off, i):
+    """Restore the heap at off after its row i (the last) was written."""
+    while i > 0:
+        p = (i - 1) // 2
+        if not _less(F, I, off + i, off + p):
+            break
+        _swap(F, I, off + i, off + p)
+        i = p
 
 
-class _Engine:
-    def __init__(self, dist: list):
-        self.seq = 0
-        self.dist = dist            # dist[i][j]: least time for an act of medium i to reach j
-        self.touched: set = set()   # other media that received a packet or a retransmission
+@njit(cache=True)
+def _sift_down(F, I, off, i, n):
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and _less(F, I, off + c + 1, off + c):
+            c += 1
+        if not _less(F, I, off + c, off + i):
+            break
+        _swap(F, I, off + i, off + c)
+        i = c
 
-    def arrive(self, entry, me: _Med) -> float:
-        """A packet reaches relay queue R: queue it, or drop it (a loss on the hop before).
-        Returns the earliest time the consequence can reach `me` back (INF: none)."""
-        a, _, r, pkt, bits, end, att = entry
-        n = len(r.main)
-        if r.retx and n + len(r.retx) >= r.cap:
-            n += sum(1 for e in r.retx if e[0] <= a)
-        if n < r.cap:
-            r.main.append((a, pkt, bits, 0))
-            return INF
-        u = r.prev
-        u.drops.append((pkt, a))
-        if not u.reliable:
-            return INF
-        if att + 1 > u.limit:
-            raise DeliveryError(u.flow.src, u.flow.dst, pkt, att + 1, end)
-        ready = end + u.rto
-        heapq.heappush(u.retx, (ready, self.seq, pkt, bits, att + 1))
-        self.seq += 1
-        if u.med is not me:
-            self.touched.add(u.med)
-            return ready + self.dist[u.med.idx][me.idx]
-        return INF
 
-    def run(self, m: _Med, bound: float) -> None:
-        """Act on medium m at every instant before `bound` (lowered as m hands packets on).
+@njit(cache=True)
+def _heap_pop(F, I, off, n):
+    """Remove the top (already read) of the heap of n rows at off; returns n - 1."""
+    n -= 1
+    if n > 0:
+        _swap(F, I, off, off + n)
+        _sift_down(F, I, off, 0, n)
+    return n
 
-        The hot loop of the engine: plain locals, the common cases inline."""
-        txs, nq, arrivals = m.txs, len(m.txs), m.arrivals
-        t, rr, seq = m.t, m.rr, self.seq
-        push, pop = heapq.heappush, heapq.heappop
-        guards = m.guards
-        while guards and guards[0][2].done >= guards[0][1]:
-            pop(guards)
-        if guards and guards[0][0] < bound:
-            bound = guards[0][0]
-        try:
-            while True:
-                # Arrivals first: the medium may still be busy (t) past one that is due.
-                while arrivals and arrivals[0][0] <= t and arrivals[0][0] < bound:
-                    entry = pop(arrivals)
-                    r = entry[2]
-                    r.inflight -= 1
-                    r.done = entry[1]
-                    if len(r.main) + len(r.retx) < r.cap:      # room for sure: no drop
-                        r.main.append((entry[0], entry[3], entry[4], 0))
-                        continue
-                    self.seq = seq
-                    back = self.arrive(entry, m)
-                    seq = self.seq
-                    if back < bound:
-                        bound = back
-                if t >= bound:
+
+@njit(cache=True)
+def _push_guard(GF, GI, X, off, n, cap, time, seq, r):
+    """Guard (time, seq, relay r) onto a medium's heap of n; returns the new size. A full heap is
+    first cleared of guards whose packet r has taken in (the live ones fit: at most one per
+    packet on its way)."""
+    if n == cap:
+        k = 0
+        for i in range(n):
+            if X[GI[off + i, 1], DONE_SEQ] < GI[off + i, 0]:
+                GF[off + k, 0], GI[off + k, 0], GI[off + k, 1] = GF[off + i, 0], GI[off + i, 0], GI[off + i, 1]
+                k += 1
+        n = k
+        for i in range(n // 2 - 1, -1, -1):
+            _sift_down(GF, GI, off, i, n)
+    GF[off + n, 0], GI[off + n, 0], GI[off + n, 1] = time, seq, r
+    _sift_up(GF, GI, off, n)
+    return n + 1
+
+
+# ---------------------------------------------------------------- the engine
+@njit(cache=True)
+def _head(X, MQF, RF, x):
+    """The earliest ready time among transmitter x's pending packets (INF: none)."""
+    h = INF
+    if X[x, MTAIL] > X[x, MHEAD]:
+        h = MQF[X[x, MOFF] + X[x, MHEAD], 0]
+    if X[x, RSIZE] > 0 and RF[X[x, MOFF], 0] < h:
+        h = RF[X[x, MOFF], 0]
+    return h
+
+
+@njit(cache=True)
+def _next_time(X, MQF, RF, MI, MF, AF, m):
+    """The earliest instant medium m can act: an arrival due, or a decision."""
+    h = INF
+    for x in range(MI[m, TX0], MI[m, TX1]):
+        hx = _head(X, MQF, RF, x)
+        if hx < h:
+            h = hx
+    d = max(MF[m, MT], h) if h < INF else INF
+    if MI[m, ASIZE] > 0 and AF[MI[m, AOFF], 0] < d:
+        d = AF[MI[m, AOFF], 0]
+    return d
+
+
+@njit(cache=True)
+def _run(S, m, bound):
+    """Act on medium m at every instant before `bound` (lowered as m hands packets on).
+    Returns DONE, or NEED_DRAWS / GAVE_UP having saved where it stands (resumable)."""
+    X, XF, MQF, MQI, RF, RI, MI, MF = S.X, S.XF, S.MQF, S.MQI, S.RF, S.RI, S.MI, S.MF
+    dist, AF, AI, GF, GI, DI, dout = S.dist, S.AF, S.AI, S.GF, S.GI, S.DI, S.dout
+    LI, LF, FI, FP, arrived, eng, engf = S.LI, S.LF, S.FI, S.FP, S.arrived, S.eng, S.engf
+    t, rr = MF[m, MT], MI[m, RR]
+    t0, t1 = MI[m, TX0], MI[m, TX1]
+    nq = t1 - t0
+    goff, aoff = MI[m, GOFF], MI[m, AOFF]
+    while MI[m, GSIZE] > 0 and X[GI[goff, 1], DONE_SEQ] >= GI[goff, 0]:
+        MI[m, GSIZE] = _heap_pop(GF, GI, goff, MI[m, GSIZE])
+    if MI[m, GSIZE] > 0 and GF[goff, 0] < bound:
+        bound = GF[goff, 0]
+    seq = eng[SEQ]
+    status = DONE
+    pick_rr = rr
+    while True:
+        # Arrivals first: the medium may still be busy (t) past one that is due. Each reaches
+        # its relay queue: joins it, or is dropped (a loss on the hop before).
+        while MI[m, ASIZE] > 0 and AF[aoff, 0] <= t and AF[aoff, 0] < bound:
+            a, bits, end = AF[aoff, 0], AF[aoff, 1], AF[aoff, 2]
+            r, pkt, att = AI[aoff, 1], AI[aoff, 2], AI[aoff, 3]
+            X[r, DONE_SEQ] = AI[aoff, 0]
+            MI[m, ASIZE] = _heap_pop(AF, AI, aoff, MI[m, ASIZE])
+            X[r, INFLIGHT] -= 1
+            n = X[r, MTAIL] - X[r, MHEAD]
+            if n + X[r, RSIZE] >= X[r, CAP]:        # retransmissions count once ready by then
+                ro = X[r, MOFF]
+                for i in range(X[r, RSIZE]):
+                    if RF[ro + i, 0] <= a:
+                        n += 1
+            if n < X[r, CAP]:
+                k = X[r, MOFF] + X[r, MTAIL]
+                MQF[k, 0], MQF[k, 1], MQI[k, 0], MQI[k, 1] = a, bits, pkt, 0
+                X[r, MTAIL] += 1
+                continue
+            u = X[r, PREV]
+            LI[X[u, LINK], LOST] += 1
+            FI[X[u, FLOW], FLOST] += 1
+            if not X[u, RELIABLE]:
+                k = FI[X[u, FLOW], FOFF] + pkt
+                if a > FP[k, LAST]:
+                    FP[k, LAST] = a
+                continue
+            if att + 1 > X[u, LIMIT]:
+                eng[ERR_TX], eng[ERR_PKT], eng[ERR_ATT], engf[ERR_END] = u, pkt, att + 1, end
+                status = GAVE_UP
+                break
+            ready = end + XF[u, RTO]
+            k = X[u, MOFF] + X[u, RSIZE]
+            RF[k, 0], RF[k, 1], RI[k, 0], RI[k, 1], RI[k, 2] = ready, bits, seq, pkt, att + 1
+            _sift_up(RF, RI, X[u, MOFF], X[u, RSIZE])
+            X[u, RSIZE] += 1
+            seq += 1
+            um = X[u, MED]
+            if um != m:
+                MI[um, TOUCHED] = 1
+                if ready + dist[um, m] < bound:
+                    bound = ready + dist[um, m]
+        if status != DONE or t >= bound:
+            break
+        x = -1
+        for i in range(nq):
+            y = t0 + (rr + i) % nq
+            if (X[y, MTAIL] > X[y, MHEAD] and MQF[X[y, MOFF] + X[y, MHEAD], 0] <= t) or \
+                    (X[y, RSIZE] > 0 and RF[X[y, MOFF], 0] <= t):
+                x = y
+                pick_rr = (rr + i + 1) % nq
+                break
+        if x < 0:
+            h = INF
+            for y in range(t0, t1):
+                hy = _head(X, MQF, RF, y)
+                if hy < h:
+                    h = hy
+            nt = max(t, h) if h < INF else INF
+            if MI[m, ASIZE] > 0 and AF[aoff, 0] < nt:
+                nt = AF[aoff, 0]
+            if nt >= bound:
+                break
+            t = nt
+            continue
+        lk = X[x, LINK]
+        if DI[lk, DPOS] >= DI[lk, DLEN]:
+            eng[NEED] = lk
+            status = NEED_DRAWS
+            break
+        rr = pick_rr
+        xo = X[x, MOFF]
+        mo = xo + X[x, MHEAD]
+        if X[x, RSIZE] > 0 and (X[x, MTAIL] == X[x, MHEAD] or RF[xo, 0] <= MQF[mo, 0]):
+            bits, pkt, att = RF[xo, 1], RI[xo, 1], RI[xo, 2]
+            X[x, RSIZE] = _heap_pop(RF, RI, xo, X[x, RSIZE])
+        else:
+            bits, pkt, att = MQF[mo, 1], MQI[mo, 0], MQI[mo, 1]
+            X[x, MHEAD] += 1
+        lost = dout[DI[lk, DOFF] + DI[lk, DPOS]]
+        DI[lk, DPOS] += 1
+        # the transmission's figures, as state.record keeps them
+        air = (bits + XF[x, ACK]) / XF[x, RATE]
+        end = t + air
+        f = X[x, FLOW]
+        wire = np.int64(bits / 8.0)
+        LI[lk, PACKETS] += 1
+        LI[lk, BYTES] += wire
+        LF[lk] += air
+        if att > 0:
+            LI[lk, RETX] += 1
+        if lost:
+            LI[lk, LOST] += 1
+            FI[f, FLOST] += 1
+        elif XF[x, ACK] > 0:
+            LI[lk, ACKED] += 1
+        if X[x, FIRST]:
+            FI[f, SENT] += 1
+            FI[f, FBYTES] += wire
+            if att > 0:
+                FI[f, FRETX] += 1
+        k = FI[f, FOFF] + pkt
+        arr = end + XF[x, DELAY]
+        if X[x, NXT] < 0:
+            if not lost:
+                arrived[k] = True
+                FP[k, ARRIVAL] = arr
+            if arr > FP[k, LAST]:
+                FP[k, LAST] = arr
+        elif lost and not X[x, RELIABLE] and arr > FP[k, LAST]:
+            FP[k, LAST] = arr
+        MF[m, LAST_END] = end
+        t = end
+        if lost:
+            if X[x, RELIABLE]:
+                if att + 1 > X[x, LIMIT]:
+                    eng[ERR_TX], eng[ERR_PKT], eng[ERR_ATT], engf[ERR_END] = x, pkt, att + 1, end
+                    status = GAVE_UP
                     break
-                pick = None
-                for i in range(nq):
-                    x = txs[(rr + i) % nq]
-                    main, retx = x.main, x.retx
-                    if (main and main[0][0] <= t) or (retx and retx[0][0] <= t):
-                        pick, rr = x, (rr + i + 1) % nq
-                        break
-                if pick is None:
-                    h = INF
-                    for x in txs:
-                        if x.main and x.main[0][0] < h:
-                            h = x.main[0][0]
-                        if x.retx and x.retx[0][0] < h:
-                            h = x.retx[0][0]
-                    nt = max(t, h) if h < INF else INF
-                    if arrivals and arrivals[0][0] < nt:
-                        nt = arrivals[0][0]
-                    if nt >= bound:
-                        break
-                    t = nt
-                    continue
-                x = pick
-                if retx and (not main or retx[0][0] <= main[0][0]):
-                    _, _, pkt, bits, att = pop(retx)
-                else:
-                    _, pkt, bits, att = main.popleft()
-                end = t + (bits + x.ack) / x.rate
-                dr = x.draws
-                k = dr.pos
-                if k >= len(dr.out):
-                    dr.more()
-                lost = dr.out[k]
-                dr.pos = k + 1
-                x.log.append((pkt, att, end, lost, bits))
-                t = end
-                if lost:
-                    if x.reliable:
-                        if att + 1 > x.limit:
-                            raise DeliveryError(x.flow.src, x.flow.dst, pkt, att + 1, end)
-                        push(retx, (end + x.rto, seq, pkt, bits, att + 1))
-                        seq += 1
-                elif x.nxt is not None:
-                    a = end + x.delay
-                    r = x.nxt
-                    # Everything that could be waiting there when it arrives: queued, on its way,
-                    # or sent on but possibly dropped further on and handed back.
-                    room = r.cap - len(r.main) - len(r.retx) - r.inflight
-                    if r.nxt is not None:
-                        room -= r.nxt.inflight
-                    if room > 0 and not r.inflight:
-                        r.main.append((a, pkt, bits, 0))    # cannot be dropped: ready on arrival
-                    else:
-                        push(x.nxt_arrivals, (a, seq, r, pkt, bits, end, att))
-                        r.inflight += 1
-                        if x.nxt_med is not m:
-                            # may be dropped there and handed back: ready here again at end + rto
-                            push(guards, (end + x.rto, seq, r))
-                            if end + x.rto < bound:
-                                bound = end + x.rto
-                        seq += 1
-                    if x.nxt_med is not m:
-                        self.touched.add(x.nxt_med)
-                        if a + x.nxt_back < bound:
-                            bound = a + x.nxt_back
-        finally:
-            m.t, m.rr, self.seq = t, rr, seq
-            if m.txs and any(x.log for x in txs):
-                m.last_end = max(x.log[-1][2] for x in txs if x.log)
+                k = xo + X[x, RSIZE]
+                RF[k, 0], RF[k, 1], RI[k, 0], RI[k, 1], RI[k, 2] = end + XF[x, RTO], bits, seq, pkt, att + 1
+                _sift_up(RF, RI, xo, X[x, RSIZE])
+                X[x, RSIZE] += 1
+                seq += 1
+        elif X[x, NXT] >= 0:
+            a = end + XF[x, DELAY]
+            r = X[x, NXT]
+            rm = X[r, MED]
+            # Everything that could be waiting there when it arrives: queued, on its way, or
+            # sent on but possibly dropped further on and handed back.
+            room = X[r, CAP] - (X[r, MTAIL] - X[r, MHEAD]) - X[r, RSIZE] - X[r, INFLIGHT]
+            if X[r, NXT] >= 0:
+                room -= X[X[r, NXT], INFLIGHT]
+            if room > 0 and X[r, INFLIGHT] == 0:
+                k = X[r, MOFF] + X[r, MTAIL]    # cannot be dropped: ready on arrival
+                MQF[k, 0], MQF[k, 1], MQI[k, 0], MQI[k, 1] = a, bits, pkt, 0
+                X[r, MTAIL] += 1
+            else:
+                ao, n = MI[rm, AOFF], MI[rm, ASIZE]
+                AF[ao + n, 0], AF[ao + n, 1], AF[ao + n, 2] = a, bits, end
+                AI[ao + n, 0], AI[ao + n, 1], AI[ao + n, 2], AI[ao + n, 3] = seq, r, pkt, att
+                _sift_up(AF, AI, ao, n)
+                MI[rm, ASIZE] = n + 1
+                X[r, INFLIGHT] += 1
+                if rm != m:
+                    # may be dropped there and handed back: ready here again at end + rto
+                    MI[m, GSIZE] = _push_guard(GF, GI, X, goff, MI[m, GSIZE], MI[m, GCAP], end + XF[x, RTO], seq, r)
+                    if end + XF[x, RTO] < bound:
+                        bound = end + XF[x, RTO]
+                seq += 1
+            if rm != m:
+                MI[rm, TOUCHED] = 1
+                if a + XF[x, NXT_BACK] < bound:
+                    bound = a + XF[x, NXT_BACK]
+    MF[m, MT], MI[m, RR], eng[SEQ], engf[BOUND] = t, rr, seq, bound
+    return status
+
+
+@njit(cache=True)
+def _drive(S):
+    """Always advance the medium that can act first, as far as no other can reach it; resumes
+    the medium it stopped in (eng[CUR]) when it stopped for loss outcomes."""
+    X, MQF, RF, MI, MF, AF, dist, eng, engf = S.X, S.MQF, S.RF, S.MI, S.MF, S.AF, S.dist, S.eng, S.engf
+    nm = MF.shape[0]
+    if eng[CUR] == -2:
+        eng[CUR] = -1
+        for j in range(nm):
+            MF[j, NT] = _next_time(X, MQF, RF, MI, MF, AF, j)
+    while True:
+        i = eng[CUR]
+        if i < 0:
+            i = 0
+            for j in range(1, nm):
+                if MF[j, NT] < MF[i, NT]:
+                    i = j
+            if MF[i, NT] == INF:
+                return DONE
+            bound = INF
+            for j in range(nm):
+                if j != i and MF[j, NT] + dist[j, i] < bound:
+                    bound = MF[j, NT] + dist[j, i]
+            MI[:, TOUCHED] = 0
+            eng[CUR] = i
+        else:
+            bound = engf[BOUND]
+        status = _run(S, i, bound)
+        if status != DONE:
+            return status
+        eng[CUR] = -1
+        MI[i, TOUCHED] = 1
+        for j in range(nm):
+            if MI[j, TOUCHED]:
+                MF[j, NT] = _next_time(X, MQF, RF, MI, MF, AF, j)
 
 
 def run(media: dict, stats: dict) -> None:
     """Run one call's transmitters (as built by Network._run) to completion; fills `stats`."""
-    draws: dict = {}
-    by_queue: dict = {}
-    meds = []
-    for medium, queues in media.values():
-        txs = []
-        for q in queues:
-            link = q.links[0]
-            if id(link) not in draws:
-                draws[id(link)] = _Draws(link.loss, 2 * q.n)
-            x = _Tx(q, draws[id(link)])
-            by_queue[id(q)] = x
-            txs.append(x)
-        m = _Med(medium, txs, len(meds))
-        for x in txs:
-            x.med = m
-        meds.append(m)
-    for x in by_queue.values():
-        if x.q.next is not None:
-            x.nxt = by_queue[id(x.q.next)]
-            x.nxt.prev = x
-            x.nxt_med, x.nxt_arrivals = x.nxt.med, x.nxt.med.arrivals
-    dist = _lookahead(meds)
-    for x in by_queue.values():
-        if x.nxt is not None:
-            x.nxt_back = dist[x.nxt_med.idx][x.med.idx]
-    eng = _Engine(dist)
+    S, txs, links, flows, meds = _build(media, stats)
     try:
-        if len(meds) == 1:
-            eng.run(meds[0], INF)
-        else:
-            _run_in_time_order(eng, meds)
+        while True:
+            status = _drive(S)
+            if status == NEED_DRAWS:
+                S = _more_draws(S, links, int(S.eng[NEED]))
+            elif status == GAVE_UP:
+                q = txs[int(S.eng[ERR_TX])]
+                raise DeliveryError(q.flows[0].src, q.flows[0].dst, int(S.eng[ERR_PKT]), int(S.eng[ERR_ATT]),
+                                    float(S.engf[ERR_END]))
+            else:
+                break
     finally:
-        for d in draws.values():
-            if d.pos:
-                d.loss.skip(d.pos)
-        for m in meds:
-            if m.last_end is not None:
-                m.medium.free_at = m.last_end
-    for x in by_queue.values():
-        _account(x, stats)
+        for l, link in enumerate(links):
+            if S.DI[l, DPOS]:
+                link.loss.skip(int(S.DI[l, DPOS]))
+        for m, medium in enumerate(meds):
+            if not np.isnan(S.MF[m, LAST_END]):
+                medium.free_at = float(S.MF[m, LAST_END])
+    _account(S, txs, links, flows, stats)
 
 
-def _lookahead(meds: list[_Med]) -> list:
+def _build(media: dict, stats: dict):
+    """The call's transmitters, media, links and flows as the tables of a `_State`."""
+    meds, txs, txoff = [], [], [0]
+    for medium, queues in media.values():
+        meds.append(medium)
+        txs += queues
+        txoff.append(len(txs))
+    index = {id(q): i for i, q in enumerate(txs)}
+    links, lidx, flows, fidx = [], {}, [], {}
+    for q in txs:
+        if id(q.links[0]) not in lidx:
+            lidx[id(q.links[0])] = len(links)
+            links.append(q.links[0])
+        if id(q.flows[0]) not in fidx:
+            fidx[id(q.flows[0])] = len(flows)
+            flows.append(q.flows[0])
+    nx_, nm, nl, nf = len(txs), len(meds), len(links), len(flows)
+    X = np.zeros((nx_, 15), np.int64)
+    X[:, MED] = med = np.repeat(np.arange(nm), np.diff(txoff))
+    X[:, NXT] = nxt = np.array([index[id(q.next)] if q.next is not None else -1 for q in txs], dtype=np.int64)
+    X[:, PREV] = -1
+    X[nxt[nxt >= 0], PREV] = np.flatnonzero(nxt >= 0)
+    X[:, LINK] = lk = np.array([lidx[id(q.links[0])] for q in txs], dtype=np.int64)
+    X[:, FLOW] = [fidx[id(q.flows[0])] for q in txs]
+    X[:, FIRST] = [q.first_hop for q in txs]
+    X[:, RELIABLE] = [q.reliable for q in txs]
+    X[:, LIMIT] = [q.retry_limit for q in txs]
+    X[:, CAP] = [q.queue_packets for q in txs]
+    X[:, DONE_SEQ] = -1
+    # Slots per transmitter: a packet enters a hop's FIFO at most once and has at most one
+    # retransmission pending there.
+    slots = np.array([max(q.flows[0].arrived.size, q.n) for q in txs], dtype=np.int64)
+    X[:, MOFF] = np.concatenate(([0], np.cumsum(slots)))[:-1]
+    total = int(slots.sum())
+    MQF, MQI = np.empty((total, 2)), np.zeros((total, 2), np.int64)
+    for i, q in enumerate(txs):
+        if q.n:
+            s = slice(X[i, MOFF], X[i, MOFF] + q.n)
+            MQF[s, 0], MQF[s, 1], MQI[s, 0], MQI[s, 1] = q.ready, q.bits, q.pkt, q.att
+            X[i, MTAIL] = q.n
+    nxt_med = np.where(nxt >= 0, med[np.maximum(nxt, 0)], -1)
+    dist = _lookahead(nm, med, nxt, nxt_med, txs)
+    XF = np.empty((nx_, 5))
+    XF[:, RATE] = [q.links[0].spec.rate_bps * q.share for q in txs]
+    XF[:, ACK] = [q.ack_bits for q in txs]
+    XF[:, RTO] = [q.rto_s for q in txs]
+    XF[:, DELAY] = [q.links[0].delay_s for q in txs]
+    XF[:, NXT_BACK] = np.where(nxt >= 0, dist[np.maximum(nxt_med, 0), med], INF)
+    np.fill_diagonal(dist, INF)
+    MI = np.zeros((nm, 9), np.int64)
+    MI[:, TX0], MI[:, TX1] = txoff[:-1], txoff[1:]
+    # Arrivals due at a medium's relays: at most one per packet per hop feeding it. Guards: one
+    # per packet on its way to another medium's relay.
+    acap = np.bincount(nxt_med[nxt >= 0], weights=slots[nxt >= 0], minlength=nm).astype(np.int64)
+    far = (nxt >= 0) & (nxt_med != med)
+    MI[:, GCAP] = np.bincount(med[far], weights=slots[far], minlength=nm).astype(np.int64) + 1
+    MI[:, AOFF] = np.concatenate(([0], np.cumsum(acap)))[:-1]
+    MI[:, GOFF] = np.concatenate(([0], np.cumsum(MI[:, GCAP])))[:-1]
+    na, ng = int(acap.sum()), int(MI[:, GCAP].sum())
+    MF = np.empty((nm, 3))
+    MF[:, MT], MF[:, LAST_END] = [m.free_at for m in meds], np.nan
+    DI = np.zeros((nl, 3), np.int64)
+    DI[:, DLEN] = np.maximum(2 * np.bincount(lk, weights=slots, minlength=nl).astype(np.int64), 64)
+    DI[:, DOFF] = np.concatenate(([0], np.cumsum(DI[:, DLEN])))[:-1]
+    dout = np.concatenate([link.loss.peek(int(n)) for link, n in zip(links, DI[:, DLEN])]).astype(np.bool_)
+    # busy seconds go on from what the link carried before (earlier calls of a collective), one
+    # transmission at a time as the SimPy engine adds them
+    LF = np.array([stats[(l.u, l.v)].busy_s if (l.u, l.v) in stats else 0.0 for l in links])
+    FI = np.zeros((nf, 5), np.int64)
+    FI[:, FOFF] = np.concatenate(([0], np.cumsum([f.arrived.size for f in flows])))[:-1]
+    cat = lambda name: np.concatenate([getattr(f, name) for f in flows])
+    S = _State(X=X, XF=XF, MQF=MQF, MQI=MQI, RF=np.empty((total, 2)), RI=np.zeros((total, 3), np.int64),
+               MI=MI, MF=MF, dist=dist, AF=np.empty((na, 3)), AI=np.zeros((na, 4), np.int64),
+               GF=np.empty((ng, 1)), GI=np.zeros((ng, 2), np.int64), DI=DI, dout=dout,
+               LI=np.zeros((nl, 5), np.int64), LF=LF, FI=FI,
+               FP=np.stack([cat("arrival_s"), cat("last_s")], axis=1).astype(float),
+               arrived=cat("arrived").astype(np.bool_),
+               eng=np.array([0, -2, -1, -1, -1, -1], dtype=np.int64), engf=np.zeros(2))
+    return S, txs, links, flows, meds
+
+
+def _more_draws(S: _State, links: list, short: int) -> _State:
+    """Four times as many peeked outcomes for link `short` (peeked again from the committed position:
+    the same values, and more)."""
+    DI = S.DI.copy()
+    DI[short, DLEN] *= 4
+    DI[:, DOFF] = np.concatenate(([0], np.cumsum(DI[:, DLEN])))[:-1]
+    dout = np.concatenate([link.loss.peek(int(n)) for link, n in zip(links, DI[:, DLEN])]).astype(np.bool_)
+    return S._replace(DI=DI, dout=dout)
+
+
+def _lookahead(nm: int, med, nxt, nxt_med, txs) -> np.ndarray:
     """Least time from an act of medium i to an effect on medium j, over chains of hops (a packet
     sent on i arrives on j's relay a delay later). A drop at a relay only ever returns the packet
-    to the medium that sent it, which bounds itself for that when it sends (`_Engine.run`)."""
-    n = len(meds)
-    d = np.full((n, n), INF)
-    for m in meds:
-        for x in m.txs:
-            if x.nxt is not None and x.nxt_med is not m:
-                i, j = m.idx, x.nxt_med.idx
-                d[i, j] = min(d[i, j], x.delay)
-    for k in range(n):      # Floyd-Warshall; a call has tens of media at most
+    to the medium that sent it, which bounds itself for that when it sends (`_run`)."""
+    d = np.full((nm, nm), INF)
+    for x, q in enumerate(txs):
+        if nxt[x] >= 0 and nxt_med[x] != med[x]:
+            i, j = med[x], nxt_med[x]
+            d[i, j] = min(d[i, j], q.links[0].delay_s)
+    for k in range(nm):      # Floyd-Warshall; a call has tens of media at most
         d = np.minimum(d, d[:, k:k + 1] + d[k:k + 1, :])
-    return d.tolist()
+    return d
 
 
-def _run_in_time_order(eng: _Engine, meds: list[_Med]) -> None:
-    """Always advance the medium that can act first, as far as no other can reach it."""
-    dist = np.array(eng.dist)
-    np.fill_diagonal(dist, INF)
-    nt = np.array([m.next_time() for m in meds])
-    heap = [(nt[m.idx], m.idx) for m in meds]
-    heapq.heapify(heap)
-    while heap:
-        t, i = heapq.heappop(heap)
-        if t != nt[i]:
-            continue            # stale entry
-        if t == INF:
-            break
-        m = meds[i]
-        eng.touched.clear()
-        eng.run(m, float(np.min(nt + dist[:, i])))
-        for o in [m, *eng.touched]:
-            t2 = o.next_time()
-            if t2 != nt[o.idx] or o is m:
-                nt[o.idx] = t2
-                heapq.heappush(heap, (t2, o.idx))
-
-
-def _account(x: _Tx, stats: dict) -> None:
-    """What `state.record` does per transmission, for all of this transmitter's at once."""
-    if not x.log:
-        return
-    a = np.array(x.log, dtype=float)
-    pkt, att = a[:, 0].astype(np.int64), a[:, 1].astype(np.int64)
-    ends, lost, bits = a[:, 2], a[:, 3].astype(bool), a[:, 4]
-    air = (bits + x.ack) / x.rate      # the same division the loop did, element by element
-    wire = (bits / 8).astype(np.int64)
-    link, flow, q = x.link, x.flow, x.q
-    st = stats.setdefault((link.u, link.v), LinkStats())
-    st.packets += pkt.size
-    st.bytes += int(wire.sum())
-    st.lost += int(lost.sum()) + len(x.drops)
-    st.retransmitted += int((att > 0).sum())
-    st.busy_s += float(air.sum())
-    if q.ack_bits and link.v is not None:
-        rst = stats.setdefault((link.v, link.u), LinkStats())
-        rst.bytes += int((~lost).sum()) * q.ack_bits // 8
-    if q.first_hop:
-        flow.sent += pkt.size
-        flow.retrans += int((att > 0).sum())
-        flow.bytes += int(wire.sum())
-    flow.lost_any += int(lost.sum()) + len(x.drops)
-    arr = ends + link.delay_s
-    if q.next is None:
-        ok = ~lost
-        flow.arrived[pkt[ok]] = True
-        flow.arrival_s[pkt[ok]] = arr[ok]
-        np.maximum.at(flow.last_s, pkt, arr)
-    elif not q.reliable:
-        np.maximum.at(flow.last_s, pkt[lost], arr[lost])
-        if x.drops:
-            d = np.array(x.drops, dtype=float)
-            np.maximum.at(flow.last_s, d[:, 0].astype(np.int64), d[:, 1])
+def _account(S: _State, txs: list, links: list, flows: list, stats: dict) -> None:
+    """What the loop accumulated, into `stats` (entries as `state.record` makes them: every link
+    that carried a transmission, and its reverse where ARQ acknowledges) and the flows."""
+    used = S.LI[:, PACKETS] > 0
+    for x, q in enumerate(txs):
+        if not used[S.X[x, LINK]]:
+            continue
+        link = q.links[0]
+        stats.setdefault((link.u, link.v), LinkStats())
+        if q.ack_bits:
+            stats.setdefault((link.v, link.u), LinkStats())
+    for l, link in enumerate(links):
+        if not used[l]:
+            continue
+        st = stats[(link.u, link.v)]
+        st.packets += int(S.LI[l, PACKETS])
+        st.bytes += int(S.LI[l, BYTES])
+        st.lost += int(S.LI[l, LOST])
+        st.retransmitted += int(S.LI[l, RETX])
+        st.busy_s = float(S.LF[l])
+        if S.LI[l, ACKED]:
+            stats[(link.v, link.u)].bytes += int(S.LI[l, ACKED]) * link.spec.ack_bytes
+    for f, flow in enumerate(flows):
+        s = slice(S.FI[f, FOFF], S.FI[f, FOFF] + flow.arrived.size)
+        flow.arrived[:] = S.arrived[s]
+        flow.arrival_s[:] = S.FP[s, ARRIVAL]
+        flow.last_s[:] = S.FP[s, LAST]
+        flow.sent += int(S.FI[f, SENT])
+        flow.retrans += int(S.FI[f, FRETX])
+        flow.bytes += int(S.FI[f, FBYTES])
+        flow.lost_any += int(S.FI[f, FLOST])

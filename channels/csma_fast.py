@@ -1,0 +1,492 @@
+"""The fast engine on an 802.11 DCF cell: attempt to attempt, compiled with numba.
+
+Semantics are `channels/csma.py`'s (and its SimPy process is the reference the tests hold this to,
+float for float). A station that draws counter b at boundary g transmits at boundary g + b whatever
+the others do, so the loop (`_dcf`) jumps from one attempt boundary to the next without visiting
+the idle slots between: the next attempt is the least pending boundary number over the stations,
+and every station pending on it transmits (two or more: a collision).
+
+Everything random is drawn as `Cell` draws it, in the same order per stream: backoff counters from
+each station's stream (peeked here, committed with `take`), loss outcomes of index-based links
+peeked per link (committed with `skip`). The loop stops before an attempt whose inputs it lacks -
+more peeked values, room for its rows, or the rate and loss outcomes of a fading link (time-based:
+`Cell.rate` and the link's loss cursor give them at the attempt's start) - Python supplies them and
+the loop resumes from the same point. Attempt rows are those `Cell.attempt` records, so
+`Cell.finish` turns them into link and flow figures as for the SimPy engine.
+
+State (`_Dcf`) lives in tables with named columns: per station its frames merged by ready time
+(ties: queue order, then position, as the queues are served), a heap of ARQ resends keyed by
+(ready, queue, sequence), the frame in its hands and its pending boundary; per queue its rate, ACK
+airtime, delivery and links.
+"""
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from channels.csma import COLLIDED, LOST, OK, Cell, prepare
+from channels.errors import DeliveryError
+
+INF = float("inf")
+DONE, NEED_BACKOFF, NEED_OUTCOMES, NEED_ROWS, NEED_FADING, GAVE_UP = range(6)
+
+# ST, per station (ints): frames [FOFF, FOFF + FN) with the next at FNEXT; ARQ heap at ROFF of RSIZE
+# (sequence counter RSEQ); holds a frame?; the frame's queue, packet, attempt, stage; its pending
+# boundary (-1: none); backoff values in `bu` at BOFF (BLEN peeked, BPOS used).
+FOFF, FN, FNEXT, ROFF, RSIZE, RSEQ, HAS, CQ, CPKT, CATT, CSTAGE, GNEXT, BOFF, BLEN, BPOS = range(15)
+# STF, per station (floats): the frame's bits and ready time, when it may take its next frame
+# (INF: not waiting to).
+CBITS, CREADY, JOIN = range(3)
+# Q, per queue (ints): multicast?, reliable?, ARQ retry limit, links, time-based rate and loss?
+MULTI, RELIABLE, ARQ_LIMIT, NLINKS, FADING = range(5)
+# QF, per queue (floats): fixed rate (nan: fading), ACK airtime at it, retransmission timeout.
+RATE, ACK_S, RTO = range(3)
+# LC, per link of the cell (a loss cursor): no loss?, time-based?, outcomes in `lo` at DOFF (DLEN
+# peeked, DPOS used).
+NONE, TIMED, DOFF, DLEN, DPOS = range(5)
+# Rows as Cell.attempt records them: RWI (queue, link index, packet, outcome, ARQ attempt, MAC
+# stage), RWF (bits, start, data end, airtime).
+R_Q, R_K, R_PKT, R_CODE, R_ATT, R_STAGE = range(6)
+R_BITS, R_START, R_END, R_AIR = range(4)
+# eng: rows used, boundary number of the last busy period's end, what the loop lacks (a station or
+# link), the boundary Python answered for (fading), and what DeliveryError needs (queue, link
+# index, packet, attempt). engf: the last busy period's end, the failed attempt's end.
+NROWS, GBASE, NEED, ANSWERED, ERR_Q, ERR_K, ERR_PKT, ERR_ATT = range(8)
+BASE, ERR_END = range(2)
+# P (floats): slot, DIFS, SIFS, PHY header, ACK bits; cwp1[stage] = CW + 1; the MAC retry limit.
+SLOT, DIFS, SIFS, PHY, ACK_BITS = range(5)
+
+_Dcf = namedtuple("_Dcf", [
+    "ST", "STF", "CM", "FRF", "FRI", "QM", "QMOFF", "RHF", "RHI", "Q", "QF", "QL", "LC", "lo", "bu",
+    "P", "cwp1", "mac_limit", "RWI", "RWF", "FA", "FL", "eng", "engf"])
+# CM: the held frame's receivers still to reach (multicast; row per station). FRF (ready, bits) /
+# FRI (queue, position, packet, attempt): the stations' frames. QM: each multicast queue's masks
+# (rows from QMOFF[queue]). RHF (ready, bits) / RHI (key, queue, packet, attempt, mask...): ARQ
+# heaps. QL: each queue's links (LC rows). FA / FL: rates and loss outcomes Python answered.
+
+
+@njit(cache=True)
+def _first_boundary(base, x, slot):
+    """csma.first_boundary, compiled (the same float operations)."""
+    if x <= base:
+        return 0
+    j = int(math.ceil((x - base) / slot))
+    while j > 0 and base + (j - 1) * slot >= x:
+        j -= 1
+    while base + j * slot < x:
+        j += 1
+    return j
+
+
+@njit(cache=True)
+def _less(F, I, a, b):
+    return F[a, 0] < F[b, 0] or (F[a, 0] == F[b, 0] and I[a, 0] < I[b, 0])
+
+
+@njit(cache=True)
+def _swap(F, I, a, b):
+    for c in range(F.shape[1]):
+        F[a, c], F[b, c] = F[b, c], F[a, c]
+    for c in range(I.shape[1]):
+        I[a, c], I[b, c] = I[b, c], I[a, c]
+
+
+@njit(cache=True)
+def _head_ready(ST, FRF, RHF, s):
+    """When station s's next frame is ready (INF: it has none)."""
+    a = FRF[ST[s, FOFF] + ST[s, FNEXT], 0] if ST[s, FNEXT] < ST[s, FN] else INF
+    if ST[s, RSIZE] > 0 and RHF[ST[s, ROFF], 0] < a:
+        return RHF[ST[s, ROFF], 0]
+    return a
+
+
+@njit(cache=True)
+def _take(D, s):
+    """Station s takes its next frame (an ARQ resend first if it was ready before, or as early
+    and from an earlier queue) and draws its first counter; returns the counter."""
+    ST, STF, CM, FRF, FRI, RHF, RHI = D.ST, D.STF, D.CM, D.FRF, D.FRI, D.RHF, D.RHI
+    i, ro = ST[s, FNEXT], ST[s, ROFF]
+    k = ST[s, FOFF] + i
+    if ST[s, RSIZE] > 0 and (i == ST[s, FN] or RHF[ro, 0] < FRF[k, 0]
+                             or (RHF[ro, 0] == FRF[k, 0] and RHI[ro, 1] < FRI[k, 0])):
+        ST[s, CQ], ST[s, CPKT], ST[s, CATT] = RHI[ro, 1], RHI[ro, 2], RHI[ro, 3]
+        STF[s, CREADY], STF[s, CBITS] = RHF[ro, 0], RHF[ro, 1]
+        for c in range(CM.shape[1]):
+            CM[s, c] = RHI[ro, 4 + c]
+        n = ST[s, RSIZE] - 1
+        if n > 0:
+            _swap(RHF, RHI, ro, ro + n)
+            j = 0
+            while True:
+                c = 2 * j + 1
+                if c >= n:
+                    break
+                if c + 1 < n and _less(RHF, RHI, ro + c + 1, ro + c):
+                    c += 1
+                if not _less(RHF, RHI, ro + c, ro + j):
+                    break
+                _swap(RHF, RHI, ro + j, ro + c)
+                j = c
+        ST[s, RSIZE] = n
+    else:
+        q = FRI[k, 0]
+        ST[s, CQ], ST[s, CPKT], ST[s, CATT] = q, FRI[k, 2], FRI[k, 3]
+        STF[s, CREADY], STF[s, CBITS] = FRF[k, 0], FRF[k, 1]
+        if D.Q[q, MULTI]:
+            row = D.QMOFF[q] + FRI[k, 1]
+            for c in range(D.Q[q, NLINKS]):
+                CM[s, c] = D.QM[row, c]
+        ST[s, FNEXT] = i + 1
+    ST[s, HAS], ST[s, CSTAGE] = 1, 0
+    return _backoff(D, s, 0)
+
+
+@njit(cache=True)
+def _backoff(D, s, stage):
+    u = D.bu[D.ST[s, BOFF] + D.ST[s, BPOS]]
+    D.ST[s, BPOS] += 1
+    return np.int64(u * D.cwp1[stage])
+
+
+@njit(cache=True)
+def _row(D, q, k, pkt, bits, t, end, air, code, att, stage):
+    n = D.eng[NROWS]
+    D.RWI[n, R_Q], D.RWI[n, R_K], D.RWI[n, R_PKT], D.RWI[n, R_CODE] = q, k, pkt, code
+    D.RWI[n, R_ATT], D.RWI[n, R_STAGE] = att, stage
+    D.RWF[n, R_BITS], D.RWF[n, R_START], D.RWF[n, R_END], D.RWF[n, R_AIR] = bits, t, end, air
+    D.eng[NROWS] = n + 1
+
+
+@njit(cache=True)
+def _outcome(D, s, k):
+    """Loss outcome for the k-th link of station s's frame's queue (lost?)."""
+    lc = D.QL[D.ST[s, CQ], k]
+    if D.LC[lc, NONE]:
+        return False
+    if D.LC[lc, TIMED]:
+        return D.FL[s, k] != 0
+    v = D.lo[D.LC[lc, DOFF] + D.LC[lc, DPOS]]
+    D.LC[lc, DPOS] += 1
+    return v
+
+
+@njit(cache=True)
+def _failed(D, s, end, lost):
+    """Cell._failed: a failed attempt of station s's frame (`lost`: its links that failed). Retry
+    (stage + 1) while the MAC may, else ARQ resends it (reliable) or it is lost. Returns 1 when
+    the station is done with the frame, 0 when it retries, -1 when ARQ gives up."""
+    ST, STF, Q = D.ST, D.STF, D.Q
+    q = ST[s, CQ]
+    if not Q[q, MULTI] and ST[s, CSTAGE] < D.mac_limit:
+        ST[s, CSTAGE] += 1
+        return 0
+    if not Q[q, RELIABLE]:
+        return 1
+    if ST[s, CATT] + 1 > Q[q, ARQ_LIMIT]:
+        k = 0
+        while not lost[k]:
+            k += 1
+        D.eng[ERR_Q], D.eng[ERR_K], D.eng[ERR_PKT], D.eng[ERR_ATT] = q, k, ST[s, CPKT], ST[s, CATT] + 1
+        D.engf[ERR_END] = end
+        return -1
+    ro, n = ST[s, ROFF], ST[s, RSIZE]
+    D.RHF[ro + n, 0], D.RHF[ro + n, 1] = end + D.QF[q, RTO], STF[s, CBITS]
+    D.RHI[ro + n, 0] = (q << 40) | ST[s, RSEQ]
+    D.RHI[ro + n, 1], D.RHI[ro + n, 2], D.RHI[ro + n, 3] = q, ST[s, CPKT], ST[s, CATT] + 1
+    for c in range(D.CM.shape[1]):
+        D.RHI[ro + n, 4 + c] = lost[c] if c < Q[q, NLINKS] else 0
+    ST[s, RSEQ] += 1
+    j = n
+    while j > 0:
+        p = (j - 1) // 2
+        if not _less(D.RHF, D.RHI, ro + j, ro + p):
+            break
+        _swap(D.RHF, D.RHI, ro + j, ro + p)
+        j = p
+    ST[s, RSIZE] = n + 1
+    return 1
+
+
+@njit(cache=True)
+def _dcf(D):
+    """Run the cell until no station has a frame, or until it lacks an input (see the module
+    docstring); returns DONE or what it lacks (details in eng)."""
+    ST, STF, CM, Q, QF, P, eng, engf = D.ST, D.STF, D.CM, D.Q, D.QF, D.P, D.eng, D.engf
+    slot, difs, sifs, phy = P[SLOT], P[DIFS], P[SIFS], P[PHY]
+    ns = ST.shape[0]
+    kmax = CM.shape[1]
+    tx = np.empty(ns, np.int64)
+    datas = np.empty(ns)
+    lost = np.zeros(kmax, np.bool_)
+    while True:
+        base, gbase = engf[BASE], eng[GBASE]
+        hold = 0.0
+        g = -1
+        for s in range(ns):
+            if ST[s, GNEXT] >= 0 and (g < 0 or ST[s, GNEXT] < g):
+                g = ST[s, GNEXT]
+        # Stations whose next frame is ready take it, earliest first, while they can still
+        # take part before (or at) the next attempt.
+        while True:
+            js = -1
+            for s in range(ns):
+                if STF[s, JOIN] < INF and (js < 0 or STF[s, JOIN] < STF[js, JOIN]):
+                    js = s
+            if js < 0:
+                break
+            gj = gbase + _first_boundary(base, STF[js, JOIN], slot)
+            if g >= 0 and gj > g:
+                break
+            if ST[js, BPOS] >= ST[js, BLEN]:
+                eng[NEED] = js
+                return NEED_BACKOFF
+            STF[js, JOIN] = INF
+            ST[js, GNEXT] = gj + _take(D, js)
+            if g < 0 or ST[js, GNEXT] < g:
+                g = ST[js, GNEXT]
+        if g < 0:
+            return DONE
+        n = 0
+        for s in range(ns):
+            if ST[s, GNEXT] == g:
+                tx[n] = s
+                n += 1
+        # Everything this attempt will use, before it changes anything.
+        for i in range(n):
+            s = tx[i]
+            if ST[s, BPOS] >= ST[s, BLEN]:
+                eng[NEED] = s
+                return NEED_BACKOFF
+            if Q[ST[s, CQ], FADING] and eng[ANSWERED] != g:
+                return NEED_FADING
+        if n == 1:
+            s, q = tx[0], ST[tx[0], CQ]
+            for k in range(Q[q, NLINKS]):
+                lc = D.QL[q, k]
+                if (not Q[q, MULTI] or CM[s, k]) and not D.LC[lc, NONE] and not D.LC[lc, TIMED] \
+                        and D.LC[lc, DPOS] >= D.LC[lc, DLEN]:
+                    eng[NEED] = lc
+                    return NEED_OUTCOMES
+        if eng[NROWS] + n * kmax > D.RWI.shape[0]:
+            return NEED_ROWS
+        t = base + (g - gbase) * slot
+        for i in range(n):
+            s = tx[i]
+            q = ST[s, CQ]
+            r = D.FA[s] if Q[q, FADING] else QF[q, RATE]
+            datas[i] = phy + STF[s, CBITS] / r
+        if n > 1:
+            hold = datas[0]
+            for i in range(1, n):
+                if datas[i] > hold:
+                    hold = datas[i]
+            hold = hold + difs
+        for i in range(n):
+            s = tx[i]
+            q = ST[s, CQ]
+            d = datas[i]
+            pkt, bits, att, stage = ST[s, CPKT], STF[s, CBITS], ST[s, CATT], ST[s, CSTAGE]
+            for k in range(kmax):
+                lost[k] = False
+            if n > 1:
+                for k in range(Q[q, NLINKS]):
+                    if not Q[q, MULTI] or CM[s, k]:
+                        _row(D, q, k, pkt, bits, t, t + d, d, COLLIDED, att, stage)
+                        lost[k] = True
+                done = _failed(D, s, t + d, lost)
+            elif Q[q, MULTI]:
+                bad = False
+                for k in range(Q[q, NLINKS]):
+                    if CM[s, k]:
+                        lost[k] = _outcome(D, s, k)
+                        _row(D, q, k, pkt, bits, t, t + d, d, LOST if lost[k] else OK, att, 0)
+                        bad = bad or lost[k]
+                hold = d + difs
+                done = _failed(D, s, t + d, lost) if bad else 1
+            elif _outcome(D, s, 0):
+                _row(D, q, 0, pkt, bits, t, t + d, d, LOST, att, stage)
+                hold = d + difs
+                lost[0] = True
+                done = _failed(D, s, t + d, lost)
+            else:
+                r = D.FA[s] if Q[q, FADING] else QF[q, RATE]
+                air = d + sifs + (QF[q, ACK_S] if not Q[q, FADING] else phy + P[ACK_BITS] / r)
+                _row(D, q, 0, pkt, bits, t, t + d, air, OK, att, stage)
+                hold = air + difs
+                done = 1
+            if done < 0:
+                return GAVE_UP
+            tx[i] = s if done == 0 else -1 - s     # remember which retry
+        base, gbase = t + hold, g + 1
+        engf[BASE], eng[GBASE] = base, gbase
+        for i in range(n):
+            if tx[i] >= 0:
+                s = tx[i]
+                ST[s, GNEXT] = gbase + _backoff(D, s, ST[s, CSTAGE])
+                continue
+            s = -1 - tx[i]
+            ST[s, HAS], ST[s, GNEXT] = 0, -1
+            r = _head_ready(ST, D.FRF, D.RHF, s)
+            if r < INF:
+                if r + difs <= base:            # takes its next frame at once
+                    ST[s, GNEXT] = gbase + _take(D, s)
+                else:
+                    STF[s, JOIN] = r + difs
+
+
+def run(medium, queues, stats: dict) -> None:
+    """Run one call's queues on the CSMA cell `medium` to completion; fills `stats`."""
+    prepare(queues)
+    cell = Cell(medium, queues, stats)
+    try:
+        D = _build(cell)
+        while True:
+            status = _dcf(D)
+            if status == DONE:
+                break
+            if status == NEED_BACKOFF:
+                D = _more(D, "bu", "ST", BOFF, BLEN, BPOS, int(D.eng[NEED]),
+                          lambda s, n: cell._streams[s].peek(n))
+            elif status == NEED_OUTCOMES:
+                D = _more(D, "lo", "LC", DOFF, DLEN, DPOS, int(D.eng[NEED]),
+                          lambda l, n: cell._links[l].loss.peek(n))
+            elif status == NEED_ROWS:
+                D = D._replace(RWI=np.concatenate([D.RWI, np.zeros_like(D.RWI)]),
+                               RWF=np.concatenate([D.RWF, np.zeros_like(D.RWF)]))
+            elif status == NEED_FADING:
+                _answer_fading(cell, D)
+            else:
+                q = cell.queues[int(D.eng[ERR_Q])]
+                k = int(D.eng[ERR_K])
+                raise DeliveryError(q.flows[k].src, q.flows[k].dst, int(D.eng[ERR_PKT]), int(D.eng[ERR_ATT]),
+                                    float(D.engf[ERR_END]))
+        medium.free_at = float(D.engf[BASE])
+    finally:
+        if "D" in locals():
+            for s, name in enumerate(cell.nodes):
+                medium.csma_streams[name].take(int(D.ST[s, BPOS]))
+            for l, link in enumerate(cell._links):
+                if D.LC[l, DPOS]:
+                    link.loss.skip(int(D.LC[l, DPOS]))
+        cell.close()
+    n = int(D.eng[NROWS])
+    cell.finish((D.RWI[:n, R_Q], D.RWI[:n, R_K], D.RWI[:n, R_PKT], D.RWF[:n, R_BITS], D.RWF[:n, R_START],
+                 D.RWF[:n, R_END], D.RWF[:n, R_AIR], D.RWI[:n, R_CODE], D.RWI[:n, R_ATT], D.RWI[:n, R_STAGE]))
+
+
+def _answer_fading(cell: Cell, D: _Dcf) -> None:
+    """The rates (and, for a lone frame, loss outcomes of time-based links) of the attempt the
+    loop stopped before, drawn as Cell.attempt draws them at its start."""
+    ST, eng = D.ST, D.eng
+    pending = ST[:, GNEXT][ST[:, GNEXT] >= 0]
+    g = int(pending.min())
+    t = float(D.engf[BASE] + (g - eng[GBASE]) * D.P[SLOT])
+    tx = np.flatnonzero(ST[:, GNEXT] == g)
+    for s in tx:
+        q = int(ST[s, CQ])
+        if D.Q[q, FADING]:
+            D.FA[s] = cell.rate(q, t)
+        if tx.size == 1:
+            for k in range(int(D.Q[q, NLINKS])):
+                lc = int(D.QL[q, k])
+                if D.LC[lc, TIMED] and (not D.Q[q, MULTI] or D.CM[s, k]):
+                    D.FL[s, k] = cell.cursors[id(cell._links[lc])].lost(t)
+    eng[ANSWERED] = g
+
+
+def _more(D: _Dcf, values: str, table: str, off: int, count: int, used: int, short: int, peek) -> _Dcf:
+    """Four times as many peeked values for row `short` of `table` (peeked again from the
+    committed position: the same values, and more)."""
+    T = getattr(D, table).copy()
+    T[short, count] *= 4
+    T[:, off] = np.concatenate(([0], np.cumsum(T[:, count])))[:-1]
+    arr = np.concatenate([np.asarray(peek(i, int(n))) if n else np.zeros(0) for i, n in enumerate(T[:, count])])
+    return D._replace(**{table: T, values: arr.astype(getattr(D, values).dtype)})
+
+
+def _build(cell: Cell) -> _Dcf:
+    """The cell's stations, queues and links as the tables of a `_Dcf`."""
+    queues, p = cell.queues, cell.p
+    ns, nq = len(cell.nodes), len(queues)
+    kmax = max(len(q.links) for q in queues)
+    streams = cell.medium.csma_streams
+    cell._streams = [streams[n] for n in cell.nodes]
+    links, lidx = [], {}
+    for q in queues:
+        for link in q.links:
+            if id(link) not in lidx:
+                lidx[id(link)] = len(links)
+                links.append(link)
+    cell._links = links
+    Q = np.zeros((nq, 5), np.int64)
+    QF = np.zeros((nq, 3))
+    QL = np.full((nq, kmax), -1, np.int64)
+    for i, q in enumerate(queues):
+        Q[i] = (cell.multicast[i], q.reliable, q.retry_limit, len(q.links), q.fading)
+        r = cell.fixed_rate[i]
+        QF[i] = (r if r is not None else np.nan, p.phy_header_s + cell.ack_bits / r if r else 0.0, q.rto_s)
+        QL[i, :len(q.links)] = [lidx[id(l)] for l in q.links]
+    multi = [i for i in range(nq) if cell.multicast[i]]
+    QMOFF = np.zeros(nq, np.int64)
+    masks = [np.zeros((0, kmax), np.bool_)]
+    at = 0
+    for i in multi:
+        QMOFF[i] = at
+        m = np.zeros((queues[i].n, kmax), np.bool_)
+        m[:, :len(queues[i].links)] = queues[i].mask
+        masks.append(m)
+        at += queues[i].n
+    # each station's frames: its queues' data merged by ready time, ties by queue then position
+    ST = np.zeros((ns, 15), np.int64)
+    STF = np.zeros((ns, 3))
+    STF[:, JOIN] = INF
+    FRF, FRI = [], []
+    at = 0
+    for s in range(ns):
+        qis = [i for i, st in enumerate(cell.station_of) if st == s]
+        ready = np.concatenate([queues[i].ready for i in qis])
+        qn = np.concatenate([np.full(queues[i].n, i) for i in qis])
+        pos = np.concatenate([np.arange(queues[i].n) for i in qis])
+        o = np.lexsort((pos, qn, ready))
+        cols = lambda name: np.concatenate([getattr(queues[i], name) for i in qis])[o]
+        FRF.append(np.stack([ready[o], cols("bits")], axis=1))
+        FRI.append(np.stack([qn[o], pos[o], cols("pkt"), cols("att")], axis=1).astype(np.int64))
+        ST[s, FOFF], ST[s, FN], ST[s, ROFF] = at, o.size, at
+        at += o.size
+    ST[:, GNEXT] = -1
+    # a station's ARQ heap holds at most one resend per frame: the same slots as its frames
+    guess = [max(64, 2 * int(ST[s, FN])) for s in range(ns)]
+    ST[:, BLEN] = guess
+    ST[:, BOFF] = np.concatenate(([0], np.cumsum(guess)))[:-1]
+    bu = np.concatenate([cell._streams[s].peek(g) for s, g in enumerate(guess)])
+    LC = np.zeros((len(links), 5), np.int64)
+    outs = []
+    use = np.zeros(len(links), np.int64)
+    for i, q in enumerate(queues):
+        for l in QL[i, :len(q.links)]:
+            use[l] += q.n
+    for l, link in enumerate(links):
+        cur = cell.cursors[id(link)]
+        LC[l, NONE], LC[l, TIMED] = cur.none, not cur.none and cur.pre is None
+        LC[l, DLEN] = max(64, 2 * int(use[l])) if not (cur.none or cur.pre is None) else 0
+        outs.append(link.loss.peek(int(LC[l, DLEN])) if LC[l, DLEN] else np.zeros(0, np.bool_))
+    LC[:, DOFF] = np.concatenate(([0], np.cumsum(LC[:, DLEN])))[:-1]
+    rows = max(1024, 4 * at * kmax)
+    D = _Dcf(ST=ST, STF=STF, CM=np.zeros((ns, kmax), np.bool_),
+             FRF=np.concatenate(FRF), FRI=np.concatenate(FRI), QM=np.concatenate(masks), QMOFF=QMOFF,
+             RHF=np.zeros((at, 2)), RHI=np.zeros((at, 4 + kmax), np.int64), Q=Q, QF=QF, QL=QL, LC=LC,
+             lo=np.concatenate(outs).astype(np.bool_), bu=bu.astype(float),
+             P=np.array([p.slot_s, p.difs_s, p.sifs_s, p.phy_header_s, cell.ack_bits]),
+             cwp1=np.array([p.cw(k) + 1 for k in range(p.retry_limit + 2)], dtype=np.int64),
+             mac_limit=np.int64(p.retry_limit), RWI=np.zeros((rows, 6), np.int64), RWF=np.zeros((rows, 4)),
+             FA=np.zeros(ns), FL=np.zeros((ns, kmax), np.int8),
+             eng=np.array([0, 0, -1, -1, -1, -1, -1, -1], dtype=np.int64),
+             engf=np.array([cell.medium.free_at, 0.0]))
+    for s in range(ns):
+        r = _head_ready(ST, D.FRF, D.RHF, s)
+        if r < INF:
+            STF[s, JOIN] = r + p.difs_s
+    return D
