@@ -32,6 +32,10 @@ from channels.errors import DeliveryError
 
 INF = float("inf")
 DONE, NEED_BACKOFF, NEED_OUTCOMES, NEED_ROWS, NEED_FADING, GAVE_UP = range(6)
+# Values peeked before the loop starts: PEEK per frame (backoff counters per station, loss
+# outcomes per link), at least MIN_PEEK; room for ROWS attempt rows per frame and receiver, at
+# least MIN_ROWS. The loop asks for more when they run out (tests shrink these to make it ask).
+PEEK, MIN_PEEK, ROWS, MIN_ROWS = 2, 64, 4, 1024
 
 # ST, per station (ints): frames [FOFF, FOFF + FN) with the next at FNEXT; ARQ heap at ROFF of RSIZE
 # (sequence counter RSEQ); holds a frame?; the frame's queue, packet, attempt, stage; its pending
@@ -458,7 +462,7 @@ def _build(cell: Cell) -> _Dcf:
         at += o.size
     ST[:, GNEXT] = -1
     # a station's ARQ heap holds at most one resend per frame: the same slots as its frames
-    guess = [max(64, 2 * int(ST[s, FN])) for s in range(ns)]
+    guess = [max(MIN_PEEK, PEEK * int(ST[s, FN])) for s in range(ns)]
     ST[:, BLEN] = guess
     ST[:, BOFF] = np.concatenate(([0], np.cumsum(guess)))[:-1]
     bu = np.concatenate([cell._streams[s].peek(g) for s, g in enumerate(guess)])
@@ -471,10 +475,10 @@ def _build(cell: Cell) -> _Dcf:
     for l, link in enumerate(links):
         cur = cell.cursors[id(link)]
         LC[l, NONE], LC[l, TIMED] = cur.none, not cur.none and cur.pre is None
-        LC[l, DLEN] = max(64, 2 * int(use[l])) if not (cur.none or cur.pre is None) else 0
+        LC[l, DLEN] = max(MIN_PEEK, PEEK * int(use[l])) if not (cur.none or cur.pre is None) else 0
         outs.append(link.loss.peek(int(LC[l, DLEN])) if LC[l, DLEN] else np.zeros(0, np.bool_))
     LC[:, DOFF] = np.concatenate(([0], np.cumsum(LC[:, DLEN])))[:-1]
-    rows = max(1024, 4 * at * kmax)
+    rows = max(MIN_ROWS, ROWS * at * kmax)
     D = _Dcf(ST=ST, STF=STF, CM=np.zeros((ns, kmax), np.bool_),
              FRF=np.concatenate(FRF), FRI=np.concatenate(FRI), QM=np.concatenate(masks), QMOFF=QMOFF,
              RHF=np.zeros((at, 2)), RHI=np.zeros((at, 4 + kmax), np.int64), Q=Q, QF=QF, QL=QL, LC=LC,

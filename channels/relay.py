@@ -41,6 +41,9 @@ from channels.report import LinkStats
 
 INF = float("inf")
 DONE, NEED_DRAWS, GAVE_UP = 0, 1, 2
+# Loss outcomes peeked per link before the loop starts: PEEK per packet it will carry (at least
+# MIN_PEEK); the loop asks for more when they run out (tests shrink these to make it ask often).
+PEEK, MIN_PEEK = 2, 64
 
 # Columns of the state's tables (`_State`).
 # X, per transmitter (ints): its medium, next hop's and previous hop's transmitter (-1: none),
@@ -491,7 +494,7 @@ def _build(media: dict, stats: dict):
     MF = np.empty((nm, 3))
     MF[:, MT], MF[:, LAST_END] = [m.free_at for m in meds], np.nan
     DI = np.zeros((nl, 3), np.int64)
-    DI[:, DLEN] = np.maximum(2 * np.bincount(lk, weights=slots, minlength=nl).astype(np.int64), 64)
+    DI[:, DLEN] = np.maximum(PEEK * np.bincount(lk, weights=slots, minlength=nl).astype(np.int64), MIN_PEEK)
     DI[:, DOFF] = np.concatenate(([0], np.cumsum(DI[:, DLEN])))[:-1]
     dout = np.concatenate([link.loss.peek(int(n)) for link, n in zip(links, DI[:, DLEN])]).astype(np.bool_)
     # busy seconds go on from what the link carried before (earlier calls of a collective), one

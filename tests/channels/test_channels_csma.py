@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 
+from channels import csma_fast
 from channels.config import validate_network
 from channels.errors import ChannelConfigError, DeliveryError
 from channels.network import Network
 from channels.topology import build_topology
-from channels_helpers import make_net
+from channels_helpers import identical, make_net
 from testbed.commands.probe import load_probe_config, probe_report
 
 # 802.11a defaults, as [network.csma] documents them
@@ -136,18 +137,6 @@ def test_two_stations_backoff_trace_by_hand(engine):
     assert cell.csma_streams["w0"].pos == 5 and cell.csma_streams["w1"].pos == 5   # only used draws taken
 
 
-def _identical(a, b):
-    assert a.end_s == b.end_s and a.start_s == b.start_s
-    for fa, fb in zip(a.flows, b.flows, strict=True):
-        assert (fa.src, fa.dst) == (fb.src, fb.dst)
-        assert np.array_equal(fa.arrived, fb.arrived)
-        assert np.array_equal(fa.arrival_s, fb.arrival_s, equal_nan=True)
-        assert fa.completion_s == fb.completion_s
-        assert (fa.packets_sent, fa.packets_lost, fa.retransmissions, fa.bytes_on_wire) == \
-               (fb.packets_sent, fb.packets_lost, fb.retransmissions, fb.bytes_on_wire)
-    assert a.links == b.links       # every LinkStats field, busy_s included, exactly
-
-
 LOSSES = [
     {"model": "none"},
     {"model": "bernoulli", "p": 0.3},
@@ -173,7 +162,7 @@ def test_fast_and_simpy_engines_give_identical_reports(loss, delivery):
         t = net.transfer("w1", "server", [800] * 15, at=ag.end_s + 0.001)
         reps.append((g, b, ag, t))
     for x, y in zip(*reps):
-        _identical(x, y)
+        identical(x, y)
     g = reps[0][0]
     assert sum(s.collisions for s in g.links.values()) > 0
     if delivery == "reliable":
@@ -244,3 +233,32 @@ def test_multi_hop_through_a_csma_cell_runs_on_simpy():
                    rng=np.random.default_rng(0))
     with pytest.raises(ChannelConfigError, match="CSMA cell"):
         fast.transfer("w0", "w1", [1460] * 3, at=0.0)
+
+
+@pytest.mark.parametrize("delivery", ["reliable", "best_effort"])
+def test_many_stations_agree_while_the_fast_loop_resumes(monkeypatch, delivery):
+    # 20 stations contend (collisions of several frames at once), 30% loss, MAC retry limit 3 so
+    # that ARQ takes frames over, then the access point's group frames and an all-gather through
+    # it. The fast engine starts with one peeked value per stream and one row of room and stops
+    # for more each time it runs out; the reports must still be the SimPy engine's exactly.
+    for name, value in (("PEEK", 0), ("MIN_PEEK", 1), ("ROWS", 0), ("MIN_ROWS", 1)):
+        monkeypatch.setattr(csma_fast, name, value)
+    asked = []
+    more = csma_fast._more
+    monkeypatch.setattr(csma_fast, "_more", lambda *a: asked.append(a[1]) or more(*a))
+    rng = np.random.default_rng(20)
+    sends = {f"w{i}": [int(x) for x in rng.integers(1, 1461, size=rng.integers(1, 8))] for i in range(20)}
+    reps = []
+    for engine in ("fast", "simpy"):
+        net = make_net(workers=20, medium="shared", sharing="csma", engine=engine, seed=5, delivery=delivery,
+                       retry_limit=60, loss={"model": "bernoulli", "p": 0.3}, delay_ms=0.2)
+        net.csma = net.csma.__class__(retry_limit=3)
+        g = net.gather(sends, "server", at=0.0)
+        b = net.broadcast("server", list(sends), [1000] * 6, at=g.end_s)
+        ag = net.allgather({w: [300] * 2 for w in list(sends)[:6]}, at=b.end_s)
+        reps.append((g, b, ag))
+    for x, y in zip(*reps):
+        identical(x, y)
+    assert {"bu", "lo"} <= set(asked)
+    collided = [s.collisions for s in reps[0][0].links.values()]
+    assert sum(collided) > 20

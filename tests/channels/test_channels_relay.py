@@ -9,8 +9,9 @@ import pytest
 from channels.errors import ChannelConfigError
 from channels.link import LinkSpec
 from channels.loss import build_loss
+from channels import relay
 from channels.network import Network
-from channels_helpers import make_net
+from channels_helpers import identical, make_net
 from test_channels_engines import LOSSES, _same
 
 MS = 1e-3
@@ -100,7 +101,7 @@ def test_relay_engine_agrees_with_simpy(kind, medium):
                                medium=med, sharing=sharing or "tdma", engine=engine, seed=seed, **link)
             reps.append(_traffic(net, kind, np.random.default_rng(seed)))
         for a, b in zip(*reps):
-            _same(a, b)
+            identical(a, b)
 
 
 def test_relay_queue_drops_agree_under_bursty_loss():
@@ -112,7 +113,7 @@ def test_relay_queue_drops_agree_under_bursty_loss():
         for i in range(4):
             net.set_link("server", f"w{i}", one_way=True, bandwidth_mbps=2.0)
         reps.append(net.ring_allreduce([f"w{i}" for i in range(4)], 60_000, at=0.0))
-    _same(*reps)
+    identical(*reps)
     channel = reps[1].links[("server", "w1")].lost
     # queue drops are counted as losses on the hop into the relay: more than the channel alone
     assert reps[1].links[("w0", "server")].lost > 0 and channel > 0
@@ -136,3 +137,27 @@ def test_peeked_losses_are_the_ones_drawn(loss):
     a.skip(3000)
     assert np.array_equal(seen, b.draw(np.zeros(5000)))
     assert np.array_equal(a.draw(np.zeros(2000)), seen[3000:])
+
+
+def test_relay_engine_resumes_where_its_peeked_losses_ran_out(monkeypatch):
+    # The relay engine peeks each link's loss outcomes ahead and stops for more when a link runs
+    # out. With one outcome peeked at a time it stops and resumes at nearly every transmission of
+    # a lossy relayed ring whose small relay queues drop packets handed back across media; the
+    # reports must still be the SimPy engine's, float for float.
+    monkeypatch.setattr(relay, "PEEK", 0)
+    monkeypatch.setattr(relay, "MIN_PEEK", 1)
+    asked = []
+    more = relay._more_draws
+    monkeypatch.setattr(relay, "_more_draws", lambda *a: asked.append(1) or more(*a))
+    reps = []
+    for engine in ("fast", "simpy"):
+        net = make_net(workers=4, engine=engine, seed=9, queue_packets=2, retry_limit=200,
+                       loss={"model": "bernoulli", "p": 0.5})
+        for i in range(4):
+            net.set_link("server", f"w{i}", one_way=True, bandwidth_mbps=2.0)
+        ring = net.ring_allreduce([f"w{i}" for i in range(4)], 30_000, at=0.0)
+        reps.append([ring, net.transfer("w0", "w2", [1460] * 40, at=ring.end_s)])
+    for a, b in zip(*reps):
+        identical(a, b)
+    assert reps[1][0].links[("w0", "server")].lost > reps[1][0].links[("w0", "server")].packets / 3
+    assert len(asked) > 100
