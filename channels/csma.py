@@ -245,12 +245,14 @@ class Cell:
         bits, start, end, air = (np.array(c, dtype=float) for c in cols[3:7])
         code, att, stage = (np.array(c, dtype=np.int64) for c in cols[7:])
         wire = (bits / 8).astype(np.int64)
+        # rows grouped by (queue, link), each group in attempt order
+        kmax = max(len(q.links) for q in self.queues)
+        key = qi * kmax + k
+        order = np.argsort(key, kind="stable")
+        bounds = np.searchsorted(key[order], np.arange(len(self.queues) * kmax + 1))
         for i, q in enumerate(self.queues):
-            mine = qi == i
-            if not mine.any():
-                continue
             for kk, link in enumerate(q.links):
-                sel = np.flatnonzero(mine & (k == kk))
+                sel = order[bounds[i * kmax + kk]:bounds[i * kmax + kk + 1]]
                 if not sel.size:
                     continue
                 ok = sel[code[sel] == OK]

@@ -108,10 +108,11 @@ def _head_ready(ST, FRF, RHF, s):
 
 
 @njit(cache=True)
-def _take(D, s):
+def _take(ST, STF, CM, FRF, FRI, RHF, RHI, Q, QM, QMOFF, bu, cwp1, s):
     """Station s takes its next frame (an ARQ resend first if it was ready before, or as early
-    and from an earlier queue) and draws its first counter; returns the counter."""
-    ST, STF, CM, FRF, FRI, RHF, RHI = D.ST, D.STF, D.CM, D.FRF, D.FRI, D.RHF, D.RHI
+    and from an earlier queue) and draws its first counter; returns the counter. (The loop's
+    helpers take its arrays one by one: reading them from the state tuple in the loop would
+    count references at every access.)"""
     i, ro = ST[s, FNEXT], ST[s, ROFF]
     k = ST[s, FOFF] + i
     if ST[s, RSIZE] > 0 and (i == ST[s, FN] or RHF[ro, 0] < FRF[k, 0]
@@ -139,52 +140,51 @@ def _take(D, s):
         q = FRI[k, 0]
         ST[s, CQ], ST[s, CPKT], ST[s, CATT] = q, FRI[k, 2], FRI[k, 3]
         STF[s, CREADY], STF[s, CBITS] = FRF[k, 0], FRF[k, 1]
-        if D.Q[q, MULTI]:
-            row = D.QMOFF[q] + FRI[k, 1]
-            for c in range(D.Q[q, NLINKS]):
-                CM[s, c] = D.QM[row, c]
+        if Q[q, MULTI]:
+            row = QMOFF[q] + FRI[k, 1]
+            for c in range(Q[q, NLINKS]):
+                CM[s, c] = QM[row, c]
         ST[s, FNEXT] = i + 1
     ST[s, HAS], ST[s, CSTAGE] = 1, 0
-    return _backoff(D, s, 0)
+    return _backoff(ST, bu, cwp1, s, 0)
 
 
 @njit(cache=True)
-def _backoff(D, s, stage):
-    u = D.bu[D.ST[s, BOFF] + D.ST[s, BPOS]]
-    D.ST[s, BPOS] += 1
-    return np.int64(u * D.cwp1[stage])
+def _backoff(ST, bu, cwp1, s, stage):
+    u = bu[ST[s, BOFF] + ST[s, BPOS]]
+    ST[s, BPOS] += 1
+    return np.int64(u * cwp1[stage])
 
 
 @njit(cache=True)
-def _row(D, q, k, pkt, bits, t, end, air, code, att, stage):
-    n = D.eng[NROWS]
-    D.RWI[n, R_Q], D.RWI[n, R_K], D.RWI[n, R_PKT], D.RWI[n, R_CODE] = q, k, pkt, code
-    D.RWI[n, R_ATT], D.RWI[n, R_STAGE] = att, stage
-    D.RWF[n, R_BITS], D.RWF[n, R_START], D.RWF[n, R_END], D.RWF[n, R_AIR] = bits, t, end, air
-    D.eng[NROWS] = n + 1
+def _row(RWI, RWF, eng, q, k, pkt, bits, t, end, air, code, att, stage):
+    n = eng[NROWS]
+    RWI[n, R_Q], RWI[n, R_K], RWI[n, R_PKT], RWI[n, R_CODE] = q, k, pkt, code
+    RWI[n, R_ATT], RWI[n, R_STAGE] = att, stage
+    RWF[n, R_BITS], RWF[n, R_START], RWF[n, R_END], RWF[n, R_AIR] = bits, t, end, air
+    eng[NROWS] = n + 1
 
 
 @njit(cache=True)
-def _outcome(D, s, k):
+def _outcome(ST, QL, LC, FL, lo, s, k):
     """Loss outcome for the k-th link of station s's frame's queue (lost?)."""
-    lc = D.QL[D.ST[s, CQ], k]
-    if D.LC[lc, NONE]:
+    lc = QL[ST[s, CQ], k]
+    if LC[lc, NONE]:
         return False
-    if D.LC[lc, TIMED]:
-        return D.FL[s, k] != 0
-    v = D.lo[D.LC[lc, DOFF] + D.LC[lc, DPOS]]
-    D.LC[lc, DPOS] += 1
+    if LC[lc, TIMED]:
+        return FL[s, k] != 0
+    v = lo[LC[lc, DOFF] + LC[lc, DPOS]]
+    LC[lc, DPOS] += 1
     return v
 
 
 @njit(cache=True)
-def _failed(D, s, end, lost):
+def _failed(ST, STF, Q, QF, RHF, RHI, mac_limit, eng, engf, s, end, lost):
     """Cell._failed: a failed attempt of station s's frame (`lost`: its links that failed). Retry
     (stage + 1) while the MAC may, else ARQ resends it (reliable) or it is lost. Returns 1 when
     the station is done with the frame, 0 when it retries, -1 when ARQ gives up."""
-    ST, STF, Q = D.ST, D.STF, D.Q
     q = ST[s, CQ]
-    if not Q[q, MULTI] and ST[s, CSTAGE] < D.mac_limit:
+    if not Q[q, MULTI] and ST[s, CSTAGE] < mac_limit:
         ST[s, CSTAGE] += 1
         return 0
     if not Q[q, RELIABLE]:
@@ -193,22 +193,22 @@ def _failed(D, s, end, lost):
         k = 0
         while not lost[k]:
             k += 1
-        D.eng[ERR_Q], D.eng[ERR_K], D.eng[ERR_PKT], D.eng[ERR_ATT] = q, k, ST[s, CPKT], ST[s, CATT] + 1
-        D.engf[ERR_END] = end
+        eng[ERR_Q], eng[ERR_K], eng[ERR_PKT], eng[ERR_ATT] = q, k, ST[s, CPKT], ST[s, CATT] + 1
+        engf[ERR_END] = end
         return -1
     ro, n = ST[s, ROFF], ST[s, RSIZE]
-    D.RHF[ro + n, 0], D.RHF[ro + n, 1] = end + D.QF[q, RTO], STF[s, CBITS]
-    D.RHI[ro + n, 0] = (q << 40) | ST[s, RSEQ]
-    D.RHI[ro + n, 1], D.RHI[ro + n, 2], D.RHI[ro + n, 3] = q, ST[s, CPKT], ST[s, CATT] + 1
-    for c in range(D.CM.shape[1]):
-        D.RHI[ro + n, 4 + c] = lost[c] if c < Q[q, NLINKS] else 0
+    RHF[ro + n, 0], RHF[ro + n, 1] = end + QF[q, RTO], STF[s, CBITS]
+    RHI[ro + n, 0] = (q << 40) | ST[s, RSEQ]
+    RHI[ro + n, 1], RHI[ro + n, 2], RHI[ro + n, 3] = q, ST[s, CPKT], ST[s, CATT] + 1
+    for c in range(lost.size):
+        RHI[ro + n, 4 + c] = lost[c] if c < Q[q, NLINKS] else 0
     ST[s, RSEQ] += 1
     j = n
     while j > 0:
         p = (j - 1) // 2
-        if not _less(D.RHF, D.RHI, ro + j, ro + p):
+        if not _less(RHF, RHI, ro + j, ro + p):
             break
-        _swap(D.RHF, D.RHI, ro + j, ro + p)
+        _swap(RHF, RHI, ro + j, ro + p)
         j = p
     ST[s, RSIZE] = n + 1
     return 1
@@ -219,6 +219,8 @@ def _dcf(D):
     """Run the cell until no station has a frame, or until it lacks an input (see the module
     docstring); returns DONE or what it lacks (details in eng)."""
     ST, STF, CM, Q, QF, P, eng, engf = D.ST, D.STF, D.CM, D.Q, D.QF, D.P, D.eng, D.engf
+    FRF, FRI, RHF, RHI, QM, QMOFF, bu, cwp1 = D.FRF, D.FRI, D.RHF, D.RHI, D.QM, D.QMOFF, D.bu, D.cwp1
+    QL, LC, FL, FA, lo, RWI, RWF, mac_limit = D.QL, D.LC, D.FL, D.FA, D.lo, D.RWI, D.RWF, D.mac_limit
     slot, difs, sifs, phy = P[SLOT], P[DIFS], P[SIFS], P[PHY]
     ns = ST.shape[0]
     kmax = CM.shape[1]
@@ -248,7 +250,7 @@ def _dcf(D):
                 eng[NEED] = js
                 return NEED_BACKOFF
             STF[js, JOIN] = INF
-            ST[js, GNEXT] = gj + _take(D, js)
+            ST[js, GNEXT] = gj + _take(ST, STF, CM, FRF, FRI, RHF, RHI, Q, QM, QMOFF, bu, cwp1, js)
             if g < 0 or ST[js, GNEXT] < g:
                 g = ST[js, GNEXT]
         if g < 0:
@@ -269,18 +271,18 @@ def _dcf(D):
         if n == 1:
             s, q = tx[0], ST[tx[0], CQ]
             for k in range(Q[q, NLINKS]):
-                lc = D.QL[q, k]
-                if (not Q[q, MULTI] or CM[s, k]) and not D.LC[lc, NONE] and not D.LC[lc, TIMED] \
-                        and D.LC[lc, DPOS] >= D.LC[lc, DLEN]:
+                lc = QL[q, k]
+                if (not Q[q, MULTI] or CM[s, k]) and not LC[lc, NONE] and not LC[lc, TIMED] \
+                        and LC[lc, DPOS] >= LC[lc, DLEN]:
                     eng[NEED] = lc
                     return NEED_OUTCOMES
-        if eng[NROWS] + n * kmax > D.RWI.shape[0]:
+        if eng[NROWS] + n * kmax > RWI.shape[0]:
             return NEED_ROWS
         t = base + (g - gbase) * slot
         for i in range(n):
             s = tx[i]
             q = ST[s, CQ]
-            r = D.FA[s] if Q[q, FADING] else QF[q, RATE]
+            r = FA[s] if Q[q, FADING] else QF[q, RATE]
             datas[i] = phy + STF[s, CBITS] / r
         if n > 1:
             hold = datas[0]
@@ -298,27 +300,27 @@ def _dcf(D):
             if n > 1:
                 for k in range(Q[q, NLINKS]):
                     if not Q[q, MULTI] or CM[s, k]:
-                        _row(D, q, k, pkt, bits, t, t + d, d, COLLIDED, att, stage)
+                        _row(RWI, RWF, eng, q, k, pkt, bits, t, t + d, d, COLLIDED, att, stage)
                         lost[k] = True
-                done = _failed(D, s, t + d, lost)
+                done = _failed(ST, STF, Q, QF, RHF, RHI, mac_limit, eng, engf, s, t + d, lost)
             elif Q[q, MULTI]:
                 bad = False
                 for k in range(Q[q, NLINKS]):
                     if CM[s, k]:
-                        lost[k] = _outcome(D, s, k)
-                        _row(D, q, k, pkt, bits, t, t + d, d, LOST if lost[k] else OK, att, 0)
+                        lost[k] = _outcome(ST, QL, LC, FL, lo, s, k)
+                        _row(RWI, RWF, eng, q, k, pkt, bits, t, t + d, d, LOST if lost[k] else OK, att, 0)
                         bad = bad or lost[k]
                 hold = d + difs
-                done = _failed(D, s, t + d, lost) if bad else 1
-            elif _outcome(D, s, 0):
-                _row(D, q, 0, pkt, bits, t, t + d, d, LOST, att, stage)
+                done = _failed(ST, STF, Q, QF, RHF, RHI, mac_limit, eng, engf, s, t + d, lost) if bad else 1
+            elif _outcome(ST, QL, LC, FL, lo, s, 0):
+                _row(RWI, RWF, eng, q, 0, pkt, bits, t, t + d, d, LOST, att, stage)
                 hold = d + difs
                 lost[0] = True
-                done = _failed(D, s, t + d, lost)
+                done = _failed(ST, STF, Q, QF, RHF, RHI, mac_limit, eng, engf, s, t + d, lost)
             else:
-                r = D.FA[s] if Q[q, FADING] else QF[q, RATE]
+                r = FA[s] if Q[q, FADING] else QF[q, RATE]
                 air = d + sifs + (QF[q, ACK_S] if not Q[q, FADING] else phy + P[ACK_BITS] / r)
-                _row(D, q, 0, pkt, bits, t, t + d, air, OK, att, stage)
+                _row(RWI, RWF, eng, q, 0, pkt, bits, t, t + d, air, OK, att, stage)
                 hold = air + difs
                 done = 1
             if done < 0:
@@ -329,14 +331,14 @@ def _dcf(D):
         for i in range(n):
             if tx[i] >= 0:
                 s = tx[i]
-                ST[s, GNEXT] = gbase + _backoff(D, s, ST[s, CSTAGE])
+                ST[s, GNEXT] = gbase + _backoff(ST, bu, cwp1, s, ST[s, CSTAGE])
                 continue
             s = -1 - tx[i]
             ST[s, HAS], ST[s, GNEXT] = 0, -1
-            r = _head_ready(ST, D.FRF, D.RHF, s)
+            r = _head_ready(ST, FRF, RHF, s)
             if r < INF:
                 if r + difs <= base:            # takes its next frame at once
-                    ST[s, GNEXT] = gbase + _take(D, s)
+                    ST[s, GNEXT] = gbase + _take(ST, STF, CM, FRF, FRI, RHF, RHI, Q, QM, QMOFF, bu, cwp1, s)
                 else:
                     STF[s, JOIN] = r + difs
 

@@ -32,6 +32,9 @@ class NoLoss(LossProcess):
     def peek(self, n):
         return np.zeros(n, dtype=bool)
 
+    def skip(self, n):
+        pass
+
 
 class Bernoulli(LossProcess):
     def __init__(self, p: float, seed: int):
@@ -43,6 +46,9 @@ class Bernoulli(LossProcess):
 
     def peek(self, n):
         return self._u.peek(n) < self.p
+
+    def skip(self, n):
+        self._u.take(n)
 
     @property
     def mean_loss(self):

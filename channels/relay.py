@@ -95,7 +95,7 @@ def unsupported(media: dict) -> str | None:
                 return "a fading link"
             if link.delay_s <= 0:
                 return "a zero-delay link"
-            if q.n > 1 and np.any(np.diff(q.ready) < 0):
+            if q.n > 1 and q.ready[0] != q.ready[-1] and np.any(q.ready[1:] < q.ready[:-1]):
                 return "a source whose packets are not in ready order"
     return None
 
@@ -441,29 +441,27 @@ def _build(media: dict, stats: dict):
         txoff.append(len(txs))
     index = {id(q): i for i, q in enumerate(txs)}
     links, lidx, flows, fidx = [], {}, [], {}
-    for q in txs:
-        if id(q.links[0]) not in lidx:
-            lidx[id(q.links[0])] = len(links)
-            links.append(q.links[0])
-        if id(q.flows[0]) not in fidx:
-            fidx[id(q.flows[0])] = len(flows)
-            flows.append(q.flows[0])
+    xi, xf, slots = [], [], []
+    for m, (lo, hi) in enumerate(zip(txoff, txoff[1:])):
+        for q in txs[lo:hi]:
+            link, flow = q.links[0], q.flows[0]
+            if id(link) not in lidx:
+                lidx[id(link)] = len(links)
+                links.append(link)
+            if id(flow) not in fidx:
+                fidx[id(flow)] = len(flows)
+                flows.append(flow)
+            xi.append((m, index[id(q.next)] if q.next is not None else -1, -1, lidx[id(link)], fidx[id(flow)],
+                       q.first_hop, q.reliable, q.retry_limit, q.queue_packets, 0, -1, 0, 0, 0, 0))
+            xf.append((link.spec.rate_bps * q.share, q.ack_bits, q.rto_s, link.delay_s, INF))
+            # a packet enters a hop's FIFO at most once and has at most one retransmission
+            # pending there: slots for as many packets as the flow has
+            slots.append(max(flow.arrived.size, q.n))
     nx_, nm, nl, nf = len(txs), len(meds), len(links), len(flows)
-    X = np.zeros((nx_, 15), np.int64)
-    X[:, MED] = med = np.repeat(np.arange(nm), np.diff(txoff))
-    X[:, NXT] = nxt = np.array([index[id(q.next)] if q.next is not None else -1 for q in txs], dtype=np.int64)
-    X[:, PREV] = -1
+    X, XF = np.array(xi, dtype=np.int64), np.array(xf, dtype=float)
+    med, nxt, lk = X[:, MED], X[:, NXT], X[:, LINK]
     X[nxt[nxt >= 0], PREV] = np.flatnonzero(nxt >= 0)
-    X[:, LINK] = lk = np.array([lidx[id(q.links[0])] for q in txs], dtype=np.int64)
-    X[:, FLOW] = [fidx[id(q.flows[0])] for q in txs]
-    X[:, FIRST] = [q.first_hop for q in txs]
-    X[:, RELIABLE] = [q.reliable for q in txs]
-    X[:, LIMIT] = [q.retry_limit for q in txs]
-    X[:, CAP] = [q.queue_packets for q in txs]
-    X[:, DONE_SEQ] = -1
-    # Slots per transmitter: a packet enters a hop's FIFO at most once and has at most one
-    # retransmission pending there.
-    slots = np.array([max(q.flows[0].arrived.size, q.n) for q in txs], dtype=np.int64)
+    slots = np.array(slots, dtype=np.int64)
     X[:, MOFF] = np.concatenate(([0], np.cumsum(slots)))[:-1]
     total = int(slots.sum())
     MQF, MQI = np.empty((total, 2)), np.zeros((total, 2), np.int64)
@@ -473,12 +471,7 @@ def _build(media: dict, stats: dict):
             MQF[s, 0], MQF[s, 1], MQI[s, 0], MQI[s, 1] = q.ready, q.bits, q.pkt, q.att
             X[i, MTAIL] = q.n
     nxt_med = np.where(nxt >= 0, med[np.maximum(nxt, 0)], -1)
-    dist = _lookahead(nm, med, nxt, nxt_med, txs)
-    XF = np.empty((nx_, 5))
-    XF[:, RATE] = [q.links[0].spec.rate_bps * q.share for q in txs]
-    XF[:, ACK] = [q.ack_bits for q in txs]
-    XF[:, RTO] = [q.rto_s for q in txs]
-    XF[:, DELAY] = [q.links[0].delay_s for q in txs]
+    dist = _lookahead(nm, med, nxt_med, XF[:, DELAY])
     XF[:, NXT_BACK] = np.where(nxt >= 0, dist[np.maximum(nxt_med, 0), med], INF)
     np.fill_diagonal(dist, INF)
     MI = np.zeros((nm, 9), np.int64)
@@ -523,18 +516,25 @@ def _more_draws(S: _State, links: list, short: int) -> _State:
     return S._replace(DI=DI, dout=dout)
 
 
-def _lookahead(nm: int, med, nxt, nxt_med, txs) -> np.ndarray:
+def _lookahead(nm: int, med, nxt_med, delay) -> np.ndarray:
     """Least time from an act of medium i to an effect on medium j, over chains of hops (a packet
     sent on i arrives on j's relay a delay later). A drop at a relay only ever returns the packet
     to the medium that sent it, which bounds itself for that when it sends (`_run`)."""
     d = np.full((nm, nm), INF)
-    for x, q in enumerate(txs):
-        if nxt[x] >= 0 and nxt_med[x] != med[x]:
-            i, j = med[x], nxt_med[x]
-            d[i, j] = min(d[i, j], q.links[0].delay_s)
-    for k in range(nm):      # Floyd-Warshall; a call has tens of media at most
-        d = np.minimum(d, d[:, k:k + 1] + d[k:k + 1, :])
+    far = (nxt_med >= 0) & (nxt_med != med)
+    np.minimum.at(d, (med[far], nxt_med[far]), delay[far])
+    _floyd_warshall(d)
     return d
+
+
+@njit(cache=True)
+def _floyd_warshall(d):
+    n = d.shape[0]
+    for k in range(n):
+        for i in range(n):
+            for j in range(n):
+                if d[i, k] + d[k, j] < d[i, j]:
+                    d[i, j] = d[i, k] + d[k, j]
 
 
 def _account(S: _State, txs: list, links: list, flows: list, stats: dict) -> None:
