@@ -323,7 +323,7 @@ def sim_medium(engine, medium, queues, stats: dict):
             try:
                 hold, outs = cell.attempt(t, [current[s][0] for s in tx])
             except DeliveryError as e:
-                engine.error = e
+                engine._fail(e)
                 return
             base, j = t + hold, 0
             medium.free_at = base

@@ -24,6 +24,12 @@ class SimEngine:
         self.error: BaseException | None = None
         self.cells: list = []       # CSMA cells of this run, finished after it
 
+    def _fail(self, error: BaseException) -> None:
+        """Keep the first failure in virtual time: events already scheduled (arrivals at relays)
+        still run after it and may fail too."""
+        if self.error is None:
+            self.error = error
+
     def _wake(self, medium: Medium) -> None:
         ev = self.wake.get(id(medium))
         if ev is not None and not ev.triggered:
@@ -70,7 +76,7 @@ class SimEngine:
                 if q.reliable:
                     if att + 1 > q.retry_limit:
                         from channels.errors import DeliveryError
-                        self.error = DeliveryError(flow.src, flow.dst, pkt, att + 1, end)
+                        self._fail(DeliveryError(flow.src, flow.dst, pkt, att + 1, end))
                         return
                     q.insert(np.array([pkt]), np.array([bits]), np.array([end + q.rto_s]),
                              np.array([att + 1]), np.ones((1, 1), bool))
@@ -126,7 +132,7 @@ class SimEngine:
             try:
                 follow = record(q, pkt, bits, att, mask, np.array([start]), np.array([end]), air, stats)
             except Exception as e:  # surface DeliveryError from env.run()
-                self.error = e
+                self._fail(e)
                 return
             self._follow(q, follow, stats)
             t = end

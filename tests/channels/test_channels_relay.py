@@ -6,7 +6,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from channels.errors import ChannelConfigError
+from channels.errors import ChannelConfigError, DeliveryError
 from channels.link import LinkSpec
 from channels.loss import build_loss
 from channels import relay
@@ -161,3 +161,46 @@ def test_relay_engine_resumes_where_its_peeked_losses_ran_out(monkeypatch):
         identical(a, b)
     assert reps[1][0].links[("w0", "server")].lost > reps[1][0].links[("w0", "server")].packets / 3
     assert len(asked) > 100
+
+
+def _gives_up(engine, link, changes, packets):
+    net = make_net(workers=3, engine=engine, seed=1, **link)
+    for (u, v), change in changes.items():
+        net.set_link(u, v, one_way=True, **change)
+    with pytest.raises(DeliveryError) as e:
+        net.transfer("w0", "w1", [1460] * packets, at=0.0)
+    return e.value
+
+
+@pytest.mark.parametrize("cause", ["channel loss on the second hop", "drop-tail at the relay"])
+def test_relayed_delivery_gives_up_where_simpy_does(cause):
+    if cause.startswith("channel"):
+        # one packet; the first hop is clean, every transmission on server->w1 is lost: it is sent
+        # 1 + retry_limit times there, 1.2 ms each, the next ready rto = 2 x 5 + 1 ms after a loss
+        link, changes = dict(retry_limit=2), {("server", "w1"): dict(loss={"model": "bernoulli", "p": 1.0})}
+        packets = 1
+    else:
+        # 100 Mb/s in, 1 Mb/s out, room for one waiting packet, no resends: the third packet is
+        # dropped at the relay and its sender gives up at once
+        link = dict(retry_limit=0, queue_packets=1)
+        changes = {("w0", "server"): dict(bandwidth_mbps=100.0), ("server", "w1"): dict(bandwidth_mbps=1.0)}
+        packets = 20
+    fast, simpy = (_gives_up(engine, link, changes, packets) for engine in ("fast", "simpy"))
+    assert (fast.src, fast.dst, fast.packet, fast.attempts, fast.at_s) == \
+           (simpy.src, simpy.dst, simpy.packet, simpy.attempts, simpy.at_s)
+    if cause.startswith("channel"):
+        assert (fast.packet, fast.attempts) == (0, 3)
+        # it reaches the relay at 1.2 + 5 ms; tries end at 7.4, 7.4 + 11 + 1.2, 7.4 + 2 (11 + 1.2) ms
+        assert fast.at_s == pytest.approx((7.4 + 2 * 12.2) * MS)
+    else:
+        # packet 0 goes on at once, 1 waits, 2 (sent 0.24-0.36 ms, 0.12 ms a packet) finds it waiting
+        assert (fast.packet, fast.attempts) == (2, 1) and fast.at_s == pytest.approx(0.36 * MS)
+
+
+def test_a_ring_of_twelve_over_a_shared_cell_agrees_with_simpy():
+    # 12 workers, 24 transmitters taking turns on one cell, bursty loss, best effort: many flows
+    # interleaving on the relay loop's round robin
+    reps = [make_net(workers=12, medium="shared", engine=e, seed=12, delivery="best_effort", loss=LOSSES[2])
+            .ring_allreduce([f"w{i}" for i in range(12)], 90_000, at=0.25) for e in ("fast", "simpy")]
+    identical(*reps)
+    assert 0 < sum(s.lost for s in reps[0].links.values()) < sum(s.packets for s in reps[0].links.values())
