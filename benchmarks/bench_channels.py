@@ -163,15 +163,14 @@ def main(quick: bool = True) -> None:
             value = f"{r['packets_per_wall_s']:>12,.0f} {r['packets_per_cpu_s']:>12,.0f}"
         print(f"{r['case']:<72} {r['packets']:>9} {r['virtual_s']:>10.3f} {value}")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (wall figures fall as it rises)")
-    target = rows[1]["packets_per_wall_s"]
-    print(f"target >= 1,000,000 packets/s on the shared cell: {'met' if target >= 1e6 else 'NOT met'} "
-          f"({target:,.0f})")
-    multi = min(r["packets_per_wall_s"] for r in rows if r["case"].startswith("multi-hop"))
-    print(f"target >= 1,000,000 packets/s multi-hop: {'met' if multi >= 1e6 else 'NOT met'} "
-          f"(slowest multi-hop case {multi:,.0f})")
-    csma = next(r["packets_per_wall_s"] for r in rows if "(csma)" in r["case"])
-    print(f"target >= 1,000,000 packets/s on the 802.11 DCF cell: {'met' if csma >= 1e6 else 'NOT met'} "
-          f"({csma:,.0f})")
+    # Targets are judged per wall second; the CPU figure says what an idle machine would show.
+    for what, picked in (("on the shared cell", [rows[1]]),
+                         ("multi-hop", [r for r in rows if r["case"].startswith("multi-hop")]),
+                         ("on the 802.11 DCF cell", [r for r in rows if "(csma)" in r["case"]])):
+        slowest = min(picked, key=lambda r: r["packets_per_wall_s"])
+        wall = slowest["packets_per_wall_s"]
+        print(f"target >= 1,000,000 packets/s {what}: {'met' if wall >= 1e6 else 'NOT met'} "
+              f"(slowest case {wall:,.0f} per wall s, {slowest['packets_per_cpu_s']:,.0f} per CPU s)")
 
 
 if __name__ == "__main__":
