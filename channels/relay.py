@@ -20,10 +20,12 @@ relay queues included, as one loop compiled with numba (`_drive`) over flat arra
 - Flow and link figures are accumulated per transmission in the loop, in transmission order, so
   even the summed airtime (`busy_s`) is the SimPy engine's float.
 
-State lives in arrays (`_State`): per transmitter a FIFO of new data (`main*`, fixed slots: a
-packet enters a hop's FIFO at most once) and a heap of retransmissions (`rq*`); per medium a
-heap of arrivals due at its relays (`aq*`) and of guards (`gq*`); heaps order by (time, sequence
-number), as the Python tuples did.
+State lives in tables with named columns (`_State`): per transmitter a FIFO of new data (`MQ*`,
+fixed slots: a packet enters a hop's FIFO at most once) and a heap of retransmissions (`R*`); per
+medium a heap of arrivals due at its relays (`A*`) and of guards (`G*`); heaps order by (time,
+sequence number), as the Python tuples of the interpreted loop before it did. The loop reads the
+tables into locals once per medium step: numba counts references at every read of an array from
+a tuple, which in the hot loop cost more than the work.
 
 What it does not cover, and `auto` leaves to SimPy (`unsupported` says which): fading links
 (outcomes and rates depend on the start time), trace links, a multicast transmitter in a
