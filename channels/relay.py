@@ -425,12 +425,12 @@ def run(media: dict, stats: dict) -> None:
             else:
                 break
     finally:
-        for l, link in enumerate(links):
-            if S.DI[l, DPOS]:
-                link.loss.skip(int(S.DI[l, DPOS]))
-        for m, medium in enumerate(meds):
-            if not np.isnan(S.MF[m, LAST_END]):
-                medium.free_at = float(S.MF[m, LAST_END])
+        for link, used in zip(links, S.DI[:, DPOS].tolist()):
+            if used:
+                link.loss.skip(used)
+        for medium, end in zip(meds, S.MF[:, LAST_END].tolist()):
+            if end == end:          # not nan: it sent something
+                medium.free_at = end
     _account(S, txs, links, flows, stats)
 
 
@@ -542,31 +542,30 @@ def _floyd_warshall(d):
 def _account(S: _State, txs: list, links: list, flows: list, stats: dict) -> None:
     """What the loop accumulated, into `stats` (entries as `state.record` makes them: every link
     that carried a transmission, and its reverse where ARQ acknowledges) and the flows."""
-    used = S.LI[:, PACKETS] > 0
-    for x, q in enumerate(txs):
-        if not used[S.X[x, LINK]]:
-            continue
-        link = q.links[0]
-        stats.setdefault((link.u, link.v), LinkStats())
-        if q.ack_bits:
-            stats.setdefault((link.v, link.u), LinkStats())
-    for l, link in enumerate(links):
-        if not used[l]:
+    LI, LF = S.LI.tolist(), S.LF.tolist()       # Python numbers: cheaper to read one by one
+    for q, l in zip(txs, S.X[:, LINK].tolist()):
+        if LI[l][PACKETS]:
+            link = q.links[0]
+            stats.setdefault((link.u, link.v), LinkStats())
+            if q.ack_bits:
+                stats.setdefault((link.v, link.u), LinkStats())
+    for link, li, busy in zip(links, LI, LF):
+        if not li[PACKETS]:
             continue
         st = stats[(link.u, link.v)]
-        st.packets += int(S.LI[l, PACKETS])
-        st.bytes += int(S.LI[l, BYTES])
-        st.lost += int(S.LI[l, LOST])
-        st.retransmitted += int(S.LI[l, RETX])
-        st.busy_s = float(S.LF[l])
-        if S.LI[l, ACKED]:
-            stats[(link.v, link.u)].bytes += int(S.LI[l, ACKED]) * link.spec.ack_bytes
-    for f, flow in enumerate(flows):
-        s = slice(S.FI[f, FOFF], S.FI[f, FOFF] + flow.arrived.size)
+        st.packets += li[PACKETS]
+        st.bytes += li[BYTES]
+        st.lost += li[LOST]
+        st.retransmitted += li[RETX]
+        st.busy_s = busy
+        if li[ACKED]:
+            stats[(link.v, link.u)].bytes += li[ACKED] * link.spec.ack_bytes
+    for flow, fi in zip(flows, S.FI.tolist()):
+        s = slice(fi[FOFF], fi[FOFF] + flow.arrived.size)
         flow.arrived[:] = S.arrived[s]
         flow.arrival_s[:] = S.FP[s, ARRIVAL]
         flow.last_s[:] = S.FP[s, LAST]
-        flow.sent += int(S.FI[f, SENT])
-        flow.retrans += int(S.FI[f, FRETX])
-        flow.bytes += int(S.FI[f, FBYTES])
-        flow.lost_any += int(S.FI[f, FLOST])
+        flow.sent += fi[SENT]
+        flow.retrans += fi[FRETX]
+        flow.bytes += fi[FBYTES]
+        flow.lost_any += fi[FLOST]
