@@ -347,43 +347,42 @@ def run(medium, queues, stats: dict) -> None:
     """Run one call's queues on the CSMA cell `medium` to completion; fills `stats`."""
     prepare(queues)
     cell = Cell(medium, queues, stats)
+    D, streams, links = _build(cell)
     try:
-        D = _build(cell)
         while True:
             status = _dcf(D)
             if status == DONE:
                 break
             if status == NEED_BACKOFF:
                 D = _more(D, "bu", "ST", BOFF, BLEN, BPOS, int(D.eng[NEED]),
-                          lambda s, n: cell._streams[s].peek(n))
+                          lambda s, n: streams[s].peek(n))
             elif status == NEED_OUTCOMES:
                 D = _more(D, "lo", "LC", DOFF, DLEN, DPOS, int(D.eng[NEED]),
-                          lambda l, n: cell._links[l].loss.peek(n))
+                          lambda l, n: links[l].loss.peek(n))
             elif status == NEED_ROWS:
                 D = D._replace(RWI=np.concatenate([D.RWI, np.zeros_like(D.RWI)]),
                                RWF=np.concatenate([D.RWF, np.zeros_like(D.RWF)]))
             elif status == NEED_FADING:
-                _answer_fading(cell, D)
+                _answer_fading(cell, D, links)
             else:
                 q = cell.queues[int(D.eng[ERR_Q])]
                 k = int(D.eng[ERR_K])
                 raise DeliveryError(q.flows[k].src, q.flows[k].dst, int(D.eng[ERR_PKT]), int(D.eng[ERR_ATT]),
                                     float(D.engf[ERR_END]))
         medium.free_at = float(D.engf[BASE])
-    finally:
-        if "D" in locals():
-            for s, name in enumerate(cell.nodes):
-                medium.csma_streams[name].take(int(D.ST[s, BPOS]))
-            for l, link in enumerate(cell._links):
-                if D.LC[l, DPOS]:
-                    link.loss.skip(int(D.LC[l, DPOS]))
+    finally:       # commit what was used, even when delivery gave up
+        for stream, used in zip(streams, D.ST[:, BPOS].tolist()):
+            stream.take(used)
+        for link, used in zip(links, D.LC[:, DPOS].tolist()):
+            if used:
+                link.loss.skip(used)
         cell.close()
     n = int(D.eng[NROWS])
     cell.finish((D.RWI[:n, R_Q], D.RWI[:n, R_K], D.RWI[:n, R_PKT], D.RWF[:n, R_BITS], D.RWF[:n, R_START],
                  D.RWF[:n, R_END], D.RWF[:n, R_AIR], D.RWI[:n, R_CODE], D.RWI[:n, R_ATT], D.RWI[:n, R_STAGE]))
 
 
-def _answer_fading(cell: Cell, D: _Dcf) -> None:
+def _answer_fading(cell: Cell, D: _Dcf, links: list) -> None:
     """The rates (and, for a lone frame, loss outcomes of time-based links) of the attempt the
     loop stopped before, drawn as Cell.attempt draws them at its start."""
     ST, eng = D.ST, D.eng
@@ -399,7 +398,7 @@ def _answer_fading(cell: Cell, D: _Dcf) -> None:
             for k in range(int(D.Q[q, NLINKS])):
                 lc = int(D.QL[q, k])
                 if D.LC[lc, TIMED] and (not D.Q[q, MULTI] or D.CM[s, k]):
-                    D.FL[s, k] = cell.cursors[id(cell._links[lc])].lost(t)
+                    D.FL[s, k] = cell.cursors[id(links[lc])].lost(t)
     eng[ANSWERED] = g
 
 
@@ -413,20 +412,19 @@ def _more(D: _Dcf, values: str, table: str, off: int, count: int, used: int, sho
     return D._replace(**{table: T, values: arr.astype(getattr(D, values).dtype)})
 
 
-def _build(cell: Cell) -> _Dcf:
-    """The cell's stations, queues and links as the tables of a `_Dcf`."""
+def _build(cell: Cell) -> tuple[_Dcf, list, list]:
+    """The cell's stations, queues and links as the tables of a `_Dcf`; the stations' backoff
+    streams and the links (rows of LC), in table order."""
     queues, p = cell.queues, cell.p
     ns, nq = len(cell.nodes), len(queues)
     kmax = max(len(q.links) for q in queues)
-    streams = cell.medium.csma_streams
-    cell._streams = [streams[n] for n in cell.nodes]
+    streams = [cell.medium.csma_streams[n] for n in cell.nodes]
     links, lidx = [], {}
     for q in queues:
         for link in q.links:
             if id(link) not in lidx:
                 lidx[id(link)] = len(links)
                 links.append(link)
-    cell._links = links
     Q = np.zeros((nq, 5), np.int64)
     QF = np.zeros((nq, 3))
     QL = np.full((nq, kmax), -1, np.int64)
@@ -467,7 +465,7 @@ def _build(cell: Cell) -> _Dcf:
     guess = [max(MIN_PEEK, PEEK * int(ST[s, FN])) for s in range(ns)]
     ST[:, BLEN] = guess
     ST[:, BOFF] = np.concatenate(([0], np.cumsum(guess)))[:-1]
-    bu = np.concatenate([cell._streams[s].peek(g) for s, g in enumerate(guess)])
+    bu = np.concatenate([streams[s].peek(g) for s, g in enumerate(guess)])
     LC = np.zeros((len(links), 5), np.int64)
     outs = []
     use = np.zeros(len(links), np.int64)
@@ -495,4 +493,4 @@ def _build(cell: Cell) -> _Dcf:
         r = _head_ready(ST, D.FRF, D.RHF, s)
         if r < INF:
             STF[s, JOIN] = r + p.difs_s
-    return D
+    return D, streams, links
