@@ -69,9 +69,10 @@ FOFF, SENT, FRETX, FBYTES, FLOST = range(5)
 ARRIVAL, LAST = range(2)
 # eng: sequence counter, medium being run (-1: none, -2: not started), link short of outcomes,
 # and what DeliveryError needs (transmitter, packet, attempt). engf: the bound of the medium
-# being run, the failed transmission's end.
+# being run, the failed transmission's end, and when the give-up happens (INF: none yet): the
+# transmission's end for a channel loss, the arrival for a drop at a relay, as SimPy meets them.
 SEQ, CUR, NEED, ERR_TX, ERR_PKT, ERR_ATT = range(6)
-BOUND, ERR_END = range(2)
+BOUND, ERR_END, ERR_AT = range(3)
 
 # Heaps are rows of a float table F and an int table I, keyed by (F[., 0], I[., 0]) = (time,
 # sequence number): retransmissions RF (ready, bits) / RI (seq, packet, attempt) in each
@@ -199,7 +200,9 @@ def _next_time(X, MQF, RF, MI, MF, AF, m):
 @njit(cache=True)
 def _run(S, m, bound):
     """Act on medium m at every instant before `bound` (lowered as m hands packets on).
-    Returns DONE, or NEED_DRAWS / GAVE_UP having saved where it stands (resumable)."""
+    Returns DONE, or NEED_DRAWS having saved where it stands (resumable). A packet whose sender
+    gives up is noted (the earliest give-up so far, `_drive` raises it once nothing earlier can
+    happen) and goes no further."""
     X, XF, MQF, MQI, RF, RI, MI, MF = S.X, S.XF, S.MQF, S.MQI, S.RF, S.RI, S.MI, S.MF
     dist, AF, AI, GF, GI, DI, dout = S.dist, S.AF, S.AI, S.GF, S.GI, S.DI, S.dout
     LI, LF, FI, FP, arrived, eng, engf = S.LI, S.LF, S.FI, S.FP, S.arrived, S.eng, S.engf
@@ -243,9 +246,10 @@ def _run(S, m, bound):
                     FP[k, LAST] = a
                 continue
             if att + 1 > X[u, LIMIT]:
-                eng[ERR_TX], eng[ERR_PKT], eng[ERR_ATT], engf[ERR_END] = u, pkt, att + 1, end
-                status = GAVE_UP
-                break
+                if a < engf[ERR_AT]:
+                    eng[ERR_TX], eng[ERR_PKT], eng[ERR_ATT], engf[ERR_END], engf[ERR_AT] = u, pkt, att + 1, end, a
+                    bound = min(bound, a)
+                continue
             ready = end + XF[u, RTO]
             k = X[u, MOFF] + X[u, RSIZE]
             RF[k, 0], RF[k, 1], RI[k, 0], RI[k, 1], RI[k, 2] = ready, bits, seq, pkt, att + 1
@@ -331,9 +335,11 @@ def _run(S, m, bound):
         if lost:
             if X[x, RELIABLE]:
                 if att + 1 > X[x, LIMIT]:
-                    eng[ERR_TX], eng[ERR_PKT], eng[ERR_ATT], engf[ERR_END] = x, pkt, att + 1, end
-                    status = GAVE_UP
-                    break
+                    if end < engf[ERR_AT]:
+                        eng[ERR_TX], eng[ERR_PKT], eng[ERR_ATT], engf[ERR_END], engf[ERR_AT] = \
+                            x, pkt, att + 1, end, end
+                        bound = min(bound, end)
+                    continue
                 k = xo + X[x, RSIZE]
                 RF[k, 0], RF[k, 1], RI[k, 0], RI[k, 1], RI[k, 2] = end + XF[x, RTO], bits, seq, pkt, att + 1
                 _sift_up(RF, RI, xo, X[x, RSIZE])
@@ -390,9 +396,11 @@ def _drive(S):
             for j in range(1, nm):
                 if MF[j, NT] < MF[i, NT]:
                     i = j
+            if engf[ERR_AT] < INF and MF[i, NT] >= engf[ERR_AT]:
+                return GAVE_UP          # no medium can act before the earliest give-up
             if MF[i, NT] == INF:
                 return DONE
-            bound = INF
+            bound = engf[ERR_AT]        # nothing after a give-up matters
             for j in range(nm):
                 if j != i and MF[j, NT] + dist[j, i] < bound:
                     bound = MF[j, NT] + dist[j, i]
@@ -504,7 +512,7 @@ def _build(media: dict, stats: dict):
                LI=np.zeros((nl, 5), np.int64), LF=LF, FI=FI,
                FP=np.stack([cat("arrival_s"), cat("last_s")], axis=1).astype(float),
                arrived=cat("arrived").astype(np.bool_),
-               eng=np.array([0, -2, -1, -1, -1, -1], dtype=np.int64), engf=np.zeros(2))
+               eng=np.array([0, -2, -1, -1, -1, -1], dtype=np.int64), engf=np.array([0.0, 0.0, INF]))
     return S, txs, links, flows, meds
 
 
