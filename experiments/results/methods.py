@@ -59,11 +59,16 @@ def uses_warmup(label: str) -> bool:
     return label in ("dgc", "lgc_ablation", "lgc_ps", "lgc_rar")
 
 
-def ring_collective(label: str) -> str | None:
-    """The collective a method uses where there is no server: its natural one unless that is
-    "ps", else the first other one it declares; None when it only knows the server."""
+def collectives(label: str) -> tuple[str, ...]:
+    """The collectives a method declares, its natural one (the default) first."""
     from nodes.compression.registry import SCHEMES, load_all
 
     load_all()
-    others = [c for c in SCHEMES[options(label, 1, 1)["method"]].collectives if c != "ps"]
+    return tuple(SCHEMES[options(label, 1, 1)["method"]].collectives)
+
+
+def ring_collective(label: str) -> str | None:
+    """The collective a method uses where there is no server: its natural one unless that is
+    "ps", else the first other one it declares; None when it only knows the server."""
+    others = [c for c in collectives(label) if c != "ps"]
     return others[0] if others else None

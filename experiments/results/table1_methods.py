@@ -81,7 +81,8 @@ def rows_of(results, labels, iterations, topologies=("star", "ring")) -> list[di
                     and r.spec.tags["method"] == label]
             done = sorted((r for r in runs if r.status == "completed"), key=lambda r: r.spec.tags["seed"])
             row = {"topology": topology, "method": label, "iterations": iterations,
-                   "collective": (M.ring_collective(label) if topology == "ring" else None) or "ps",
+                   "collective": (M.ring_collective(label) if topology == "ring"
+                                  else M.collectives(label)[0]) or "ps",
                    "warmup": warmup, "ae_iters": ae, "seeds": " ".join(str(r.spec.tags["seed"]) for r in done)}
             if not done:
                 bad = runs[0] if runs else None
