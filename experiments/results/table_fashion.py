@@ -64,11 +64,13 @@ def options(label: str, warmup: int, ae_iters: int) -> dict:
     return table[label]
 
 
-def spec(label: str, seed: int, iterations: int) -> RunSpec:
+def spec(label: str, seed: int, iterations: int, extra: tuple[str, ...] = ()) -> RunSpec:
+    """`extra`: more `compression.KEY=VALUE` overrides on top of the method's own (--set)."""
     warmup, ae = stage_lengths(iterations)
     sets = [f"run.iterations={iterations}", f"run.seed={seed}", f"run.eval_every={iterations // 3}"]
     for key, value in options(label, warmup, ae).items():
         sets.append(f'compression.{key}="{value}"' if isinstance(value, str) else f"compression.{key}={value}")
+    sets += [f"compression.{kv}" for kv in extra]
     return RunSpec(f"fashion[{label},s{seed}]", BASE, sets, tags={"method": label, "seed": seed})
 
 
@@ -97,7 +99,7 @@ def _one(spec_: RunSpec, iterations: int, path: str) -> str:
     return f"{spec_.label}: {result.status}, acc {result.final_accuracy}, {result.wall_s:.0f} s"
 
 
-def run_missing(labels, seeds, iterations, jobs, runs: Path) -> None:
+def run_missing(labels, seeds, iterations, jobs, runs: Path, extra: tuple[str, ...] = ()) -> None:
     runs.mkdir(parents=True, exist_ok=True)
     todo = [(label, seed) for seed in seeds for label in labels  # seed-major: whole seeds first
             if not _finished(run_file(runs, label, seed), iterations)]
@@ -105,7 +107,7 @@ def run_missing(labels, seeds, iterations, jobs, runs: Path) -> None:
     if not todo:
         return
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-        futs = [pool.submit(_one, spec(label, seed, iterations), iterations,
+        futs = [pool.submit(_one, spec(label, seed, iterations, extra), iterations,
                             str(run_file(runs, label, seed))) for label, seed in todo]
         for fut in as_completed(futs):
             print(time.strftime("%H:%M:%S", time.gmtime()), fut.result(), flush=True)
@@ -155,6 +157,9 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--runs", default=str(RUNS), help="folder of the per-run JSON files")
     ap.add_argument("--out", default=str(DOCS_RESULTS), help="folder for the table's CSV/Markdown")
     ap.add_argument("--report", action="store_true", help="only tabulate the runs on disk")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a [compression] option on top of every method's own (repeatable), "
+                         "e.g. --set dense_below=3000; give such runs their own --runs folder")
     args = ap.parse_args(argv)
     labels = pick(args.methods, LABELS, "methods") if args.methods else DEFAULT_LABELS
     try:
@@ -163,7 +168,7 @@ def main(argv=None) -> list[dict]:
         raise SystemExit(f"--seeds {args.seeds!r}: must be comma-separated integers, e.g. 0,1,2") from None
     runs = Path(args.runs)
     if not args.report:
-        run_missing(labels, seeds, args.iterations, args.jobs, runs)
+        run_missing(labels, seeds, args.iterations, args.jobs, runs, tuple(args.set))
     rows = rows_of(labels, seeds, args.iterations, runs)
     warmup, ae = stage_lengths(args.iterations)
     notes = [

@@ -11,6 +11,8 @@ Per worker, every iteration:
   4. momentum factor masking: u and v are zeroed where sent (v keeps the f16 rounding error).
 The density follows DGC's exponential warm-up 25%, 6.25%, 1.5625%, 0.390625% over four equal
 stages of warmup_iterations, then `ratio` (never below ratio).
+Which coordinates compete is layers.py's: with `dense_below` small layers are sent whole every
+iteration and top-k runs over the others; `topk_scope = "layer"` gives each layer its own share.
 """
 from __future__ import annotations
 
@@ -18,10 +20,11 @@ import math
 
 import torch
 
+from nodes.compression.layers import OPTIONS as LAYER_OPTIONS, LayerSelection
 from nodes.compression.memory import MomentumMemory
 from nodes.compression.precision import on_wire, precision
 from nodes.compression.registry import register
-from nodes.compression.templates import SparseScheme, counter_generator, k_of
+from nodes.compression.templates import SparseScheme, counter_generator
 from schema import Field
 
 WARMUP_DENSITIES = (0.25, 0.0625, 0.015625, 0.00390625)
@@ -61,13 +64,14 @@ def sampled_topk(x: torch.Tensor, k: int, sample_fraction: float, gen: torch.Gen
           clip_norm=Field(10.0, float, min=0.0, help="global gradient-norm cap; 0 turns clipping off"),
           warmup_iterations=Field(100, int, min=0, help="iterations of the exponential sparsity warm-up"),
           sample_fraction=Field(0.01, float, min=1e-6, max=1.0, help="share of v sampled for the threshold"),
-          **precision(values="f32", downlink="f32"))
+          **LAYER_OPTIONS, **precision(values="f32", downlink="f32"))
 class DGC(SparseScheme):
     handles_momentum = True
 
     def __init__(self, *, ratio=0.001, momentum=0.9, clip_norm=10.0, warmup_iterations=100,
-                 sample_fraction=0.01, **kw):
+                 sample_fraction=0.01, dense_below=0, topk_scope="global", **kw):
         super().__init__(**kw)
+        self.layers = LayerSelection(self.shapes, int(dense_below), topk_scope)
         self.ratio, self.momentum = float(ratio), float(momentum)
         self.clip_norm, self.warmup_iterations = float(clip_norm), int(warmup_iterations)
         self.sample_fraction = float(sample_fraction)
@@ -88,6 +92,11 @@ class DGC(SparseScheme):
             return max(self.ratio, WARMUP_DENSITIES[stage])
         return self.ratio
 
+    def picker(self, worker: int, iteration: int, salt: int):
+        """The sampled top-k, its draws keyed by (seed, worker, iteration, salt)."""
+        gen = counter_generator(self.seed, worker, iteration, salt)
+        return lambda x, k: sampled_topk(x, k, self.sample_fraction, gen)
+
     def stage(self, iteration):
         return "warmup" if iteration < self.warmup_iterations else "sparse"
 
@@ -102,8 +111,7 @@ class DGC(SparseScheme):
 
     def select(self, worker, iteration, grad):
         v = self.memory.compensate(worker, self.clip(grad))
-        k = k_of(self.density(iteration), self.numel)
-        idx = sampled_topk(v, k, self.sample_fraction, counter_generator(self.seed, worker, iteration, 7))
+        idx = self.layers.select(v, self.density(iteration), self.picker(worker, iteration, 7))
         sent = on_wire(v[idx], self.values_dtype)
         # momentum factor masking: v keeps only the wire's rounding error where sent, u is zeroed
         self.memory.update_sparse(worker, v, idx, sent)

@@ -20,10 +20,10 @@ import torch
 
 from nodes.compression import codec
 from nodes.compression.base import Message, Scheme
-from nodes.compression.dgc import DGC, sampled_topk
+from nodes.compression.dgc import DGC
+from nodes.compression.layers import OPTIONS as LAYER_OPTIONS
 from nodes.compression.lgc_autoencoder import GradientAutoencoder, parse_channels
 from nodes.compression.precision import on_wire
-from nodes.compression.templates import counter_generator, k_of
 from schema import Field
 
 # Message kinds inside one LGC message (the codec's `kind` byte; the method byte says LGC)
@@ -109,11 +109,15 @@ class DGCState:
         idx = idx.to(v.device)
         self.dgc.memory.update_sparse(w, v, idx, values.to(v))
 
-    def topk(self, w: int, it: int, k: int, salt: int = 11) -> torch.Tensor:
-        """DGC's sampled top-k of v, sorted by index (neighbours stay neighbours for the AE)."""
-        v = self.dgc.v[w]
-        idx = sampled_topk(v, k, self.dgc.sample_fraction, counter_generator(self.dgc.seed, w, it, salt))
+    def topk(self, w: int, it: int, density: float, salt: int = 11) -> torch.Tensor:
+        """DGC's sampled top-k of v over the sparse layers (layers.py), sorted by index."""
+        idx = self.dgc.layers.topk(self.dgc.v[w], density, self.dgc.picker(w, it, salt))
         return torch.sort(idx).values
+
+    @property
+    def dense(self) -> torch.Tensor:
+        """The coordinates of the layers sent whole every iteration (dense_below)."""
+        return self.dgc.layers.dense
 
 
 class AETrainer:
@@ -336,11 +340,12 @@ COMMON_OPTIONS: dict[str, Field] = dict(
     index_coding=Field("ordered", str, choices=INDEX_CODINGS,
                         help="how the ordered positions travel: the list itself (log2 n bits each) "
                              "or sorted delta varints plus ranks (log2 k bits each)"),
+    **LAYER_OPTIONS,
 )
 
 # The options of the schedule, the DGC state and the leader: what the ablation keeps.
 PROTOCOL_OPTIONS = ("ratio", "momentum", "clip_norm", "sample_fraction", "warmup_iterations",
-                    "ae_iters", "leader")
+                    "ae_iters", "leader", *LAYER_OPTIONS)
 
 
 class LGCBase(Scheme):
@@ -354,7 +359,7 @@ class LGCBase(Scheme):
                  retrain_every=0, retrain_iters=5, ae_channels="16,16,16", ae_kernel=5,
                  latent_ratio=0.125, ae_lr=1e-3, ae_batch=16, ae_steps=25, ae_buffer=512,
                  ae_gflops=100.0, worker_gflops=10.0, latent_dtype="f16", leader=-1, order="sign",
-                 index_coding="ordered", coder="ae", **kw):
+                 index_coding="ordered", coder="ae", dense_below=0, topk_scope="global", **kw):
         super().__init__(**kw)
         self.order, self.index_coding, self.coder = order, index_coding, coder
         # the schema checked each option alone; what it cannot see is the number of workers
@@ -376,6 +381,7 @@ class LGCBase(Scheme):
         # warm-up is DGC itself, with its exponential sparsity warm-up over warmup_iterations
         self.dgc = DGC(ratio=self.density, momentum=momentum, clip_norm=clip_norm,
                        warmup_iterations=int(warmup_iterations), sample_fraction=sample_fraction,
+                       dense_below=dense_below, topk_scope=topk_scope,
                        n_workers=self.n_workers, shapes=self.shapes, payload_bytes=self.payload_bytes,
                        seed=self.seed, device=self.device)
         self.workers = DGCState(self.dgc)
@@ -409,10 +415,11 @@ class LGCBase(Scheme):
         return idx[order_of(values, self.order if self.coder == "ae" else "index")]
 
     def k_final(self) -> int:
-        return k_of(self.density, self.numel)
+        """Length of the value vector the AE codes: the sparse top-k (dense layers aside)."""
+        return self.dgc.layers.k(self.density)
 
     def k_at(self, iteration: int) -> int:
-        return k_of(self.dgc.density(iteration), self.numel)
+        return self.dgc.layers.k(self.dgc.density(iteration))
 
     def _seconds(self, flops: float, gflops: float) -> float:
         return flops / (gflops * 1e9)

@@ -7,7 +7,9 @@ Per iteration of the LGC stage (after warm-up and AE training, see lgc_common.Sc
   RMS s, encodes them with the shipped encoder and sends [positions I in that order, s, latent z
   (k * latent_ratio values), its innovation]; the permutation rides on the position list;
 - every worker (the leader too) sends its innovation: its ceil(innovation_ratio * k) largest
-  entries of v (positions, values in f16 by default) - what is its own, exactly;
+  entries of v (positions, values in f16 by default) - what is its own, exactly - and, with
+  `dense_below`, every coordinate of the small layers sent whole (layers.py; the leader's top-k
+  and the AE's value vector cover the other layers only);
 - the server decodes the common code, c = s * D(z) at I: the decoder was trained to map a
   leader's code to the *mean over nodes* of their values at the leader's positions, i.e. to what
   the nodes share. Node j is credited with g_j = c at I, overwritten by node j's innovation where
@@ -63,6 +65,20 @@ class LGCPS(LGCBase):
     def k_innovation(self, k: int) -> int:
         return 0 if self.innovation_ratio == 0 else min(k, int(math.ceil(self.innovation_ratio * k)))
 
+    def innovation_positions(self, v: torch.Tensor, ki: int) -> torch.Tensor:
+        """A node's own part: its ki largest entries of v over the sparse layers, and every
+        coordinate of the layers sent whole (dense_below), which are nobody else's."""
+        sparse = self.dgc.layers.sparse.to(v.device) if self.workers.dense.numel() else None
+        if not ki:
+            inn = torch.zeros(0, dtype=torch.long, device=v.device)
+        elif sparse is None:
+            inn = topk_indices(v, ki)
+        else:
+            inn = sparse[topk_indices(v[sparse], ki)]
+        if sparse is None:
+            return inn
+        return torch.sort(torch.cat([inn, self.workers.dense.to(v.device)])).values
+
     def uses_coder(self) -> bool:
         return self.coder == "ae"
 
@@ -109,7 +125,9 @@ class LGCPS(LGCBase):
         both in the AE's order of that node's values."""
         mean = sum(d.values for d in decoded) / len(decoded)
         for d in decoded:
-            idx = torch.nonzero(d.mask).reshape(-1)
+            sent = d.mask.clone()
+            sent[self.workers.dense] = False   # the AE codes the sparse top-k only
+            idx = torch.nonzero(sent).reshape(-1)
             if idx.numel() != k:  # part of this node's message was lost
                 continue
             idx = idx[order_of(d.values[idx], self.order)]
@@ -120,7 +138,7 @@ class LGCPS(LGCBase):
     def _leader_parts(self, it, v) -> list[Message]:
         """The common part: positions (in the AE's order) + latent, or (coder none) f16 values."""
         n, k = self.numel, self.k_final()
-        idx = self.workers.topk(self.leader_of(it), it, k)
+        idx = self.workers.topk(self.leader_of(it), it, self.density)
         if not self.uses_coder():
             return [sparse_message(idx.cpu(), v[idx].cpu(), n, payload_bytes=self.payload_bytes,
                                    method=self.name, iteration=it, kind=KIND_COMMON, dtype="f16")]
@@ -167,7 +185,7 @@ class LGCPS(LGCBase):
         L = self.leader_of(it)
         msgs, own = {}, {}
         for w, v in enumerate(vs):
-            inn = topk_indices(v, ki) if ki else torch.zeros(0, dtype=torch.long, device=v.device)
+            inn = self.innovation_positions(v, ki)
             own[w] = sparse_message(inn.cpu(), v[inn].cpu(), n, payload_bytes=self.payload_bytes,
                                     method=self.name, iteration=it, kind=KIND_INNOVATION,
                                     dtype=self.innovation_dtype)

@@ -20,6 +20,8 @@ Warm-up and AE training run the same shared-position exchange with the values th
 ring (f32). AE training needs no extra traffic: after the all-reduce every node holds the mean
 values at I, and node w0 trains the AE on mean/s (charged as compute of FLOPs / ae_gflops). At the
 end of AE training w0 broadcasts the whole AE (every node decodes), counted once.
+With `dense_below`, the small layers' values ride the ring whole after the top-k part (after
+the latent in the LGC stage, in latent_dtype), credited as they travel.
 With `coder = "none"` the LGC stage sends every node's values at I in f16 on the ring instead of
 latents (ScaleCom's exchange): the ablation of LGC-RAR.
 """
@@ -57,35 +59,42 @@ class LGCRAR(LGCBase):
         if L is None:  # nobody takes part: the round closes empty (memories keep all they had)
             yield from ring_mean({}, "f32", k)
             return torch.zeros(n, device=out_device)
-        lead_idx = self.workers.topk(L, iteration, k)
+        lead_idx = self.workers.topk(L, iteration, self.dgc.density(iteration))
         ordered = self.ordered(lead_idx, vs[L][lead_idx])
         got = yield Broadcast(L, self.positions_message(ordered, iteration, rms(vs[L][ordered])))
         # Every node works with the positions and scale it received, not the leader's own copy
         # (broadcasts arrive whole: the orchestrator resends what a node missed).
         idx, s = self.read_positions(got)
         idx = idx.to(vs[L].device)
+        # the layers sent whole (dense_below) ride the ring after the top-k part, known to all
+        dense = self.workers.dense.to(idx.device)
         if lgc and self.coder == "ae":
             ae = self.worker_ae
             with torch.no_grad():
                 codes = ae.encode(torch.stack([v[idx].cpu() / s for v in vs]))
-                wire = [self._wire(codes[w]) for w in range(N)]
-                sent = on_wire(codes, self.latent_dtype)           # each latent as it travels
-                credits = s * ae.decode(sent, k)                   # each node's own share
+                ring = torch.cat([codes, torch.stack([v[dense].cpu() for v in vs])], dim=1)
+                wire = [self._wire(ring[w]) for w in range(N)]
+                sent = on_wire(ring, self.latent_dtype)            # what travels, as it travels
+                nz = codes.shape[1]
+                credits = torch.cat([s * ae.decode(sent[:, :nz], k), sent[:, nz:]], dim=1)
             yield WorkerCompute(self._seconds(ae.encode_flops(k) + 2 * ae.decode_flops(k),
                                               self.worker_gflops),
                                 "lgc_rar: every node encodes its values, decodes its share and the sum")
             summed = yield AllReduce({w: wire[w] for w in members}, self.latent_dtype)
+            summed = summed.reshape(-1)
             with torch.no_grad():
-                mean_vals = s * ae.decode(summed.reshape(1, -1) / len(members), k)[0]
+                mean_vals = torch.cat([s * ae.decode(summed[None, :nz] / len(members), k)[0],
+                                       summed[nz:] / len(members)])
         else:
             dtype = "f16" if lgc else "f32"   # coder none: ScaleCom's f16 values on the ring
-            credits = torch.stack([on_wire(v[idx].cpu(), dtype) for v in vs])
-            mean_vals = yield from ring_mean({w: credits[w] for w in members}, dtype, k)
+            both = torch.cat([idx, dense])
+            credits = torch.stack([on_wire(v[both].cpu(), dtype) for v in vs])
+            mean_vals = yield from ring_mean({w: credits[w] for w in members}, dtype, both.numel())
             # the trainer holds the mean only when it is on the ring; if it is not there when
             # the AE is due, it ships at the first LGC iteration it is
             trains = self.coder == "ae" and self.trainer_node in members
             if trains and self.stage(iteration) == "ae_train":
-                self.trainer.add(mean_vals / s, mean_vals / s)
+                self.trainer.add(mean_vals[:k] / s, mean_vals[:k] / s)
                 flops = self.trainer.train(self.ae_steps)
                 yield ServerCompute(self._seconds(flops, self.ae_gflops),
                                     f"lgc_rar: node w{self.trainer_node} trains the autoencoder")
@@ -95,6 +104,7 @@ class LGCRAR(LGCBase):
                                       method=self.name, iteration=iteration)
                 got = yield Broadcast(self.trainer_node, msg)
                 self._deploy(self.received_bytes(got), encoder_only=False)
+        idx = torch.cat([idx, dense])
         for w in range(N):
             self.workers.credit(w, idx, credits[w])
         avg = torch.zeros(n)
