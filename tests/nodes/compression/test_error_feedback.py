@@ -58,10 +58,22 @@ def test_the_methods_with_memory_are_found():
     assert "none" not in WITH_MEMORY and "qsgd" not in WITH_MEMORY
 
 
-@pytest.mark.parametrize("method", WITH_MEMORY)
-def test_what_a_worker_had_is_what_was_credited_plus_what_it_keeps(method, pool_and_shapes):
+# Options that change what is selected, on for every method that has them: the MLP's biases and
+# last layer (128, 128, 1280 and 10 weights) sent whole, per-layer top-k over the two others.
+LAYER_OPTIONS = {"dense_below": 2000, "topk_scope": "layer"}
+CASES = [(m, {}) for m in WITH_MEMORY] + [(m, LAYER_OPTIONS) for m in WITH_MEMORY
+                                          if "dense_below" in methods()[m]]
+
+
+def test_the_layer_options_are_covered():
+    assert {m for m, extra in CASES if extra} >= {"dgc", "lgc_ps", "lgc_rar", "lgc_ablation"}
+
+
+@pytest.mark.parametrize("method,extra", CASES, ids=[m + ("+layers" if e else "") for m, e in CASES])
+def test_what_a_worker_had_is_what_was_credited_plus_what_it_keeps(method, extra, pool_and_shapes):
     model, pool, shapes = pool_and_shapes
-    s = build_scheme(method, options(method), n_workers=W, shapes=shapes, payload_bytes=PAYLOAD, seed=3)
+    s = build_scheme(method, {**options(method), **extra}, n_workers=W, shapes=shapes,
+                     payload_bytes=PAYLOAD, seed=3)
     had = {}
     compensate = s.memory.compensate
 
