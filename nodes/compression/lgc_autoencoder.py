@@ -13,6 +13,10 @@ decoder learns one map (codes of mean vectors -> mean vectors) that is exactly w
 A wholly *linear* autoencoder (decoder too) also lets every node compute its own share of the
 decoded sum, D(E(x_j)), which LGC-RAR's exact error feedback needs: sum_j D(E(x_j)) = D(sum_j E(x_j)).
 
+With `nodes = N` (LGC-PS's `decoders = "per_node"`, the reference's structure) the AE also has one
+decoder per node; node j's decoder takes the (leader's) latent and node j's innovation at the same
+positions, joined after the decoder by a convolution, and gives node j's values there.
+
 The AE also counts its own FLOPs, so training and coding time can enter the *virtual* clock
 deterministically (`flops / gflops`) instead of depending on this machine's speed.
 """
@@ -52,7 +56,7 @@ def latent_channels_for(ratio: float, n_layers: int) -> int:
 
 class GradientAutoencoder(nn.Module):
     def __init__(self, channels: list[int], kernel: int = 5, latent_ratio: float = 0.125,
-                 linear_encoder: bool = False, linear: bool = False, seed: int = 0):
+                 linear_encoder: bool = False, linear: bool = False, nodes: int = 0, seed: int = 0):
         super().__init__()
         if kernel < 1 or kernel % 2 == 0:
             raise ValueError(f"ae_kernel={kernel!r}: expected an odd integer >= 1")
@@ -76,6 +80,19 @@ class GradientAutoencoder(nn.Module):
             cin = c
         enc.append(nn.Conv1d(cin, self.latent_channels, 1, bias=bias))
         self.encoder = nn.Sequential(*enc)
+        self.decoder = self._decoder(channels, kernel, pad)
+        # the reference's structure (nodes = N): node j's own decoder, whose output is joined with
+        # that node's innovation at the same positions by a convolution (2 channels -> 1). The
+        # reference's join is 1x1; ours spans `kernel` neighbours, because where a node's own
+        # innovation arrived its exact value replaces the output anyway: it can only inform the
+        # neighbouring values (alike in the AE's order)
+        self.nodes = int(nodes)
+        if self.nodes:
+            self.decoders = nn.ModuleList(self._decoder(channels, kernel, pad) for _ in range(self.nodes))
+            self.joins = nn.ModuleList(nn.Conv1d(2, 1, kernel, padding=pad) for _ in range(self.nodes))
+        torch.random.set_rng_state(gen_state)
+
+    def _decoder(self, channels, kernel, pad) -> nn.Sequential:
         dbias = not self.linear
         act = (lambda: nn.Identity()) if self.linear else (lambda: nn.LeakyReLU(0.1))
         dec: list[nn.Module] = [nn.Conv1d(self.latent_channels, channels[-1], 1, bias=dbias), act()]
@@ -86,8 +103,7 @@ class GradientAutoencoder(nn.Module):
                                           bias=dbias))
             dec.append(act())
         dec.append(nn.Conv1d(channels[0], 1, 1, bias=dbias))
-        self.decoder = nn.Sequential(*dec)
-        torch.random.set_rng_state(gen_state)
+        return nn.Sequential(*dec)
 
     # --- shapes ---------------------------------------------------------------------------
     def padded_length(self, n: int) -> int:
@@ -105,11 +121,16 @@ class GradientAutoencoder(nn.Module):
         xp[:, 0, :n] = x
         return self.encoder(xp).reshape(b, -1)
 
-    def decode(self, z: torch.Tensor, n: int) -> torch.Tensor:
-        """z: (B, latent_numel(n)) -> (B, n)."""
+    def decode(self, z: torch.Tensor, n: int, node: int | None = None,
+               side: torch.Tensor | None = None) -> torch.Tensor:
+        """z: (B, latent_numel(n)) -> (B, n). With per-node decoders, `node` picks one and
+        `side` (B, n) is that node's innovation at the same positions (zeros elsewhere)."""
         b = z.shape[0]
         z = z.reshape(b, self.latent_channels, -1)
-        return self.decoder(z)[:, 0, :n]
+        if node is None:
+            return self.decoder(z)[:, 0, :n]
+        out = self.decoders[node](z)[:, :, :n]
+        return self.joins[node](torch.cat([out, side.reshape(b, 1, n).to(out)], dim=1))[:, 0]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.decode(self.encode(x), x.shape[1])
@@ -133,8 +154,10 @@ class GradientAutoencoder(nn.Module):
         return self._conv_flops(self.decoder, self.padded_length(n) // self.stride_total)[0]
 
     def train_step_flops(self, n: int, batch: int) -> float:
-        # backward costs about twice the forward (grads w.r.t. inputs and weights)
-        return 3.0 * batch * (self.encode_flops(n) + self.decode_flops(n))
+        # backward costs about twice the forward (grads w.r.t. inputs and weights); per-node
+        # decoders: every sample is decoded by each of them
+        decodes = self.nodes or 1
+        return 3.0 * batch * (self.encode_flops(n) + decodes * self.decode_flops(n))
 
     # --- shipping -------------------------------------------------------------------------
     def encoder_bytes(self) -> bytes:

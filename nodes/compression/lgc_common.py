@@ -126,51 +126,106 @@ class AETrainer:
     Samples are kept in a bounded buffer (newest win); each call to `train` runs `steps` Adam
     steps on minibatches drawn with the trainer's own seeded generator, and returns the FLOPs
     it spent so that the caller can charge `flops / ae_gflops` of *virtual* time.
+
+    Per-node decoders (ae.nodes = N): a sample's target is (N, k), one row per node, and `side`
+    (N, k) the innovation each node's decoder is given; the loss is the mean over the nodes.
+    `pull` > 0 adds the reference's term that pulls the latents of one iteration's samples (one
+    per node, `group` = the iteration) together: pull * sum ||z_i - mean z||^2 / sum ||z_i||^2
+    over each group (relative, so shrinking every latent does not satisfy it); minibatches are
+    then whole groups.
     """
 
-    def __init__(self, ae: GradientAutoencoder, *, lr: float, batch: int, buffer: int, seed: int):
+    def __init__(self, ae: GradientAutoencoder, *, lr: float, batch: int, buffer: int, seed: int,
+                 pull: float = 0.0):
         self.ae = ae
         self.opt = torch.optim.Adam(ae.parameters(), lr=lr)
         self.batch, self.buffer = int(batch), int(buffer)
+        self.pull = float(pull)
         self.gen = torch.Generator().manual_seed(seed)
         self.inputs: list[torch.Tensor] = []
         self.targets: list[torch.Tensor] = []
+        self.sides: list[torch.Tensor | None] = []
+        self.groups: list[int] = []
         self.steps_done = 0
         self.last_loss = float("nan")
 
-    def add(self, x: torch.Tensor, t: torch.Tensor) -> None:
+    def add(self, x: torch.Tensor, t: torch.Tensor, side: torch.Tensor | None = None,
+            group: int = 0) -> None:
         if self.inputs and x.numel() != self.inputs[0].numel():
             # the top-k length changed (retraining after a density change): start afresh
-            self.inputs, self.targets = [], []
+            self.inputs, self.targets, self.sides, self.groups = [], [], [], []
         self.inputs.append(x.detach().float().cpu())
         self.targets.append(t.detach().float().cpu())
+        self.sides.append(None if side is None else side.detach().float().cpu())
+        self.groups.append(int(group))
         if len(self.inputs) > self.buffer:
-            del self.inputs[0], self.targets[0]
+            del self.inputs[0], self.targets[0], self.sides[0], self.groups[0]
 
-    def loss(self, x: torch.Tensor, t: torch.Tensor) -> float:
+    def objective(self, X, T, S=None, G=None) -> torch.Tensor:
+        """Reconstruction MSE (mean over the nodes' decoders), plus the latent pull."""
+        k = X.shape[1]
+        Z = self.ae.encode(X)
+        if self.ae.nodes:
+            loss = sum(((self.ae.decode(Z, k, node=j, side=S[:, j]) - T[:, j]) ** 2).mean()
+                       for j in range(self.ae.nodes)) / self.ae.nodes
+        else:
+            loss = ((self.ae.decode(Z, k) - T) ** 2).mean()
+        if self.pull and G is not None:
+            _, inv = torch.unique(G, return_inverse=True)
+            m = int(inv.max()) + 1
+            count = torch.zeros(m).index_add_(0, inv, torch.ones(len(inv)))[:, None]
+            mean = torch.zeros(m, Z.shape[1]).index_add_(0, inv, Z) / count
+            spread = ((Z - mean[inv]) ** 2).sum()
+            loss = loss + self.pull * spread / (Z.pow(2).sum() + 1e-12)
+        return loss
+
+    def loss(self, x: torch.Tensor, t: torch.Tensor, side=None) -> float:
         with torch.no_grad():
-            return float(((self.ae(x) - t) ** 2).mean())
+            return float(self.objective(x, t, side))
+
+    def _pick(self, b: int) -> torch.Tensor:
+        """b samples at random, or (pull on) whole groups until at least b samples."""
+        if not self.pull:
+            return torch.randperm(len(self.inputs), generator=self.gen)[:b]
+        G = torch.tensor(self.groups)
+        ids = torch.unique(G)
+        chosen, total = [], 0
+        for g in ids[torch.randperm(len(ids), generator=self.gen)]:
+            members = torch.nonzero(G == g).reshape(-1)
+            chosen.append(members)
+            total += len(members)
+            if total >= b:
+                break
+        return torch.cat(chosen)
 
     def train(self, steps: int) -> float:
         if not self.inputs:
             return 0.0
         X = torch.stack(self.inputs)
         T = torch.stack(self.targets)
+        S = torch.stack(self.sides) if self.ae.nodes else None
+        G = torch.tensor(self.groups)
         b = min(self.batch, X.shape[0])
+        samples = 0
         for _ in range(steps):
-            sel = torch.randperm(X.shape[0], generator=self.gen)[:b]
+            sel = self._pick(b)
             self.opt.zero_grad(set_to_none=True)
-            loss = ((self.ae(X[sel]) - T[sel]) ** 2).mean()
+            loss = self.objective(X[sel], T[sel], None if S is None else S[sel], G[sel])
             loss.backward()
             self.opt.step()
             self.last_loss = float(loss.detach())
+            samples += len(sel)
         self.steps_done += steps
-        return steps * self.ae.train_step_flops(X.shape[1], b)
+        if not self.pull:   # every step a minibatch of b
+            return steps * self.ae.train_step_flops(X.shape[1], b)
+        return self.ae.train_step_flops(X.shape[1], samples)
 
     def state_dict(self) -> dict:
         return {"ae": {k: v.clone() for k, v in self.ae.state_dict().items()},
                 "opt": self.opt.state_dict(), "gen": self.gen.get_state(),
                 "inputs": [x.clone() for x in self.inputs], "targets": [t.clone() for t in self.targets],
+                "sides": [None if x is None else x.clone() for x in self.sides],
+                "groups": list(self.groups),
                 "steps_done": self.steps_done, "last_loss": self.last_loss}
 
     def load_state_dict(self, s: dict) -> None:
@@ -179,6 +234,8 @@ class AETrainer:
         self.gen.set_state(s["gen"])
         self.inputs = [x.clone() for x in s["inputs"]]
         self.targets = [t.clone() for t in s["targets"]]
+        self.sides = [None if x is None else x.clone() for x in s.get("sides", [None] * len(self.inputs))]
+        self.groups = list(s.get("groups", [0] * len(self.inputs)))
         self.steps_done, self.last_loss = s["steps_done"], s["last_loss"]
 
 
@@ -359,7 +416,8 @@ class LGCBase(Scheme):
                  retrain_every=0, retrain_iters=5, ae_channels="16,16,16", ae_kernel=5,
                  latent_ratio=0.125, ae_lr=1e-3, ae_batch=16, ae_steps=25, ae_buffer=512,
                  ae_gflops=100.0, worker_gflops=10.0, latent_dtype="f16", leader=-1, order="sign",
-                 index_coding="ordered", coder="ae", dense_below=0, topk_scope="global", **kw):
+                 index_coding="ordered", coder="ae", dense_below=0, topk_scope="global",
+                 decoders="shared", latent_pull=0.0, **kw):
         super().__init__(**kw)
         self.order, self.index_coding, self.coder = order, index_coding, coder
         # the schema checked each option alone; what it cannot see is the number of workers
@@ -374,10 +432,12 @@ class LGCBase(Scheme):
         self.ae_gflops, self.worker_gflops = float(ae_gflops), float(worker_gflops)
         self._arch = dict(channels=parse_channels(ae_channels), kernel=int(ae_kernel),
                           latent_ratio=float(latent_ratio), linear_encoder=self.linear_encoder,
-                          linear=self.linear)
+                          linear=self.linear,
+                          nodes=self.n_workers if decoders == "per_node" else 0)
+        self.per_node = decoders == "per_node"
         self.ae = GradientAutoencoder(**self._arch, seed=self.seed)
         self.trainer = AETrainer(self.ae, lr=float(ae_lr), batch=int(ae_batch),
-                                 buffer=int(ae_buffer), seed=self.seed + 1)
+                                 buffer=int(ae_buffer), seed=self.seed + 1, pull=float(latent_pull))
         # warm-up is DGC itself, with its exponential sparsity warm-up over warmup_iterations
         self.dgc = DGC(ratio=self.density, momentum=momentum, clip_norm=clip_norm,
                        warmup_iterations=int(warmup_iterations), sample_fraction=sample_fraction,

@@ -51,8 +51,18 @@ PS_OPTIONS = dict(
     innovation_dtype=Field("f16", str, choices=("f32", "f16"), help="precision of innovation values"),
 )
 
+# The reference's structure, options of the coder (lgc_ps only: the ablation has no coder).
+CODER_OPTIONS = dict(
+    decoders=Field("shared", str, choices=("shared", "per_node"),
+                    help="one decoder for the nodes' mean, or one per node that also takes that "
+                         "node's innovation at the leader's positions (the reference's structure)"),
+    latent_pull=Field(0.0, float, min=0.0, max=100.0,
+                       help="weight of the loss term that pulls the nodes' latents of one "
+                            "iteration together (the reference weighs it 1:1); 0 = off"),
+)
 
-@register("lgc_ps", wire_id=9, **COMMON_OPTIONS, **PS_OPTIONS)
+
+@register("lgc_ps", wire_id=9, **COMMON_OPTIONS, **PS_OPTIONS, **CODER_OPTIONS)
 class LGCPS(LGCBase):
     collectives = ("ps",)
     linear_encoder = False
@@ -109,7 +119,7 @@ class LGCPS(LGCBase):
         decoded = [codec.decode(arrived.get(w, []), n) for w in range(N)]
         avg = sum(d.values for d in decoded) / N
         if self.stage(it) == "ae_train" and self.uses_coder():
-            self._collect(decoded, k)
+            self._collect(decoded, k, it)
             flops = self.trainer.train(self.ae_steps)
             yield ServerCompute(self._seconds(flops, self.ae_gflops), "lgc_ps: autoencoder training")
             if self.sched.ships_after(it):
@@ -120,10 +130,22 @@ class LGCPS(LGCBase):
                 self._deploy(self.received_bytes(msg.packets), encoder_only=False)
         return avg.to(self.device)
 
-    def _collect(self, decoded, k):
+    def _collect(self, decoded, k, it):
         """Training pairs: a node's normalised top-k values -> the nodes' mean at those positions,
-        both in the AE's order of that node's values."""
+        both in the AE's order of that node's values (one group per iteration: latent_pull).
+        Per-node decoders: -> every node's values there, each with the part of them that node's
+        innovation would carry (its ceil(innovation_ratio * k) largest sent values)."""
         mean = sum(d.values for d in decoded) / len(decoded)
+        if self.per_node:
+            ki = self.k_innovation(k)
+            own = []
+            for d in decoded:
+                sparse = d.values.clone()
+                sparse[self.workers.dense] = 0.0
+                top = torch.zeros(self.numel, dtype=torch.bool)
+                if ki:
+                    top[topk_indices(sparse, ki)] = True
+                own.append(top & d.mask)
         for d in decoded:
             sent = d.mask.clone()
             sent[self.workers.dense] = False   # the AE codes the sparse top-k only
@@ -132,7 +154,13 @@ class LGCPS(LGCBase):
                 continue
             idx = idx[order_of(d.values[idx], self.order)]
             s = rms(d.values[idx])
-            self.trainer.add(d.values[idx] / s, mean[idx] / s)
+            if self.per_node:
+                every = torch.stack([e.values[idx] / s for e in decoded])
+                side = torch.stack([torch.where(o[idx], e.values[idx] / s, torch.zeros(()))
+                                    for o, e in zip(own, decoded)])
+                self.trainer.add(d.values[idx] / s, every, side=side, group=it)
+            else:
+                self.trainer.add(d.values[idx] / s, mean[idx] / s, group=it)
 
     # ------------------------------------------------------------------ the LGC stage
     def _leader_parts(self, it, v) -> list[Message]:
@@ -200,6 +228,8 @@ class LGCPS(LGCBase):
             yield WorkerCompute(self._seconds(flops, self.worker_gflops),
                                 "lgc_ps: the leader encodes; every node decodes the common code")
         arrived = yield Uplink(msgs)
+        if self.per_node:
+            return (yield from self._per_node(it, arrived, own, L))
 
         # --- server: the common part once, every node's innovation over it
         common_pk = self._common_packets(by_kind(arrived.get(L, [])))
@@ -242,6 +272,66 @@ class LGCPS(LGCBase):
             where = torch.nonzero(credited).reshape(-1)
             self.workers.credit(w, where, credit[where])
         return common + r.values
+
+
+    # ------------------------------------------------------------------ per-node decoders
+    def _code(self, packets: list[bytes]):
+        """(positions in the AE's order, scale, latent) from the leader's packets, or None."""
+        if not packets:
+            return None
+        parts = by_kind(packets)
+        ordered, s = self.read_positions(parts[KIND_INDICES])
+        k = ordered.numel()
+        z = codec.decode(parts.get(KIND_LATENT, []), self.deployed.latent_numel(k)).values  # lost: 0
+        return ordered, s, z
+
+    def _node_credit(self, ae, code, j: int, d) -> tuple[torch.Tensor, torch.Tensor]:
+        """Node j's credit: its decoder's values at the leader's positions, given the latent and
+        node j's innovation there (d: what of it arrived), then its innovation where it arrived.
+        The server and node j run this on the same bytes and weights: the same floats."""
+        credit = torch.zeros(self.numel)
+        credited = torch.zeros(self.numel, dtype=torch.bool)
+        if code is not None:
+            ordered, s, z = code
+            side = torch.where(d.mask[ordered], d.values[ordered] / s, torch.zeros(()))
+            with torch.no_grad():
+                credit[ordered] = s * ae.decode(z[None], ordered.numel(), node=j, side=side[None])[0]
+            credited[ordered] = True
+        credit[d.mask], credited[d.mask] = d.values[d.mask], True
+        return credit, credited
+
+    def _per_node(self, it, arrived, own, L):
+        """The reference's structure: the server decodes node j's values with node j's decoder
+        (the leader's latent + node j's innovation) and averages; the downlink relays the leader's
+        packets (every node decodes its own credit with its own decoder) and the sparse mean."""
+        n, N, k = self.numel, self.n_workers, self.k_final()
+        common_pk = self._common_packets(by_kind(arrived.get(L, [])))
+        code = self._code(common_pk)
+        if code is not None:
+            yield ServerCompute(self._seconds(N * self.deployed.decode_flops(k), self.ae_gflops),
+                                "lgc_ps: server decodes every node's values with its decoder")
+        total, flags = torch.zeros(n), []
+        for j in range(N):
+            pk = by_kind(arrived.get(j, [])).get(KIND_INNOVATION, [])
+            total += self._node_credit(self.deployed, code, j, codec.decode(pk, n))[0]
+            flags.append(float(sum(1 << codec.read_header(p).index for p in pk)))
+        mean = total / N
+        nz = torch.nonzero(mean).reshape(-1)
+        down = join(Message(list(common_pk)),
+                    sparse_message(nz, mean[nz], n, payload_bytes=self.payload_bytes, method=self.name,
+                                   iteration=it, kind=KIND_AGGREGATE, scalars=tuple(flags)))
+        yield Downlink(down)
+
+        parts = by_kind(down.packets)
+        agg = codec.decode(parts[KIND_AGGREGATE], n)
+        flags = [int(f) for f in agg.scalars]
+        code = self._code([p for kind in (KIND_INDICES, KIND_LATENT) for p in parts.get(kind, [])])
+        for w in range(N):
+            mine = [p for p in own[w].packets if flags[w] >> codec.read_header(p).index & 1]
+            credit, credited = self._node_credit(self.worker_ae, code, w, codec.decode(mine, n))
+            where = torch.nonzero(credited).reshape(-1)
+            self.workers.credit(w, where, credit[where])
+        return agg.values
 
 
 def ablation_options() -> dict[str, Field]:

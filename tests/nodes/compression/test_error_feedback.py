@@ -61,15 +61,21 @@ def test_the_methods_with_memory_are_found():
 # Options that change what is selected, on for every method that has them: the MLP's biases and
 # last layer (128, 128, 1280 and 10 weights) sent whole, per-layer top-k over the two others.
 LAYER_OPTIONS = {"dense_below": 2000, "topk_scope": "layer"}
-CASES = [(m, {}) for m in WITH_MEMORY] + [(m, LAYER_OPTIONS) for m in WITH_MEMORY
-                                          if "dense_below" in methods()[m]]
+# LGC-PS with the reference's structure: per-node decoders and the latent pull.
+REFERENCE = {"decoders": "per_node", "latent_pull": 1.0}
+CASES = ([(m, {}) for m in WITH_MEMORY]
+         + [(m, LAYER_OPTIONS) for m in WITH_MEMORY if "dense_below" in methods()[m]]
+         + [(m, REFERENCE) for m in WITH_MEMORY if "decoders" in methods()[m]])
 
 
 def test_the_layer_options_are_covered():
-    assert {m for m, extra in CASES if extra} >= {"dgc", "lgc_ps", "lgc_rar", "lgc_ablation"}
+    assert {m for m, extra in CASES if extra == LAYER_OPTIONS} >= {"dgc", "lgc_ps", "lgc_rar",
+                                                                  "lgc_ablation"}
+    assert {m for m, extra in CASES if extra == REFERENCE} == {"lgc_ps"}
 
 
-@pytest.mark.parametrize("method,extra", CASES, ids=[m + ("+layers" if e else "") for m, e in CASES])
+@pytest.mark.parametrize("method,extra", CASES, ids=[m + ("+layers" if e == LAYER_OPTIONS else "+reference" if e else "")
+                              for m, e in CASES])
 def test_what_a_worker_had_is_what_was_credited_plus_what_it_keeps(method, extra, pool_and_shapes):
     model, pool, shapes = pool_and_shapes
     s = build_scheme(method, {**options(method), **extra}, n_workers=W, shapes=shapes,
