@@ -66,7 +66,8 @@ def collect_held_out(run: RealRun, start: int, iterations: int) -> tuple[torch.T
     trainer = run.scheme.trainer
     xs, ts = [], []
     add, train = trainer.add, trainer.train
-    trainer.add = lambda x, t: (xs.append(x.detach().float()), ts.append(t.detach().float()))
+    # (side and group: the per-node decoders' inputs and the latent pull's; the probe keeps pairs)
+    trainer.add = lambda x, t, **_: (xs.append(x.detach().float()), ts.append(t.detach().float()))
     trainer.train = lambda steps: 0.0
     opt = torch.optim.SGD(run.model.parameters(), lr=LR)
     try:

@@ -273,10 +273,11 @@ def test_ae_training_time_is_its_flops_over_ae_gflops():
     assert st.compute_s == pytest.approx(flops / 2e9, rel=1e-12)
 
 
-@pytest.mark.parametrize("method", ["lgc_ps", "lgc_rar"])
-def test_state_dict_round_trip_mid_run_reproduces_the_continuation(method):
+@pytest.mark.parametrize("method,extra", [("lgc_ps", {}), ("lgc_rar", {}),
+                                          ("lgc_ps", dict(decoders="per_node", latent_pull=1.0))])
+def test_state_dict_round_trip_mid_run_reproduces_the_continuation(method, extra):
     opts = dict(warmup_iterations=2, ae_iters=3, ae_steps=5, momentum=0.9, clip_norm=10.0,
-                retrain_every=3, retrain_iters=1)
+                retrain_every=3, retrain_iters=1, **extra)
     a = scheme(method, **opts)
     outs = {}
     for it in range(9):
