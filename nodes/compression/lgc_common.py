@@ -29,6 +29,7 @@ from schema import Field
 # Message kinds inside one LGC message (the codec's `kind` byte; the method byte says LGC)
 KIND_SPARSE, KIND_AGGREGATE = codec.KIND_GRADIENT, codec.KIND_AGGREGATE
 KIND_INDICES, KIND_LATENT, KIND_INNOVATION, KIND_WEIGHTS, KIND_COMMON = 10, 11, 12, 13, 14
+KIND_MEAN_AT_POSITIONS = 15   # per-node decoders' downlink: the mean at I, in the relayed order
 
 ORDERS = ("value", "magnitude", "sign", "index")
 INDEX_CODINGS = ("ordered", "sorted_ranks")

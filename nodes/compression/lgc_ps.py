@@ -38,7 +38,8 @@ import torch
 from nodes.compression import codec
 from nodes.compression.base import Message, check_finite
 from nodes.compression.lgc_common import (COMMON_OPTIONS, KIND_AGGREGATE, KIND_COMMON, KIND_INDICES,
-                                          KIND_INNOVATION, KIND_LATENT, LGCBase, aggregate_message,
+                                          KIND_INNOVATION, KIND_LATENT, KIND_MEAN_AT_POSITIONS,
+                                          LGCBase, aggregate_message,
                                           by_kind, join, order_of, rms, sparse_message,
                                           topk_indices, weights_message)
 from nodes.compression.phases import Downlink, ServerCompute, Uplink, WorkerCompute
@@ -303,7 +304,7 @@ class LGCPS(LGCBase):
     def _per_node(self, it, arrived, own, L):
         """The reference's structure: the server decodes node j's values with node j's decoder
         (the leader's latent + node j's innovation) and averages; the downlink relays the leader's
-        packets (every node decodes its own credit with its own decoder) and the sparse mean."""
+        packets (every node decodes its own credit with its own decoder) and the mean (f32)."""
         n, N, k = self.numel, self.n_workers, self.k_final()
         common_pk = self._common_packets(by_kind(arrived.get(L, [])))
         code = self._code(common_pk)
@@ -316,22 +317,33 @@ class LGCPS(LGCBase):
             total += self._node_credit(self.deployed, code, j, codec.decode(pk, n))[0]
             flags.append(float(sum(1 << codec.read_header(p).index for p in pk)))
         mean = total / N
-        nz = torch.nonzero(mean).reshape(-1)
-        down = join(Message(list(common_pk)),
-                    sparse_message(nz, mean[nz], n, payload_bytes=self.payload_bytes, method=self.name,
-                                   iteration=it, kind=KIND_AGGREGATE, scalars=tuple(flags)))
+        # the mean at I as bare f32 values in the relayed order (no indices: the nodes have the
+        # positions), the rest (innovations outside I) sparse, with the arrival flags
+        at = torch.zeros(n, dtype=torch.bool)
+        down = [Message(list(common_pk))]
+        if code is not None:
+            at[code[0]] = True
+            down.append(codec.encode_dense(mean[code[0]], payload_bytes=self.payload_bytes, dtype="f32",
+                                           method=self.name, kind=KIND_MEAN_AT_POSITIONS, iteration=it))
+        nz = torch.nonzero((mean != 0) & ~at).reshape(-1)
+        down = join(*down, sparse_message(nz, mean[nz], n, payload_bytes=self.payload_bytes,
+                                          method=self.name, iteration=it, kind=KIND_AGGREGATE,
+                                          scalars=tuple(flags)))
         yield Downlink(down)
 
         parts = by_kind(down.packets)
-        agg = codec.decode(parts[KIND_AGGREGATE], n)
-        flags = [int(f) for f in agg.scalars]
+        rest = codec.decode(parts[KIND_AGGREGATE], n)
+        flags = [int(f) for f in rest.scalars]
         code = self._code([p for kind in (KIND_INDICES, KIND_LATENT) for p in parts.get(kind, [])])
+        agg = rest.values
+        if code is not None:
+            agg[code[0]] = codec.decode(parts[KIND_MEAN_AT_POSITIONS]).values
         for w in range(N):
             mine = [p for p in own[w].packets if flags[w] >> codec.read_header(p).index & 1]
             credit, credited = self._node_credit(self.worker_ae, code, w, codec.decode(mine, n))
             where = torch.nonzero(credited).reshape(-1)
             self.workers.credit(w, where, credit[where])
-        return agg.values
+        return agg
 
 
 def ablation_options() -> dict[str, Field]:
