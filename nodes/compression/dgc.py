@@ -113,9 +113,19 @@ class DGC(SparseScheme):
         v = self.memory.compensate(worker, self.clip(grad))
         idx = self.layers.select(v, self.density(iteration), self.picker(worker, iteration, 7))
         sent = on_wire(v[idx], self.values_dtype)
-        # momentum factor masking: v keeps only the wire's rounding error where sent, u is zeroed
-        self.memory.update_sparse(worker, v, idx, sent)
+        self.take(worker, v, idx, sent)
         return idx, sent
+
+    def take(self, worker: int, v: torch.Tensor, idx: torch.Tensor, values: torch.Tensor) -> None:
+        """Take what was sent out of v (it keeps only the wire's rounding error there). Momentum
+        factor masking zeroes u where a top-k coordinate was sent; the small layers sent whole
+        every iteration keep theirs (masking them would train them without momentum)."""
+        dense = self.layers.is_dense.to(idx.device)[idx] if self.layers.n_dense else None
+        if dense is None or not bool(dense.any()):
+            self.memory.update_sparse(worker, v, idx, values)
+            return
+        self.memory.update_sparse(worker, v, idx[~dense], values[~dense])
+        self.memory.update_sparse(worker, v, idx[dense], values[dense], mask=False)
 
     def state_dict(self):
         return self.memory.state_dict()

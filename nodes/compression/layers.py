@@ -48,6 +48,8 @@ class LayerSelection:
         self.sparse_layers = sparse
         self.dense = self._coords(dense)
         self.sparse = self._coords(sparse)
+        self.is_dense = torch.zeros(self.n, dtype=torch.bool)
+        self.is_dense[self.dense] = True
 
     @staticmethod
     def _coords(ranges) -> torch.Tensor:

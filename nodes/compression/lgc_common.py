@@ -105,10 +105,10 @@ class DGCState:
 
     def credit(self, w: int, idx: torch.Tensor, values: torch.Tensor) -> None:
         """Exact error feedback: take from v exactly what the aggregate credited this node with
-        at `idx` (what is left is never lost), and mask its momentum there as DGC does."""
+        at `idx` (what is left is never lost), and mask its momentum there as DGC does (not in
+        the small layers sent whole: DGC.take)."""
         v = self.dgc.v[w]
-        idx = idx.to(v.device)
-        self.dgc.memory.update_sparse(w, v, idx, values.to(v))
+        self.dgc.take(w, v, idx.to(v.device), values.to(v))
 
     def topk(self, w: int, it: int, density: float, salt: int = 11) -> torch.Tensor:
         """DGC's sampled top-k of v over the sparse layers (layers.py), sorted by index."""

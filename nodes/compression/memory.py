@@ -136,7 +136,12 @@ class MomentumMemory(ErrorMemory):
         self.u[worker][masked] = 0.0
         super().update(worker, had, sent)
 
-    def update_sparse(self, worker, had, index, values):
+    def update_sparse(self, worker, had, index, values, mask: bool = True):
+        """`mask` False: keep the momentum where sent (coordinates sent every iteration, DGC's
+        small layers sent whole: for them this is plain momentum SGD, as in DGC's reference
+        code, whose uncompressed tensors go through the optimizer's momentum)."""
+        if not mask:
+            return super().update_sparse(worker, had, index, values)
         self._undo[worker].append(("u", index, self.u[worker][index].clone()))
         super().update_sparse(worker, had, index, values)
         self.u[worker][index] = 0.0

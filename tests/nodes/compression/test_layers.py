@@ -106,3 +106,18 @@ def test_lgc_credits_the_small_layers_exactly_what_they_sent(method):
                 d = codec.decode(by_kind(stats.uplinks[0][w].packets)[KIND_INNOVATION], 47)
                 assert set(dense.tolist()) <= set(torch.nonzero(d.mask).reshape(-1).tolist())
                 assert d.mask.sum() == 7 + 2   # and ceil(0.25 * 8) = 2 of the sparse layers
+
+
+def test_small_layers_sent_whole_keep_their_momentum():
+    """Momentum factor masking is for top-k coordinates that waited; a layer sent every
+    iteration keeps u, so it trains with plain momentum SGD: m g1 + g2 on the second step (a
+    masked top-k coordinate sends g2 alone)."""
+    s = build_scheme("dgc", dict(ratio=0.1, warmup_iterations=0, momentum=0.5, clip_norm=0.0,
+                                 dense_below=5), n_workers=1, shapes=SHAPES, payload_bytes=1400)
+    g1, g2 = torch.full((17,), 0.01), torch.full((17,), 0.02)
+    g1[0], g2[0] = 1.0, 3.0          # a small layer's coordinate
+    g1[12], g2[12] = 5.0, 7.0        # the top-1 of the sparse layer both times
+    run_exchange(s, 0, [g1])
+    agg, _ = run_exchange(s, 1, [g2])
+    assert float(agg[0]) == pytest.approx(0.5 * 1.0 + 3.0)
+    assert float(agg[12]) == pytest.approx(7.0)
