@@ -5,6 +5,8 @@ model's layers (DGC and the LGC family select through it).
   or last layer) is sent whole every iteration; top-k runs over the other layers only. Small
   layers are few bits, and dropping most of their coordinates for many iterations is a known
   reason sparsified training loses accuracy (DGC's and LGC's reference code keep them dense).
+  They keep their momentum (DGC.take: momentum factor masking is for top-k coordinates only),
+  so they train as with plain momentum SGD.
 - `topk_scope = "layer"`: each sparse layer sends its own share, k_l = ratio * its size
   (the reference LGC's per-layer top-k), instead of one top-k over all sparse layers ("global").
 
