@@ -2,6 +2,7 @@
 
     nice .venv/bin/python -m experiments.results.table_fashion [--jobs 2] [--seeds 0,1,2,3,4]
     .venv/bin/python -m experiments.results.table_fashion --report     # table from finished runs
+    ... --methods lgc_ps,dgc --set dense_below=3000 --runs DIR --out DIR   # an option on top
 
 Every method runs experiments/fashion_star.toml (Debian's Fashion-MNIST, the 139k-weight cnn_fc,
 8 workers in one shared 20 Mbit/s cell, the parameter server at the access point; LGC-RAR's ring
