@@ -74,8 +74,11 @@ def test_the_layer_options_are_covered():
     assert {m for m, extra in CASES if extra == REFERENCE} == {"lgc_ps"}
 
 
-@pytest.mark.parametrize("method,extra", CASES, ids=[m + ("+layers" if e == LAYER_OPTIONS else "+reference" if e else "")
-                              for m, e in CASES])
+def case_id(method, extra):
+    return method + ("+layers" if extra == LAYER_OPTIONS else "+reference" if extra else "")
+
+
+@pytest.mark.parametrize("method,extra", CASES, ids=[case_id(m, e) for m, e in CASES])
 def test_what_a_worker_had_is_what_was_credited_plus_what_it_keeps(method, extra, pool_and_shapes):
     model, pool, shapes = pool_and_shapes
     s = build_scheme(method, {**options(method), **extra}, n_workers=W, shapes=shapes,
