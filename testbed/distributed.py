@@ -92,6 +92,7 @@ class Comm:
         self.seq = 0
         self.iteration: int | None = None
         self.failing = False  # set while a failure is being explained (SIGTERM then waits)
+        self.why = lambda: None  # install_sigterm's why(): "orphaned" once the launcher died
         self.store = None
         try:  # the rendezvous store (torchrun's agent keeps it alive when a worker dies)
             from torch.distributed.distributed_c10d import _get_default_store
@@ -177,6 +178,8 @@ class Comm:
 
     def _failure(self, seq: int, what: str, err: BaseException) -> WorkerFailure:
         self.failing = True
+        if self.why() == "orphaned":  # the peers went because the launcher did: name the cause
+            return _orphaned(self)
         where = f"iteration {self.iteration}, {what}" if self.iteration is not None else what
         who = self.culprits(seq)
         cause = "; ".join(who) if who else "a peer process left or stopped answering"
@@ -505,11 +508,18 @@ def _inject(action: str) -> None:
         time.sleep(3600)
 
 
+def _orphaned(comm: Comm) -> WorkerFailure:
+    return WorkerFailure(f"rank {comm.rank} stopped at iteration {comm.iteration}: its "
+                         "launcher (testbed run --launcher torchrun) died")
+
+
 def install_sigterm(comm: Comm, why=lambda: None) -> None:
     """torchrun ends the other ranks with SIGTERM when one fails: turn it into an error that
     names the rank that failed, so rank 0 marks the run failed with the reason. `why()` says
     when the SIGTERM means something else: "stop" (the user stopped the launcher: a
     KeyboardInterrupt, the run is marked stopped) or "orphaned" (the launcher died)."""
+    comm.why = why
+
     def handler(signum, frame):
         if comm.failing:  # already on the way out with the reason: let it finish
             return
@@ -518,8 +528,7 @@ def install_sigterm(comm: Comm, why=lambda: None) -> None:
         if cause == "stop":
             raise Stopped(signum)
         if cause == "orphaned":
-            raise WorkerFailure(f"rank {comm.rank} stopped at iteration {comm.iteration}: its "
-                                "launcher (testbed run --launcher torchrun) died")
+            raise _orphaned(comm)
         who = comm.culprits(comm.seq + 1, grace_s=0.5)
         raise WorkerFailure(f"rank {comm.rank} was stopped by torchrun (SIGTERM) at iteration "
                             f"{comm.iteration}: " + ("; ".join(who) if who else "another rank failed"))
