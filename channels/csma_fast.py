@@ -27,7 +27,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from channels.csma import COLLIDED, LOST, OK, Cell, prepare
+from channels.csma import COLLIDED, LOST, OK, Cell, first_boundary, prepare
+from channels.jit_heap import pop as heap_pop, sift_up
 from channels.errors import DeliveryError
 
 INF = float("inf")
@@ -72,30 +73,7 @@ _Dcf = namedtuple("_Dcf", [
 # heaps. QL: each queue's links (LC rows). FA / FL: rates and loss outcomes Python answered.
 
 
-@njit(cache=True)
-def _first_boundary(base, x, slot):
-    """csma.first_boundary, compiled (the same float operations)."""
-    if x <= base:
-        return 0
-    j = int(math.ceil((x - base) / slot))
-    while j > 0 and base + (j - 1) * slot >= x:
-        j -= 1
-    while base + j * slot < x:
-        j += 1
-    return j
-
-
-@njit(cache=True)
-def _less(F, I, a, b):
-    return F[a, 0] < F[b, 0] or (F[a, 0] == F[b, 0] and I[a, 0] < I[b, 0])
-
-
-@njit(cache=True)
-def _swap(F, I, a, b):
-    for c in range(F.shape[1]):
-        F[a, c], F[b, c] = F[b, c], F[a, c]
-    for c in range(I.shape[1]):
-        I[a, c], I[b, c] = I[b, c], I[a, c]
+_first_boundary = njit(cache=True)(first_boundary)  # the same float operations as Cell's
 
 
 @njit(cache=True)
@@ -121,21 +99,7 @@ def _take(ST, STF, CM, FRF, FRI, RHF, RHI, Q, QM, QMOFF, bu, cwp1, s):
         STF[s, CREADY], STF[s, CBITS] = RHF[ro, 0], RHF[ro, 1]
         for c in range(CM.shape[1]):
             CM[s, c] = RHI[ro, 4 + c]
-        n = ST[s, RSIZE] - 1
-        if n > 0:
-            _swap(RHF, RHI, ro, ro + n)
-            j = 0
-            while True:
-                c = 2 * j + 1
-                if c >= n:
-                    break
-                if c + 1 < n and _less(RHF, RHI, ro + c + 1, ro + c):
-                    c += 1
-                if not _less(RHF, RHI, ro + c, ro + j):
-                    break
-                _swap(RHF, RHI, ro + j, ro + c)
-                j = c
-        ST[s, RSIZE] = n
+        ST[s, RSIZE] = heap_pop(RHF, RHI, ro, ST[s, RSIZE])
     else:
         q = FRI[k, 0]
         ST[s, CQ], ST[s, CPKT], ST[s, CATT] = q, FRI[k, 2], FRI[k, 3]
@@ -203,13 +167,7 @@ def _failed(ST, STF, Q, QF, RHF, RHI, mac_limit, eng, engf, s, end, lost):
     for c in range(lost.size):
         RHI[ro + n, 4 + c] = lost[c] if c < Q[q, NLINKS] else 0
     ST[s, RSEQ] += 1
-    j = n
-    while j > 0:
-        p = (j - 1) // 2
-        if not _less(RHF, RHI, ro + j, ro + p):
-            break
-        _swap(RHF, RHI, ro + j, ro + p)
-        j = p
+    sift_up(RHF, RHI, ro, n)
     ST[s, RSIZE] = n + 1
     return 1
 

@@ -38,6 +38,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from channels.jit_heap import pop as _heap_pop, sift_down as _sift_down, sift_up as _sift_up
+
 from channels.errors import DeliveryError
 from channels.report import LinkStats
 
@@ -104,54 +106,6 @@ def unsupported(media: dict) -> str | None:
 
 
 # ---------------------------------------------------------------- heaps keyed by (time, seq)
-@njit(cache=True)
-def _less(F, I, a, b):
-    return F[a, 0] < F[b, 0] or (F[a, 0] == F[b, 0] and I[a, 0] < I[b, 0])
-
-
-@njit(cache=True)
-def _swap(F, I, a, b):
-    for c in range(F.shape[1]):
-        F[a, c], F[b, c] = F[b, c], F[a, c]
-    for c in range(I.shape[1]):
-        I[a, c], I[b, c] = I[b, c], I[a, c]
-
-
-@njit(cache=True)
-def _sift_up(F, I, off, i):
-    """Restore the heap at off after its row i (the last) was written."""
-    while i > 0:
-        p = (i - 1) // 2
-        if not _less(F, I, off + i, off + p):
-            break
-        _swap(F, I, off + i, off + p)
-        i = p
-
-
-@njit(cache=True)
-def _sift_down(F, I, off, i, n):
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        if c + 1 < n and _less(F, I, off + c + 1, off + c):
-            c += 1
-        if not _less(F, I, off + c, off + i):
-            break
-        _swap(F, I, off + i, off + c)
-        i = c
-
-
-@njit(cache=True)
-def _heap_pop(F, I, off, n):
-    """Remove the top (already read) of the heap of n rows at off; returns n - 1."""
-    n -= 1
-    if n > 0:
-        _swap(F, I, off, off + n)
-        _sift_down(F, I, off, 0, n)
-    return n
-
-
 @njit(cache=True)
 def _push_guard(GF, GI, X, off, n, cap, time, seq, r):
     """Guard (time, seq, relay r) onto a medium's heap of n; returns the new size. A full heap is
