@@ -243,10 +243,9 @@ class LGCPS(LGCBase):
         resid = torch.zeros(n)
         flags = []
         for j in range(N):
-            pk = by_kind(arrived.get(j, [])).get(KIND_INNOVATION, [])
-            d = codec.decode(pk, n)
+            d, flag = self._arrived_innovation(arrived, j)
             resid[d.mask] += d.values[d.mask] - common[d.mask]
-            flags.append(float(sum(1 << codec.read_header(p).index for p in pk)))
+            flags.append(flag)
         resid /= N
         ridx = torch.nonzero(resid).reshape(-1)
         down = join(Message(list(common_pk)),
@@ -267,12 +266,25 @@ class LGCPS(LGCBase):
             credit = torch.zeros(n)
             credited = torch.zeros(n, dtype=torch.bool)
             credit[cidx], credited[cidx] = cval, True
-            mine = [p for p in own[w].packets if flags[w] >> codec.read_header(p).index & 1]
-            d = codec.decode(mine, n)  # this node's innovation as the server decoded it
+            d = self._delivered_innovation(own[w], flags[w])
             credit[d.mask], credited[d.mask] = d.values[d.mask], True
-            where = torch.nonzero(credited).reshape(-1)
-            self.workers.credit(w, where, credit[where])
+            self._credit(w, credit, credited)
         return common + r.values
+
+    def _arrived_innovation(self, arrived, j: int):
+        """Server side: node j's innovation as it arrived (lost values: none) and the mask of
+        which of its packets arrived (a float bit field, sent back in the downlink's scalars)."""
+        pk = by_kind(arrived.get(j, [])).get(KIND_INNOVATION, [])
+        return codec.decode(pk, self.numel), float(sum(1 << codec.read_header(p).index for p in pk))
+
+    def _delivered_innovation(self, own: Message, flag: int):
+        """Node side: its own innovation as the server decoded it (the packets the flag marks)."""
+        mine = [p for p in own.packets if flag >> codec.read_header(p).index & 1]
+        return codec.decode(mine, self.numel)
+
+    def _credit(self, w: int, credit: torch.Tensor, credited: torch.Tensor) -> None:
+        where = torch.nonzero(credited).reshape(-1)
+        self.workers.credit(w, where, credit[where])
 
 
     # ------------------------------------------------------------------ per-node decoders
@@ -313,9 +325,9 @@ class LGCPS(LGCBase):
                                 "lgc_ps: server decodes every node's values with its decoder")
         total, flags = torch.zeros(n), []
         for j in range(N):
-            pk = by_kind(arrived.get(j, [])).get(KIND_INNOVATION, [])
-            total += self._node_credit(self.deployed, code, j, codec.decode(pk, n))[0]
-            flags.append(float(sum(1 << codec.read_header(p).index for p in pk)))
+            d, flag = self._arrived_innovation(arrived, j)
+            total += self._node_credit(self.deployed, code, j, d)[0]
+            flags.append(flag)
         mean = total / N
         # the mean at I as bare f32 values in the relayed order (no indices: the nodes have the
         # positions), the rest (innovations outside I) sparse, with the arrival flags
@@ -339,10 +351,8 @@ class LGCPS(LGCBase):
         if code is not None:
             agg[code[0]] = codec.decode(parts[KIND_MEAN_AT_POSITIONS]).values
         for w in range(N):
-            mine = [p for p in own[w].packets if flags[w] >> codec.read_header(p).index & 1]
-            credit, credited = self._node_credit(self.worker_ae, code, w, codec.decode(mine, n))
-            where = torch.nonzero(credited).reshape(-1)
-            self.workers.credit(w, where, credit[where])
+            d = self._delivered_innovation(own[w], flags[w])
+            self._credit(w, *self._node_credit(self.worker_ae, code, w, d))
         return agg
 
 
