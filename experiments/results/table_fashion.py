@@ -1,8 +1,17 @@
-"""Table 1 on Fashion-MNIST: fp32, top-k, DGC, LGC's ablation, LGC-PS, LGC-RAR.
+"""Table 1 on Fashion-MNIST: fp32, top-k, DGC, LGC's ablation, LGC-PS, LGC-RAR, ScaleCom.
 
     nice .venv/bin/python -m experiments.results.table_fashion [--jobs 2] [--seeds 0,1,2,3,4]
     .venv/bin/python -m experiments.results.table_fashion --report     # table from finished runs
     ... --methods lgc_ps,dgc --set dense_below=3000 --runs DIR --out DIR   # an option on top
+    nice .venv/bin/python -m experiments.results.table_fashion --protocol plateau   # at fp32's plateau
+
+Two protocols (`PROTOCOLS`): "early" (600 iterations, DGC/LGC warm-up a quarter of the budget
+and AE training an eighth: how fast each method converges) and "plateau" (the budget at which
+fp32 has converged, its last two evaluations within 0.2 points; warm-up and AE training about
+one epoch each, a few percent of the budget, as in DGC's paper and reference code). Each has its
+own folder of runs, so both columns are kept. Rows ending `_nomask` run the method with
+`momentum_masking = false` (momentum kept where a coordinate is sent); the others are faithful
+to DGC (masked).
 
 Every method runs experiments/fashion_star.toml (Debian's Fashion-MNIST, the 139k-weight cnn_fc,
 8 workers in one shared 20 Mbit/s cell, the parameter server at the access point; LGC-RAR's ring
@@ -25,6 +34,7 @@ import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -32,17 +42,47 @@ from experiments.results.harness import DOCS_RESULTS, RunSpec, _execute_safe, me
 from experiments.results.tables import Column, emit, pick
 
 BASE = "experiments/fashion_star.toml"
-ITERATIONS = 600
 DENSITY = 0.01
-LABELS = ["fp32", "topk", "dgc", "lgc_ablation", "lgc_ps", "lgc_rar", "lgc_rar_ablation"]
-DEFAULT_LABELS = LABELS[:6]   # lgc_rar_ablation (f16 values on the ring) on request
-RUNS = DOCS_RESULTS / "table_fashion_runs"
+LABELS = ["fp32", "topk", "dgc", "lgc_ablation", "lgc_ps", "lgc_rar", "lgc_rar_ablation",
+          "scalecom", "dgc_nomask", "lgc_ablation_nomask", "lgc_ps_nomask", "lgc_rar_nomask"]
+EPOCH = 234   # iterations per epoch of Fashion-MNIST's 60k images at 8 workers x batch 32
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A budget and its stage lengths. `warmup`/`ae` None: a quarter and an eighth of the budget
+    (harness.stage_lengths)."""
+    iterations: int
+    eval_every: int
+    runs: Path
+    labels: tuple[str, ...]               # the rows run when --methods is not given
+    warmup: int | None = None
+    ae: int | None = None
+
+    def stages(self, iterations: int) -> tuple[int, int]:
+        if self.warmup is None or self.ae is None:
+            return stage_lengths(iterations)
+        return self.warmup, self.ae
+
+
+PROTOCOLS = {
+    # lgc_rar_ablation (f16 values on the ring) on request
+    "early": Protocol(600, 200, DOCS_RESULTS / "table_fashion_runs", tuple(LABELS[:6])),
+    # fp32's plateau: measured 2026-12-04 (docs/results.md, "LGC at its plateau")
+    "plateau": Protocol(4800, 400, DOCS_RESULTS / "plateau_runs",
+                        ("fp32", "topk", "dgc", "dgc_nomask", "lgc_ablation", "lgc_ps", "lgc_rar",
+                         "scalecom", "lgc_ablation_nomask", "lgc_ps_nomask", "lgc_rar_nomask"),
+                        warmup=EPOCH, ae=EPOCH // 2),
+}
+ITERATIONS = PROTOCOLS["early"].iterations
+RUNS = PROTOCOLS["early"].runs
 
 COLUMNS = [
     Column("method", "method"), Column("n", "seeds"),
     Column("acc_mean", "acc mean %", lambda v: f"{100 * v:.2f}"),
     Column("acc_std", "acc sd", lambda v: f"{100 * v:.2f}"),
     Column("d_acc", "vs fp32 pts", lambda v: f"{100 * v:+.2f}"),
+    Column("last_gain", "last eval gain pts", lambda v: f"{100 * v:+.2f}"),
     Column("up_final", "up bits/it", "{:,.0f}"), Column("total_final", "up+down bits/it", "{:,.0f}"),
     Column("up_x_fp32", "up x fp32", "{:.1f}"), Column("up_x_dgc", "up x DGC", "{:.2f}"),
     Column("up_x_abl", "up x abl", "{:.2f}"),
@@ -52,6 +92,8 @@ COLUMNS = [
 
 
 def options(label: str, warmup: int, ae_iters: int) -> dict:
+    if label.endswith("_nomask"):
+        return {**options(label[:-len("_nomask")], warmup, ae_iters), "momentum_masking": False}
     lgc = {"ratio": DENSITY, "warmup_iterations": warmup, "ae_iters": ae_iters}
     table = {
         "fp32": {"method": "none"},
@@ -61,16 +103,23 @@ def options(label: str, warmup: int, ae_iters: int) -> dict:
         "lgc_ps": {"method": "lgc_ps", **lgc},
         "lgc_rar": {"method": "lgc_rar", **lgc},
         "lgc_rar_ablation": {"method": "lgc_rar", **lgc, "coder": "none"},
+        "scalecom": {"method": "scalecom", "ratio": DENSITY},
     }
     return table[label]
 
 
-def spec(label: str, seed: int, iterations: int, extra: tuple[str, ...] = ()) -> RunSpec:
+def spec(label: str, seed: int, iterations: int, extra: tuple[str, ...] = (),
+         protocol: Protocol = PROTOCOLS["early"]) -> RunSpec:
     """`extra`: more `compression.KEY=VALUE` overrides on top of the method's own (--set)."""
-    warmup, ae = stage_lengths(iterations)
-    sets = [f"run.iterations={iterations}", f"run.seed={seed}", f"run.eval_every={iterations // 3}"]
+    warmup, ae = protocol.stages(iterations)
+    every = protocol.eval_every if iterations == protocol.iterations else max(1, iterations // 3)
+    sets = [f"run.iterations={iterations}", f"run.seed={seed}", f"run.eval_every={every}"]
     for key, value in options(label, warmup, ae).items():
-        sets.append(f'compression.{key}="{value}"' if isinstance(value, str) else f"compression.{key}={value}")
+        if isinstance(value, bool):
+            value = str(value).lower()
+        elif isinstance(value, str):
+            value = f'"{value}"'
+        sets.append(f"compression.{key}={value}")
     sets += [f"compression.{kv}" for kv in extra]
     return RunSpec(f"fashion[{label},s{seed}]", BASE, sets, tags={"method": label, "seed": seed})
 
@@ -79,9 +128,8 @@ def run_file(runs: Path, label: str, seed: int) -> Path:
     return runs / f"{label}_s{seed}.json"
 
 
-def summary(result, iterations: int) -> dict:
-    warmup, ae = stage_lengths(iterations)
-    final = warmup + ae
+def summary(result, iterations: int, final: int) -> dict:
+    """What the table keeps of one run; bits averaged from iteration `final` (the final stage)."""
     return {"status": result.status, "note": result.note, "iterations": result.iterations,
             "evals": result.evals, "final_accuracy": result.final_accuracy,
             "up_final": mean_spread(result.bits_up[final:])[0],
@@ -90,17 +138,18 @@ def summary(result, iterations: int) -> dict:
             "finished_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
 
 
-def _one(spec_: RunSpec, iterations: int, path: str) -> str:
+def _one(spec_: RunSpec, iterations: int, final: int, path: str) -> str:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     result = _execute_safe(spec_, None)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(summary(result, iterations), f, indent=1)
+        json.dump(summary(result, iterations, final), f, indent=1)
     os.replace(tmp, path)   # a run is on disk whole or not at all
     return f"{spec_.label}: {result.status}, acc {result.final_accuracy}, {result.wall_s:.0f} s"
 
 
-def run_missing(labels, seeds, iterations, jobs, runs: Path, extra: tuple[str, ...] = ()) -> None:
+def run_missing(labels, seeds, iterations, jobs, runs: Path, extra: tuple[str, ...] = (),
+                protocol: Protocol = PROTOCOLS["early"]) -> None:
     runs.mkdir(parents=True, exist_ok=True)
     todo = [(label, seed) for seed in seeds for label in labels  # seed-major: whole seeds first
             if not _finished(run_file(runs, label, seed), iterations)]
@@ -108,7 +157,8 @@ def run_missing(labels, seeds, iterations, jobs, runs: Path, extra: tuple[str, .
     if not todo:
         return
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-        futs = [pool.submit(_one, spec(label, seed, iterations, extra), iterations,
+        final = sum(protocol.stages(iterations))
+        futs = [pool.submit(_one, spec(label, seed, iterations, extra, protocol), iterations, final,
                             str(run_file(runs, label, seed))) for label, seed in todo]
         for fut in as_completed(futs):
             print(time.strftime("%H:%M:%S", time.gmtime()), fut.result(), flush=True)
@@ -134,6 +184,10 @@ def rows_of(labels, seeds, iterations, runs: Path) -> list[dict]:
             row["up_final"] = mean_spread([d["up_final"] for d in done])[0]
             row["total_final"] = mean_spread([d["total_final"] for d in done])[0]
             row["wall_s"] = sum(d["wall_s"] for d in done)
+            # converged? the gain from the second-last to the last evaluation, mean over seeds
+            steps = [d["evals"][-1]["test_accuracy"] - d["evals"][-2]["test_accuracy"]
+                     for d in done if len(d["evals"]) >= 2]
+            row["last_gain"] = mean_spread(steps)[0]
         rows.append(row)
     ref = {r["method"]: r for r in rows if r.get("up_final")}
     for row in rows:
@@ -151,39 +205,48 @@ def rows_of(labels, seeds, iterations, runs: Path) -> list[dict]:
 def main(argv=None) -> list[dict]:
     ap = argparse.ArgumentParser(prog="python -m experiments.results.table_fashion",
                                  description=__doc__.split("\n")[0])
-    ap.add_argument("--iterations", type=int, default=ITERATIONS)
+    ap.add_argument("--protocol", choices=sorted(PROTOCOLS), default="early",
+                    help="budget, stage lengths, evaluations, runs folder and rows (see PROTOCOLS)")
+    ap.add_argument("--iterations", type=int, default=None, help="default: the protocol's")
     ap.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated seeds")
     ap.add_argument("--methods", default=None, help=f"comma-separated subset of: {', '.join(LABELS)}")
     ap.add_argument("--jobs", type=int, default=1, help="runs at once (one process each)")
-    ap.add_argument("--runs", default=str(RUNS), help="folder of the per-run JSON files")
+    ap.add_argument("--runs", default=None, help="folder of the per-run JSON files "
+                                                 "(default: the protocol's)")
     ap.add_argument("--out", default=str(DOCS_RESULTS), help="folder for the table's CSV/Markdown")
     ap.add_argument("--report", action="store_true", help="only tabulate the runs on disk")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a [compression] option on top of every method's own (repeatable), "
                          "e.g. --set dense_below=3000; give such runs their own --runs folder")
     args = ap.parse_args(argv)
-    labels = pick(args.methods, LABELS, "methods") if args.methods else DEFAULT_LABELS
+    protocol = PROTOCOLS[args.protocol]
+    iterations = args.iterations or protocol.iterations
+    labels = pick(args.methods, LABELS, "methods") if args.methods else list(protocol.labels)
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
         raise SystemExit(f"--seeds {args.seeds!r}: must be comma-separated integers, e.g. 0,1,2") from None
-    runs = Path(args.runs)
+    runs = Path(args.runs) if args.runs else protocol.runs
     if not args.report:
-        run_missing(labels, seeds, args.iterations, args.jobs, runs, tuple(args.set))
-    rows = rows_of(labels, seeds, args.iterations, runs)
-    warmup, ae = stage_lengths(args.iterations)
+        run_missing(labels, seeds, iterations, args.jobs, runs, tuple(args.set), protocol)
+    rows = rows_of(labels, seeds, iterations, runs)
+    warmup, ae = protocol.stages(iterations)
     notes = [
         f"Fashion-MNIST (60k/10k), cnn_fc (139k weights), 8 workers, one shared 20 Mbit/s cell, "
-        f"{args.iterations} iterations of batch 32 per worker, SGD lr 0.1 cosine; DGC/LGC warm-up "
+        f"{iterations} iterations of batch 32 per worker, SGD lr 0.1 cosine; DGC/LGC warm-up "
         f"{warmup}, LGC AE training {ae}, final stage from {warmup + ae}; density {DENSITY}.",
+        "_nomask: momentum_masking = false (momentum kept where a coordinate is sent); "
+        "last eval gain: accuracy gained from the second-last to the last evaluation (converged "
+        "when within 0.2 points).",
         "acc: final test accuracy over the seeds that finished (sd: sample standard deviation); "
         "vs fp32: mean difference in points.",
         "up bits/it: what the workers sent (all-reduce: the chunks each node sends); up+down adds "
         "what every node received; both over the final stage; every header, index, latent byte.",
         "x fp32 / x DGC / x abl: that method's bits per iteration over this row's.",
     ]
-    emit(rows, COLUMNS, title=f"Fashion-MNIST methods, 8 workers, {args.iterations} iterations",
-         notes=notes, out=Path(args.out) if args.out else None, stem="table_fashion")
+    stem = "table_fashion" if args.protocol == "early" else f"table_fashion_{args.protocol}"
+    emit(rows, COLUMNS, title=f"Fashion-MNIST methods, 8 workers, {iterations} iterations",
+         notes=notes, out=Path(args.out) if args.out else None, stem=stem)
     return rows
 
 
