@@ -1,0 +1,124 @@
+"""Wall time of the quickstart on a busy machine: ms per iteration of `experiments/quickstart.toml`
+with 2 workers, idle and with every core kept busy by another process (`python -c "while True:
+pass"`, one per core, started and killed here), side by side for the default thread policy
+(`run.threads = 0`), one thread and two threads, with the busy/idle ratio (median and worst
+over the repetitions) and the 1-minute load average at the end of each measurement.
+
+Every measurement is a fresh process (what a user's `testbed run` gets: no OMP_NUM_THREADS, no
+thread count set before), timing `Experiment.run()` only (not Python's and torch's start), with
+the process's CPU seconds beside the wall ones: threads that spin while another process holds a
+core show as CPU time without progress. Target (issue 23): the default's busy time within 2x of
+its idle time (a fair share of the cores allows 1.5x).
+
+Run: `python -m benchmarks load` (quick: 100 iterations, 1 repetition) or `python -m benchmarks
+load --full` (300 iterations, 3 repetitions). Results: docs/results.md, "Thread policy under load".
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FILE = ROOT / "experiments" / "quickstart.toml"
+TARGET = 2.0
+
+
+def settings() -> list[tuple[str, int]]:
+    """(label, run.threads): the default, 1, 2, and torch's own count (the pre-2026-12-04 default)
+    where this machine has more than 2 cores."""
+    rows = [("default", 0), ("1 thread", 1), ("2 threads", 2)]
+    cores = os.cpu_count() or 1
+    if cores > 2:
+        rows.append((f"{cores} threads", cores))
+    return rows
+
+
+def child(threads: int, iterations: int) -> None:
+    """In the measured process: one quickstart run, printing its wall and CPU seconds as JSON."""
+    from testbed.config import load_config
+    from testbed.experiment import Experiment
+    from testbed.store import Store
+
+    import torch
+
+    sets = ["network.workers=2", f"run.iterations={iterations}", "run.device=cpu"]
+    if threads:
+        sets.append(f"run.threads={threads}")
+    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "load.db") as store:
+        exp = Experiment(load_config(FILE, sets), store)
+        wall, cpu = time.perf_counter(), time.process_time()
+        exp.run()
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    print(json.dumps({"wall_s": wall, "cpu_s": cpu, "torch_threads": torch.get_num_threads()}))
+
+
+def measure(threads: int, iterations: int, busy: bool) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}  # what a user's shell has
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    hogs = []
+    try:
+        if busy:
+            hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                    for _ in range(os.cpu_count() or 1)]
+        out = subprocess.run([sys.executable, "-m", "benchmarks.bench_load", "--child", str(threads),
+                              str(iterations)], cwd=ROOT, env=env, capture_output=True, text=True,
+                             check=True).stdout
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    row = json.loads(out.strip().splitlines()[-1])
+    row["ms"] = row["wall_s"] / iterations * 1000
+    row["load"] = os.getloadavg()[0]
+    return row
+
+
+def main(quick: bool = True) -> list[dict]:
+    iterations, reps = (100, 1) if quick else (300, 3)
+    cores = os.cpu_count() or 1
+    print(f"quickstart, 2 workers, {iterations} iterations, {reps} repetition(s); busy = {cores} "
+          f"spinning processes; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
+          f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    runs: dict[str, dict[str, list[dict]]] = {label: {"idle": [], "busy": []} for label, _ in settings()}
+    for rep in range(reps):
+        for label, threads in settings():         # interleaved: drift of the machine hits all alike
+            for state in ("idle", "busy"):
+                r = measure(threads, iterations, busy=state == "busy")
+                runs[label][state].append(r)
+                print(f"  rep {rep + 1} {label:>10} {state}: {r['ms']:7.1f} ms/it, cpu/wall "
+                      f"{r['cpu_s'] / r['wall_s']:.2f}, torch threads {r['torch_threads']}, "
+                      f"load {r['load']:.2f}", flush=True)
+    rows = []
+    print(f"\n{'threads':>10} | {'idle ms/it':>10} | {'busy ms/it':>10} | {'busy/idle':>9} | "
+          f"{'worst busy':>10} | {'worst ratio':>11} | load idle / busy")
+    for label, _ in settings():
+        idle = [r["ms"] for r in runs[label]["idle"]]
+        busy = [r["ms"] for r in runs[label]["busy"]]
+        row = {"setting": label, "idle_ms": statistics.median(idle), "busy_ms": statistics.median(busy),
+               "worst_busy_ms": max(busy),
+               "load_idle": statistics.median(r["load"] for r in runs[label]["idle"]),
+               "load_busy": statistics.median(r["load"] for r in runs[label]["busy"])}
+        row["ratio"] = row["busy_ms"] / row["idle_ms"]
+        row["worst_ratio"] = row["worst_busy_ms"] / row["idle_ms"]
+        rows.append(row)
+        print(f"{label:>10} | {row['idle_ms']:10.1f} | {row['busy_ms']:10.1f} | {row['ratio']:9.2f} | "
+              f"{row['worst_busy_ms']:10.1f} | {row['worst_ratio']:11.2f} | "
+              f"{row['load_idle']:.2f} / {row['load_busy']:.2f}")
+    d = rows[0]
+    print(f"target: default busy/idle <= {TARGET:.1f}: median {d['ratio']:.2f}, worst "
+          f"{d['worst_ratio']:.2f} -> {'met' if d['worst_ratio'] <= TARGET else 'NOT met'}")
+    return rows
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--child":
+        child(int(sys.argv[2]), int(sys.argv[3]))
+    else:
+        main(quick="--full" not in sys.argv)
