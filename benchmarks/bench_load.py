@@ -10,8 +10,10 @@ the process's CPU seconds beside the wall ones: threads that spin while another 
 core show as CPU time without progress. Target (issue 23): the default's busy time within 2x of
 its idle time (a fair share of the cores allows 1.5x).
 
-Run: `python -m benchmarks load` (quick: 100 iterations, 1 repetition) or `python -m benchmarks
-load --full` (300 iterations, 3 repetitions). Results: docs/results.md, "Thread policy under load".
+Run: `python -m benchmarks load` (quick: 50 iterations, 1 repetition) or `python -m benchmarks
+load --full` (300 iterations, 3 repetitions, then a table per shipped model: one forward +
+backward at 1 thread and at every core, idle and busy). Results: docs/results.md, "Thread
+policy under load".
 """
 from __future__ import annotations
 
@@ -41,11 +43,11 @@ def settings() -> list[tuple[str, int]]:
 
 def child(threads: int, iterations: int) -> None:
     """In the measured process: one quickstart run, printing its wall and CPU seconds as JSON."""
+    import torch
+
     from testbed.config import load_config
     from testbed.experiment import Experiment
     from testbed.store import Store
-
-    import torch
 
     sets = ["network.workers=2", f"run.iterations={iterations}", "run.device=cpu"]
     if threads:
@@ -80,8 +82,53 @@ def measure(threads: int, iterations: int, busy: bool) -> dict:
     return row
 
 
+MODELS = (("mlp", (1, 8, 8)), ("cnn", (1, 8, 8)), ("resnet20", (3, 32, 32)), ("resnet18", (3, 32, 32)))
+
+
+def models(reps: int = 3) -> list[dict]:
+    """Does a larger model pay for more threads? One forward + backward of a batch of 32 per
+    shipped model, 1 thread against every core, idle and busy (best of `reps`, after a warm-up),
+    in this process. The thread policy's choice by model size rests on this table."""
+    import torch
+
+    from nodes.models import build_model
+
+    cores = os.cpu_count() or 1
+    rows = []
+    print(f"\nper model: ms per forward+backward, batch 32, best of {reps}; 1 thread vs {cores}")
+    print(f"{'model':>9} {'params':>9} | {'1 idle':>8} {f'{cores} idle':>8} | {'1 busy':>8} "
+          f"{f'{cores} busy':>8} | load")
+    for name, shape in MODELS:
+        torch.manual_seed(0)
+        model = build_model(name, shape, 10)
+        x, y = torch.randn(32, *shape), torch.randint(0, 10, (32,))
+        row = {"model": name, "params": sum(p.numel() for p in model.parameters())}
+        for state in ("idle", "busy"):
+            hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                    for _ in range(cores if state == "busy" else 0)]
+            try:
+                for threads in (1, cores):
+                    torch.set_num_threads(threads)
+                    times = []
+                    for _ in range(reps + 1):
+                        t = time.perf_counter()
+                        torch.nn.functional.cross_entropy(model(x), y).backward()
+                        times.append(time.perf_counter() - t)
+                    row[f"{threads}_{state}_ms"] = min(times[1:]) * 1000
+            finally:
+                for h in hogs:
+                    h.kill()
+                    h.wait()
+        row["load"] = os.getloadavg()[0]
+        rows.append(row)
+        print(f"{name:>9} {row['params']:>9} | {row['1_idle_ms']:8.1f} {row[f'{cores}_idle_ms']:8.1f} | "
+              f"{row['1_busy_ms']:8.1f} {row[f'{cores}_busy_ms']:8.1f} | {row['load']:.2f}", flush=True)
+    torch.set_num_threads(1)
+    return rows
+
+
 def main(quick: bool = True) -> list[dict]:
-    iterations, reps = (100, 1) if quick else (300, 3)
+    iterations, reps = (50, 1) if quick else (300, 3)
     cores = os.cpu_count() or 1
     print(f"quickstart, 2 workers, {iterations} iterations, {reps} repetition(s); busy = {cores} "
           f"spinning processes; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
@@ -114,6 +161,8 @@ def main(quick: bool = True) -> list[dict]:
     d = rows[0]
     print(f"target: default busy/idle <= {TARGET:.1f}: median {d['ratio']:.2f}, worst "
           f"{d['worst_ratio']:.2f} -> {'met' if d['worst_ratio'] <= TARGET else 'NOT met'}")
+    if not quick:
+        rows += models()
     return rows
 
 
