@@ -10,8 +10,10 @@ the process's CPU seconds beside the wall ones: threads that spin while another 
 core show as CPU time without progress. Target (issue 23): the default's busy time within 2x of
 its idle time (a fair share of the cores allows 1.5x).
 
-Run: `python -m benchmarks load` (quick: 50 iterations, 1 repetition) or `python -m benchmarks
-load --full` (300 iterations, 3 repetitions, then a table per shipped model: one forward +
+A measurement stops at its iterations or after a wall-time cap, whichever comes first (a
+collapsed setting would otherwise take many minutes); ms per iteration is over the iterations it
+ran. Run: `python -m benchmarks load` (quick: 50 iterations or 15 s, 1 repetition) or `python -m
+benchmarks load --full` (300 iterations or 30 s, 3 repetitions, then a table per shipped model: one forward +
 backward at 1 thread and at every core, idle and busy). Results: docs/results.md, "Thread
 policy under load".
 """
@@ -41,8 +43,9 @@ def settings() -> list[tuple[str, int]]:
     return rows
 
 
-def child(threads: int, iterations: int) -> None:
-    """In the measured process: one quickstart run, printing its wall and CPU seconds as JSON."""
+def child(threads: int, iterations: int, cap_s: float) -> None:
+    """In the measured process: one quickstart run, stopped at `iterations` or after `cap_s` wall
+    seconds, whichever comes first, printing its wall and CPU seconds and iterations as JSON."""
     import torch
 
     from testbed.config import load_config
@@ -53,14 +56,23 @@ def child(threads: int, iterations: int) -> None:
     if threads:
         sets.append(f"run.threads={threads}")
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "load.db") as store:
-        exp = Experiment(load_config(FILE, sets), store)
+        done = [0]
+
+        def stop() -> bool:   # asked before each iteration: a collapsed setting is cut short
+            if time.perf_counter() - wall > cap_s:
+                return True
+            done[0] += 1
+            return False
+
+        exp = Experiment(load_config(FILE, sets), store, should_stop=stop)
         wall, cpu = time.perf_counter(), time.process_time()
         exp.run()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    print(json.dumps({"wall_s": wall, "cpu_s": cpu, "torch_threads": torch.get_num_threads()}))
+    print(json.dumps({"wall_s": wall, "cpu_s": cpu, "iterations": done[0],
+                      "torch_threads": torch.get_num_threads()}))
 
 
-def measure(threads: int, iterations: int, busy: bool) -> dict:
+def measure(threads: int, iterations: int, busy: bool, cap_s: float) -> dict:
     env = {k: v for k, v in os.environ.items()
            if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}  # what a user's shell has
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
@@ -70,14 +82,14 @@ def measure(threads: int, iterations: int, busy: bool) -> dict:
             hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
                     for _ in range(os.cpu_count() or 1)]
         out = subprocess.run([sys.executable, "-m", "benchmarks.bench_load", "--child", str(threads),
-                              str(iterations)], cwd=ROOT, env=env, capture_output=True, text=True,
+                              str(iterations), str(cap_s)], cwd=ROOT, env=env, capture_output=True, text=True,
                              check=True).stdout
     finally:
         for h in hogs:
             h.kill()
             h.wait()
     row = json.loads(out.strip().splitlines()[-1])
-    row["ms"] = row["wall_s"] / iterations * 1000
+    row["ms"] = row["wall_s"] / row["iterations"] * 1000
     row["load"] = os.getloadavg()[0]
     return row
 
@@ -128,18 +140,18 @@ def models(reps: int = 3) -> list[dict]:
 
 
 def main(quick: bool = True) -> list[dict]:
-    iterations, reps = (50, 1) if quick else (300, 3)
+    iterations, reps, cap_s = (50, 1, 15.0) if quick else (300, 3, 30.0)
     cores = os.cpu_count() or 1
-    print(f"quickstart, 2 workers, {iterations} iterations, {reps} repetition(s); busy = {cores} "
+    print(f"quickstart, 2 workers, {iterations} iterations (or {cap_s:.0f} s), {reps} repetition(s); busy = {cores} "
           f"spinning processes; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
           f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     runs: dict[str, dict[str, list[dict]]] = {label: {"idle": [], "busy": []} for label, _ in settings()}
     for rep in range(reps):
         for label, threads in settings():         # interleaved: drift of the machine hits all alike
             for state in ("idle", "busy"):
-                r = measure(threads, iterations, busy=state == "busy")
+                r = measure(threads, iterations, busy=state == "busy", cap_s=cap_s)
                 runs[label][state].append(r)
-                print(f"  rep {rep + 1} {label:>10} {state}: {r['ms']:7.1f} ms/it, cpu/wall "
+                print(f"  rep {rep + 1} {label:>10} {state}: {r['ms']:7.1f} ms/it ({r['iterations']} it), cpu/wall "
                       f"{r['cpu_s'] / r['wall_s']:.2f}, torch threads {r['torch_threads']}, "
                       f"load {r['load']:.2f}", flush=True)
     rows = []
@@ -167,7 +179,7 @@ def main(quick: bool = True) -> list[dict]:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--child":
-        child(int(sys.argv[2]), int(sys.argv[3]))
+    if len(sys.argv) == 5 and sys.argv[1] == "--child":
+        child(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]))
     else:
         main(quick="--full" not in sys.argv)
