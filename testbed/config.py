@@ -73,7 +73,8 @@ RUN_KEYS = {
     # size gets more. One thread is also what every torchrun rank runs, so the default gives
     # the same rows in one process and under torchrun. N > 0: N threads (a machine of the run's
     # own, a large model: measure first).
-    "threads": Field(0, int, min=0, help="CPU threads per process; 0: one (holds its speed on a busy machine, the same rows as torchrun's ranks); N: N threads"),
+    "threads": Field(0, int, min=0, help="CPU threads per process; 0: one (holds its speed on a "
+                     "busy machine, the same rows as torchrun's ranks); N: N threads"),
     "stop_at_accuracy": Field(False, bool),
     # Virtual seconds from an iteration's start at which its uplink closes: a worker whose
     # update has not arrived by then is left out of that iteration's aggregate.
