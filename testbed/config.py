@@ -64,7 +64,17 @@ RUN_KEYS = {
     # A checkpoint (model, optimizer, compressor, batch order, link layer, clock) every N
     # iterations beside the store, for `testbed resume`; 0: none.
     "checkpoint_every": Field(100, int, min=0),
-    "threads": Field(0, int, min=0),
+    # Intra-op (and inter-op) CPU threads of this process. 0, the default: one, for every model
+    # size. Measured 2026-12-04 on the shared 2-core machine at load average 9-13 (`python -m
+    # benchmarks load --full`, docs/results.md "Thread policy under load"): the quickstart at
+    # two threads took 10x (idle) and 12x (both cores busy) the wall time of one thread (threads
+    # wait on each other while another process holds a core), and every shipped model (MLP, CNN,
+    # ResNet20, ResNet18) was slower at two threads than at one, idle and busy, so no model
+    # size gets more. One thread is also what every torchrun rank runs, so the default gives
+    # the same rows in one process and under torchrun. N > 0: N threads (a machine of the run's
+    # own, a large model: measure first).
+    "threads": Field(0, int, min=0, help="CPU threads per process; 0: one (holds its speed on a "
+                     "busy machine, the same rows as torchrun's ranks); N: N threads"),
     "stop_at_accuracy": Field(False, bool),
     # Virtual seconds from an iteration's start at which its uplink closes: a worker whose
     # update has not arrived by then is left out of that iteration's aggregate.

@@ -42,6 +42,22 @@ def ps_without_server(method: str, topology) -> str:
                    f"mesh, geometric) or a method that needs none ({', '.join(serverless)})")
 
 
+DEFAULT_THREADS = 1  # run.threads = 0: why one, see the Field in testbed/config.py
+
+
+def apply_threads(threads: int) -> int:
+    """Set this process's torch threads for a run (`run.threads`, 0 = DEFAULT_THREADS) and
+    return the count. The one place the thread policy lives: in-process runs, torchrun ranks,
+    resumed runs and the harness's `--jobs` processes all build their Experiment through it."""
+    n = threads or DEFAULT_THREADS
+    torch.set_num_threads(n)
+    try:  # the inter-op pool too; torch allows setting it once, before any inter-op work
+        torch.set_num_interop_threads(n)
+    except RuntimeError:
+        pass
+    return n
+
+
 class ExperimentError(RuntimeError):
     """A run that cannot go on (bad combination of settings, a failed link, a bad gradient)."""
 
@@ -123,8 +139,7 @@ class Experiment:
         from nodes.workers import WorkerPool
 
         cfg = self.cfg
-        if cfg.run.threads:
-            torch.set_num_threads(cfg.run.threads)
+        apply_threads(cfg.run.threads)
         self.device = resolve_device(cfg.run.device)
         seed = cfg.run.seed
         torch.manual_seed(seed)
