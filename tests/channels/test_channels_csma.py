@@ -104,37 +104,60 @@ def u(b, cw):
 
 @pytest.mark.parametrize("engine", ["fast", "simpy"])
 def test_two_stations_backoff_trace_by_hand(engine):
-    # 8 Mb/s: a byte takes 1 us. Frame 60 + 40 B: DATA = 20 + 100 = 120 us, ACK = 20 + 14 = 34 us.
-    # Success holds 120 + 16 + 34 + 34 = 204 us, a collision 120 + 34 = 154 us.
+    # 8 Mb/s, 4 us OFDM symbols of 32 bits. Frame 60 + 40 B: DATA = 20 + 4 ceil((800 + 22) / 32)
+    # = 124 us. The ACK goes at the highest basic rate not above 8 Mb/s, 6 Mb/s (24 bits a
+    # symbol): 20 + 4 ceil((112 + 22) / 24) = 44 us. After a success everyone counts again
+    # 124 + 16 + 44 + 34 = 218 us after the DATA began; after a collision of the two, each sender
+    # 124 + 45 (ACK timeout) + 34 = 203 us after. A busy period freezes the others' counters and
+    # takes off only the whole idle slots that ended before it was sensed (4 us after it began).
     net = make_net(workers=2, medium="shared", sharing="csma", engine=engine, bandwidth_mbps=8.0, delay_ms=0.0)
     cell = net._medium(("cell", "server"))
-    cell.csma_streams["w0"] = FixedStream([u(2, 15), u(5, 31), u(0, 63), u(7, 15), u(1, 15)])
-    cell.csma_streams["w1"] = FixedStream([u(2, 15), u(1, 31), u(3, 15), u(4, 31), u(0, 15)])
+    cell.csma_streams["w0"] = FixedStream([u(2, 15), u(5, 31), u(0, 15), u(7, 15)])
+    cell.csma_streams["w1"] = FixedStream([u(2, 15), u(1, 31), u(3, 15), u(2, 15)])
     rep = net.gather({"w0": [60] * 3, "w1": [60] * 3}, "server", at=0.0)
-    # Boundaries every 9 us from 0; both take a frame at the first one >= DIFS = 34 us: #4 (36 us).
-    #  #4  36: counters w0 2, w1 2             -> both reach 0 at #6
-    #  #6  54: collision, busy to 208; stage 1 (CW 31): w0 5 -> #12, w1 1 -> #8
-    #  #8  217 (208 + 9): w1 alone, DATA ends 337; busy to 421 (#9); w1 next frame: 3 -> #12
-    #  #12 448 (421 + 27): w0 and w1 collide, busy to 602 (#13); w0 stage 2 (CW 63): 0 -> #13,
-    #      w1 stage 1 (CW 31): 4 -> #17
-    #  #13 602: w0 alone, DATA ends 722; busy to 806 (#14); w0 next frame: 7 -> #21
-    #  #17 833 (806 + 27): w1, DATA ends 953; busy to 1037 (#18); w1 next: 0 -> #18
-    #  #18 1037: w1, DATA ends 1157; busy to 1241 (#19); w1 is done
-    #  #21 1259 (1241 + 18): w0, DATA ends 1379; busy to 1463 (#22); w0 next: 1 -> #23
-    #  #23 1472: w0, DATA ends 1592; busy to 1676
+    # Both take a frame at the first boundary >= DIFS = 34 us: 36 us; counters 2 and 2.
+    #   54: collision; each sender counts from 54 + 203 = 257 at CW 31: w0 5 -> 302, w1 1 -> 266
+    #  266: w1 alone, DATA ends 390; all count from 484. w0 saw 1 slot (257-266): 4 left -> 520;
+    #       w1 next frame: 3 -> 511
+    #  511: w1, DATA ends 635; from 729. w0 saw 3 slots (484-511): 1 left -> 738; w1 2 -> 747
+    #  738: w0, DATA ends 862; from 956. w1 saw 1 slot (729-738): 1 left -> 965; w0 0 -> 956
+    #  956: w0, DATA ends 1080; from 1174. w1: 1 left -> 1183; w0 7 -> 1237
+    # 1183: w1, DATA ends 1307 (its last); from 1401. w0 saw 1 slot: 6 left -> 1455
+    # 1455: w0, DATA ends 1579; the medium is free for all at 1673
     us = 1e-6
     f0, f1 = rep.flows
-    assert np.allclose(f0.arrival_s, np.array([722, 1379, 1592]) * us, rtol=0, atol=1e-12)
-    assert np.allclose(f1.arrival_s, np.array([337, 953, 1157]) * us, rtol=0, atol=1e-12)
-    assert cell.free_at == pytest.approx(1676 * us, abs=1e-12)
+    assert np.allclose(f0.arrival_s, np.array([862, 1080, 1579]) * us, rtol=0, atol=1e-12)
+    assert np.allclose(f1.arrival_s, np.array([390, 635, 1307]) * us, rtol=0, atol=1e-12)
+    assert cell.free_at == pytest.approx(1673 * us, abs=1e-12)
     for w in ("w0", "w1"):
         st = rep.links[(w, "server")]
-        assert (st.packets, st.collisions, st.retries, st.lost) == (5, 2, 2, 0)
+        assert (st.packets, st.collisions, st.retries, st.lost) == (4, 1, 1, 0)
         assert rep.links[("server", w)].bytes == 3 * ACK_BYTES        # one ACK per success
-        assert rep.nodes[w].packets_sent == 5 and rep.nodes[w].retransmissions == 2
-    # airtime: three successes (DATA + SIFS + ACK) and two collided DATA
-    assert rep.links[("w0", "server")].busy_s == pytest.approx((3 * 170 + 2 * 120) * us)
-    assert cell.csma_streams["w0"].pos == 5 and cell.csma_streams["w1"].pos == 5   # only used draws taken
+        assert rep.nodes[w].packets_sent == 4 and rep.nodes[w].retransmissions == 1
+    # airtime: three successes (DATA + SIFS + ACK) and one collided DATA
+    assert rep.links[("w0", "server")].busy_s == pytest.approx((3 * 184 + 124) * us)
+    assert cell.csma_streams["w0"].pos == 4 and cell.csma_streams["w1"].pos == 4   # only used draws taken
+
+
+@pytest.mark.parametrize("engine", ["fast", "simpy"])
+def test_a_station_that_heard_a_collision_waits_eifs(engine):
+    # Three stations, one frame each (DATA 124 us, as above). w0 and w1 collide at 45 us (DATA
+    # ends 169); they count again after the ACK timeout, 169 + 45 + 34 = 248 us; w2 heard a frame
+    # it could not decode and waits EIFS, 169 + 94 = 263 us. With DIFS it would have counted from
+    # 203 and sent first (at 239).
+    net = make_net(workers=3, medium="shared", sharing="csma", engine=engine, bandwidth_mbps=8.0, delay_ms=0.0)
+    cell = net._medium(("cell", "server"))
+    cell.csma_streams["w0"] = FixedStream([u(1, 15), u(0, 31)])
+    cell.csma_streams["w1"] = FixedStream([u(1, 15), u(3, 31)])
+    cell.csma_streams["w2"] = FixedStream([u(5, 15)])
+    rep = net.gather({"w0": [60], "w1": [60], "w2": [60]}, "server", at=0.0)
+    # 36: all take their frame (1, 1, 5). 45: w0 + w1 collide; w2 saw the slot ending at 45: 4 left.
+    # 248: w0 (drew 0), DATA ends 372; all from 466. w1 3 -> 493; w2 (from 263: no slot) 4 -> 502
+    # 493: w1, DATA ends 617; from 711. w2 saw 3 slots: 1 left -> 720. 720: w2, DATA ends 844.
+    us = 1e-6
+    assert [float(f.arrival_s[0]) / us for f in rep.flows] == pytest.approx([372, 617, 844], abs=1e-6)
+    assert cell.free_at == pytest.approx(938 * us, abs=1e-12)
+    assert [rep.links[(w, "server")].collisions for w in ("w0", "w1", "w2")] == [1, 1, 0]
 
 
 LOSSES = [
@@ -171,8 +194,8 @@ def test_fast_and_simpy_engines_give_identical_reports(loss, delivery):
 
 @pytest.mark.parametrize("engine", ["fast", "simpy"])
 def test_loss_is_a_failure_retried_with_a_doubled_window(engine):
-    # One station, every frame lost: each attempt holds DATA + DIFS, the MAC tries 1 + retry_limit
-    # times, then reliable delivery gives up (link retry_limit 0).
+    # One station, every frame lost: after each attempt it waits DATA + ACK timeout + DIFS; the MAC
+    # tries retry_limit (7) times, then reliable delivery gives up (link retry_limit 0).
     net = make_net(workers=1, medium="shared", sharing="csma", engine=engine, bandwidth_mbps=8.0, delay_ms=0.0,
                    loss={"model": "bernoulli", "p": 1.0}, retry_limit=0)
     with pytest.raises(DeliveryError, match="gave up on packet 0"):
@@ -180,20 +203,23 @@ def test_loss_is_a_failure_retried_with_a_doubled_window(engine):
     net = make_net(workers=1, medium="shared", sharing="csma", engine=engine, bandwidth_mbps=8.0, delay_ms=0.0,
                    loss={"model": "bernoulli", "p": 1.0}, delivery="best_effort")
     cell = net._medium(("cell", "server"))
-    cws = [15, 31, 63, 127, 255, 511, 1023, 1023]
+    cws = [15, 31, 63, 127, 255, 511, 1023]
     cell.csma_streams["w0"] = FixedStream([u(cw, cw) for cw in cws])   # the largest counter each time
     rep = net.gather({"w0": [60]}, "server", at=0.0)
     st = rep.links[("w0", "server")]
-    assert (st.packets, st.lost, st.collisions, st.retries) == (8, 8, 0, 7) and not rep.flows[0].arrived.any()
-    # first boundary >= 34 us is 36 us; attempt k waits cw_k slots, then DATA + DIFS = 154 us
-    end = 36e-6 + sum(cw * 9e-6 + 154e-6 for cw in cws)
+    assert (st.packets, st.lost, st.collisions, st.retries) == (7, 7, 0, 6) and not rep.flows[0].arrived.any()
+    # first boundary >= 34 us is 36 us; attempt k waits cw_k slots, then DATA (124 us, as in the
+    # trace above) + ACK timeout 45 + DIFS 34 = 203 us
+    end = 36e-6 + sum(cw * 9e-6 + 203e-6 for cw in cws)
     assert cell.free_at == pytest.approx(end, abs=1e-12)
 
 
 def test_csma_keys_are_validated_with_one_line_errors():
     out = validate_network({"sharing": "csma"})
     assert out["csma"] == {"slot_us": 9.0, "sifs_us": 16.0, "difs_us": 34.0, "cw_min": 15, "cw_max": 1023,
-                           "phy_header_us": 20.0, "ack_bytes": 14, "retry_limit": 7}
+                           "phy_header_us": 20.0, "ack_bytes": 14, "retry_limit": 7, "basic_rate_mbps": 24.0,
+                           "symbol_us": 4.0, "ack_timeout_us": 45.0, "eifs_us": 94.0, "cca_us": 4.0,
+                           "eifs_frames": 2}
     for table, key, words in [({"cw_min": 31, "cw_max": 15}, "network.csma.cw_max", ">= cw_min (31)"),
                               ({"slot_us": 0}, "network.csma.slot_us", "> 0"),
                               ({"cw_mn": 3}, "network.csma.cw_mn", "did you mean 'network.csma.cw_min'"),
@@ -213,8 +239,8 @@ def test_csma_parameters_reach_the_cell():
     cell = net._medium(("cell", "server"))
     cell.csma_streams["w0"] = FixedStream([u(0, 15)])
     rep = net.gather({"w0": [60]}, "server", at=0.0)
-    # first boundary >= 50 us on a 20 us grid: 60 us; counter 0; DATA 120 us
-    assert rep.end_s == pytest.approx(180e-6, abs=1e-12)
+    # first boundary >= 50 us on a 20 us grid: 60 us; counter 0; DATA 20 + 4 ceil(822 / 32) = 124 us
+    assert rep.end_s == pytest.approx(184e-6, abs=1e-12)
 
 
 def test_multi_hop_through_a_csma_cell_runs_on_simpy():

@@ -56,6 +56,14 @@ SinkRx(Ptr<const Packet> p)
         g_ok++;
 }
 
+static bool g_log = std::getenv("CELL_LOG") != nullptr;   // every transmission, for debugging
+
+static void
+LogTx(std::string who, Ptr<const Packet> p, double)
+{
+    std::fprintf(stderr, "tx %.9f %s %u\n", Simulator::Now().GetSeconds(), who.c_str(), p->GetSize());
+}
+
 static void
 DataTx(Ptr<const Packet> p, double)
 {
@@ -119,6 +127,10 @@ Dcf(uint32_t n, double seconds, double warmup, uint32_t seed)
     }
     Ptr<WifiNetDevice> s = DynamicCast<WifiNetDevice>(sinkDev.Get(0));
     s->GetMac()->TraceConnectWithoutContext("MacRx", MakeCallback(&SinkRx));
+    if (g_log)
+        for (uint32_t i = 0; i < all.GetN(); i++)
+            DynamicCast<WifiNetDevice>(all.Get(i))->GetPhy()->TraceConnect("PhyTxBegin", std::to_string(i),
+                                                                           MakeCallback(&LogTx));
     for (uint32_t i = 0; i < n; i++)
     {
         Ptr<WifiNetDevice> d = DynamicCast<WifiNetDevice>(staDev.Get(i));
