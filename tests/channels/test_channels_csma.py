@@ -1,6 +1,7 @@
 """802.11 DCF on a shared cell (`sharing = "csma"`): Bianchi's saturation analysis, a trace of
 backoff counters worked out by hand, and the two engines agreeing bit for bit."""
 import argparse
+import math
 
 import numpy as np
 import pytest
@@ -15,30 +16,33 @@ from channels_helpers import identical, make_net
 from testbed.commands.probe import load_probe_config, probe_report
 
 # 802.11a defaults, as [network.csma] documents them
-SLOT, SIFS, DIFS, PHY, ACK_BYTES, CW_MIN, CW_MAX, RETRY = 9e-6, 16e-6, 34e-6, 20e-6, 14, 15, 1023, 7
+SLOT, SIFS, DIFS, PHY, ACK_BYTES, CW_MIN, CW_MAX, RETRY, EIFS = 9e-6, 16e-6, 34e-6, 20e-6, 14, 15, 1023, 7, 94e-6
 RATE, PAYLOAD, HEADER = 54e6, 1460, 40
 
 
 def bianchi(n: int):
     """Saturation throughput (payload b/s) and collision probability p from Bianchi's fixed point.
 
-    His Markov chain with the retry limit: a frame goes through stages 0..RETRY, stage i draws its
+    His Markov chain with the retry limit: a frame goes through stages 0..RETRY - 1 (RETRY
+    attempts, dot11ShortRetryLimit), stage i draws its
     counter in [0, W_i - 1], W_i = min(2^i (CW_MIN + 1), CW_MAX + 1), and each attempt collides with
     probability p. tau = E[attempts per frame] / E[slots per frame]
         = sum_i p^i / sum_i p^i (W_i + 1) / 2,   p = 1 - (1 - tau)^(n - 1).
     S = Ps Ptr E[P] / ((1 - Ptr) slot + Ptr Ps Ts + Ptr (1 - Ps) Tc)."""
-    W = [min(2 ** i * (CW_MIN + 1), CW_MAX + 1) for i in range(RETRY + 1)]
+    W = [min(2 ** i * (CW_MIN + 1), CW_MAX + 1) for i in range(RETRY)]
 
     def tau_of(p):
-        return sum(p ** i for i in range(RETRY + 1)) / sum(p ** i * (W[i] + 1) / 2 for i in range(RETRY + 1))
+        return sum(p ** i for i in range(RETRY)) / sum(p ** i * (W[i] + 1) / 2 for i in range(RETRY))
 
     p = 0.0 if n == 1 else brentq(lambda p: p - (1 - (1 - tau_of(p)) ** (n - 1)), 0.0, 1.0)
     tau = tau_of(p)
     ptr = 1 - (1 - tau) ** n
     ps = n * tau * (1 - tau) ** (n - 1) / ptr
-    data = PHY + (PAYLOAD + HEADER) * 8 / RATE
-    ts = data + SIFS + PHY + ACK_BYTES * 8 / RATE + DIFS
-    tc = data + DIFS
+    # airtimes in whole 4 us OFDM symbols (16 service + 6 tail bits); the ACK at 24 Mb/s; after a
+    # collision the stations that did not send wait EIFS
+    data = PHY + 4e-6 * math.ceil(((PAYLOAD + HEADER) * 8 + 22) / (RATE * 4e-6))
+    ts = data + SIFS + PHY + 4e-6 * math.ceil((ACK_BYTES * 8 + 22) / (24e6 * 4e-6)) + DIFS
+    tc = data + EIFS
     S = ps * ptr * PAYLOAD * 8 / ((1 - ptr) * SLOT + ptr * ps * ts + ptr * (1 - ps) * tc)
     return S, p
 
@@ -65,8 +69,12 @@ def saturated(tmp_path_factory):
 
 @pytest.mark.parametrize("n", NS)
 def test_saturation_throughput_matches_bianchi(saturated, n):
+    # Bianchi's chain counts a busy period as one slot of every counter; plain DCF (ours, ns-3's,
+    # the standard's) freezes counters while busy, and colliders recover after the ACK timeout
+    # while the others wait EIFS. Measured gap (2026-12-04, this fixture): +0.1, -0.8, -0.7,
+    # +0.9, +1.7, +3.3 % at n = 1, 2, 5, 10, 20, 50, so the tolerance went from 3 % to 4 %.
     S, _ = bianchi(n)
-    assert saturated[n]["saturated_mbps"] == pytest.approx(S / 1e6, rel=0.03)
+    assert saturated[n]["saturated_mbps"] == pytest.approx(S / 1e6, rel=0.04)
 
 
 def test_collisions_per_success_rise_with_n_as_the_analysis_says(saturated):
@@ -78,9 +86,12 @@ def test_collisions_per_success_rise_with_n_as_the_analysis_says(saturated):
         ratios.append(collisions / successes)
         _, p = bianchi(n)
         # each attempt collides with probability p: p / (1 - p) collided attempts per success
-        # (Bianchi's independence assumption overstates p by 5-8 % at n >= 10; measured over
-        # 6000 frames the ratio also moves by about +-4 % from seed to seed)
-        assert ratios[-1] == pytest.approx(p / (1 - p), rel=0.15, abs=0.01), n
+        # (Bianchi's independence assumption and his busy-slot decrement overstate p: measured
+        # 2026-12-04 the ratio is 0, -0.2, -7, -15, -18, -16 % off his at n = 1, 2, 5, 10, 20, 50,
+        # where the old Bianchi-style counting was 5-8 % off; over 6000 frames it also moves by
+        # about +-4 % from seed to seed, so the tolerance went from 15 % to 22 %. ns-3.37 itself
+        # is the check of the standard's counting: validation/ns3.)
+        assert ratios[-1] == pytest.approx(p / (1 - p), rel=0.22, abs=0.01), n
     assert ratios[0] == 0 and all(a < b for a, b in zip(ratios, ratios[1:]))
 
 
