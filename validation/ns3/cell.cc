@@ -34,7 +34,7 @@ using namespace ns3;
 
 static const uint32_t MPDU = 1536;           // bytes on the air: 24 MAC + 8 LLC + 1500 + 4 FCS
 static const uint32_t PAYLOAD = MPDU - 36;   // what Send() is given
-static const uint32_t QUEUE_FILL = 200;      // frames kept in every station's MAC queue
+static const uint32_t QUEUE_FILL = 50;       // frames kept in every station's MAC queue
 
 static uint64_t g_ok = 0, g_okAll = 0, g_tx = 0;
 static double g_from = 0, g_to = 0;
@@ -64,6 +64,17 @@ LogTx(std::string who, Ptr<const Packet> p, double)
     std::fprintf(stderr, "tx %.9f %s %u\n", Simulator::Now().GetSeconds(), who.c_str(), p->GetSize());
 }
 
+static uint64_t g_drops = 0;
+
+static void
+Dropped(std::string who, WifiMacDropReason reason, Ptr<const WifiMpdu>)
+{
+    if (reason == WIFI_MAC_DROP_REACHED_RETRY_LIMIT && InWindow())
+        g_drops++;
+    if (g_log)
+        std::fprintf(stderr, "drop %.9f %s %d\n", Simulator::Now().GetSeconds(), who.c_str(), (int)reason);
+}
+
 static void
 DataTx(Ptr<const Packet> p, double)
 {
@@ -87,6 +98,9 @@ Dcf(uint32_t n, double seconds, double warmup, uint32_t seed)
 {
     RngSeedManager::SetSeed(1);
     RngSeedManager::SetRun(seed);
+    // frames wait in a saturated queue for seconds at large N: none may expire (ns-3 drops them
+    // after 500 ms by default, which would only cost events)
+    Config::SetDefault("ns3::WifiMacQueue::MaxDelay", TimeValue(Seconds(1000)));
     NodeContainer sink, stations;
     sink.Create(1);
     stations.Create(n);
@@ -135,6 +149,7 @@ Dcf(uint32_t n, double seconds, double warmup, uint32_t seed)
     {
         Ptr<WifiNetDevice> d = DynamicCast<WifiNetDevice>(staDev.Get(i));
         d->GetPhy()->TraceConnectWithoutContext("PhyTxBegin", MakeCallback(&DataTx));
+        d->GetMac()->TraceConnect("DroppedMpdu", std::to_string(i + 1), MakeCallback(&Dropped));
         Simulator::Schedule(MicroSeconds(10 + i), &TopUp, d, s->GetAddress());
     }
     g_from = warmup;
@@ -146,9 +161,9 @@ Dcf(uint32_t n, double seconds, double warmup, uint32_t seed)
     Simulator::Destroy();
     std::printf("{\"n\": %u, \"seconds\": %.6f, \"warmup\": %.6f, \"seed\": %u, \"successes\": %llu, "
                 "\"attempts\": %llu, \"successes_all\": %llu, \"simulated_s\": %.6f, \"wall_s\": %.6f, "
-                "\"payload_bytes\": %u}\n",
+                "\"drops\": %llu, \"payload_bytes\": %u}\n",
                 n, seconds, warmup, seed, (unsigned long long)g_ok, (unsigned long long)g_tx,
-                (unsigned long long)g_okAll, g_to, wall, PAYLOAD);
+                (unsigned long long)g_okAll, g_to, wall, (unsigned long long)g_drops, PAYLOAD);
     return 0;
 }
 
@@ -188,6 +203,8 @@ Per(uint32_t bytes)
         uint64_t bits = 8ull * bytes;
         std::printf("{\"mcs\": %d, \"bytes\": %u, \"table_based_db\": %.3f, \"nist_db\": %.3f}\n", m, bytes,
                     Threshold(table, modes[m], tv, bits, 0.1), Threshold(nist, modes[m], tv, bits, 0.1));
+        if (!std::getenv("CELL_CURVES"))   // the PER-vs-SNR curves too, on request
+            continue;
         for (double snr = -2; snr <= 36; snr += 0.5)
             std::printf("{\"mcs\": %d, \"snr_db\": %.1f, \"per_table\": %.6g, \"per_nist\": %.6g}\n", m, snr,
                         1 - table->GetChunkSuccessRate(modes[m], tv, std::pow(10.0, snr / 10), bits),
