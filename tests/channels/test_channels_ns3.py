@@ -40,3 +40,16 @@ def test_mcs_table_thresholds_are_ns3s():
     table = load_mcs_table(None)       # rows in order of min_snr_db: MCS 0..8
     model = [d["table_based_db"] for d in sorted(ns3.per_thresholds(1500), key=lambda d: d["mcs"])]
     assert table.min_snr_db.tolist() == pytest.approx(model, abs=0.5)
+
+
+@pytest.mark.parametrize("per", [0.0, 0.2])
+def test_a_dedicated_link_with_a_packet_error_rate_matches_ns3(per):
+    """A best-effort burst on a dedicated 54 Mbit/s link (ns-3: PointToPoint + RateErrorModel):
+    the same transfer time (1000 x 1500 B x 8 / 54 Mbit/s = 222.2 ms), and losses both within
+    4 sigma of the binomial's mean."""
+    b = ns3.burst(1000, 1500, per, seed=2)
+    assert b["ours"]["last_arrival_s"] == pytest.approx(b["ns3"]["last_arrival_s"], abs=1e-6)
+    assert b["ns3"]["last_arrival_s"] == pytest.approx(1000 * 1500 * 8 / 54e6, abs=1e-6)
+    sigma = (1000 * per * (1 - per)) ** 0.5
+    for side in ("ns3", "ours"):
+        assert abs(b[side]["received"] - 1000 * (1 - per)) <= 4 * sigma + 1e-9, side

@@ -125,6 +125,28 @@ def compare(ns=NS, seconds: float = 4.0, frames: int = 30000, seed: int = 1) -> 
     return out
 
 
+def burst(count: int = 1000, nbytes: int = 1500, per: float = 0.05, seed: int = 1) -> dict:
+    """A burst of `count` frames of `nbytes` on a dedicated 54 Mbit/s link that loses each with
+    probability `per` (best effort, no delay): last arrival and losses in ns-3 (PointToPoint +
+    RateErrorModel) and in ours (a dedicated link with Bernoulli loss)."""
+    from testbed.network import build_network
+    from channels.config import validate_network
+
+    out = subprocess.run([str(build()), "burst", str(count), str(nbytes), str(per), str(seed)],
+                         check=True, capture_output=True, text=True).stdout
+    a = json.loads(out.strip().splitlines()[-1])
+    table = validate_network({"workers": 1, "medium": "dedicated",
+                              "link": {"bandwidth_mbps": RATE_MBPS, "delay_ms": 0.0, "mtu_bytes": nbytes,
+                                       "header_bytes": 2, "delivery": "best_effort",
+                                       "loss": {"model": "bernoulli", "p": per}}})
+    edge = build_network(table, seed)
+    rep = edge.network.transfer(edge.workers[0], edge.server, [nbytes - 2] * count, at=0.0)
+    f = rep.flows[0]
+    return {"count": count, "bytes": nbytes, "per": per,
+            "ns3": {"received": a["received"], "last_arrival_s": a["last_arrival_s"]},
+            "ours": {"received": int(f.arrived.sum()), "last_arrival_s": float(f.arrival_s[f.arrived].max())}}
+
+
 def per_thresholds(nbytes: int = 1500) -> list[dict]:
     """SNR (dB) at 10% packet error per VHT MCS 0-8 from ns-3's error-rate models."""
     out = subprocess.run([str(build()), "per", str(nbytes)], check=True, capture_output=True, text=True).stdout
@@ -145,7 +167,7 @@ def main(argv=None) -> int:
         return 0
     rows = compare([int(x) for x in args.n.split(",")], args.seconds, args.frames, args.seed)
     if args.json:
-        print(json.dumps({"dcf": rows, "per": per_thresholds()}, indent=1))
+        print(json.dumps({"dcf": rows, "burst": burst(), "per": per_thresholds()}, indent=1))
         return 0
     print(f"{'N':>3} {'ns-3 Mb/s':>10} {'ours':>8} {'gap':>7} {'ns-3 coll/succ':>15} {'ours':>7} {'gap':>7} "
           f"{'ns-3 us/frame':>14} {'ours':>7} {'ratio':>7}")
@@ -154,6 +176,10 @@ def main(argv=None) -> int:
         print(f"{r['n']:>3} {a['mbps']:>10.3f} {b['mbps']:>8.3f} {r['throughput_gap']:>+7.2%} "
               f"{a['collided_per_success']:>15.4f} {b['collided_per_success']:>7.4f} {r['collided_gap']:>+7.2%} "
               f"{a['wall_per_frame_s'] * 1e6:>14.1f} {b['wall_per_frame_s'] * 1e6:>7.2f} {r['speedup']:>6.0f}x")
+    b = burst()
+    print(f"burst of {b['count']} x {b['bytes']} B at {RATE_MBPS:g} Mbit/s, PER {b['per']}: ns-3 "
+          f"{b['ns3']['received']} received, last at {b['ns3']['last_arrival_s'] * 1e3:.3f} ms; ours "
+          f"{b['ours']['received']} received, last at {b['ours']['last_arrival_s'] * 1e3:.3f} ms")
     print("MCS  10% PER at 1500 B (dB): " + ", ".join(
         f"{d['mcs']}: {d['table_based_db']:.2f} (NIST {d['nist_db']:.2f})" for d in per_thresholds()))
     return 0
