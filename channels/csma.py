@@ -24,7 +24,10 @@ standard's DCF as ns-3.37 implements it (non-QoS; checked against it by validati
   window count. Two or more transmitters collide (all fail; collided frames draw nothing from
   the loss model): each sender waits for its ACK timeout, or until the longest DATA ended if later, then
   DIFS; every other station received a frame it could not decode and waits EIFS (`eifs_us`,
-  SIFS + an ACK at 6 Mbit/s + DIFS) after the longest DATA.
+  SIFS + an ACK at 6 Mbit/s + DIFS) after the longest DATA if it decoded the PHY header of
+  the collision, else DIFS. ns-3's receivers decode it when 2 frames collide (`eifs_frames`),
+  each with probability 0.71 when 3 do (`eifs_share`, drawn from the station's own stream), and
+  not beyond (measured from its PHY's L-SIG drops, validation/ns3, 2026-12-04).
 - CW starts at cw_min, becomes min(2 (CW + 1) - 1, cw_max) after each failure and returns to
   cw_min with the next frame. A frame that fails `retry_limit` times (dot11ShortRetryLimit:
   attempts, not retries) is dropped by the MAC; the link's delivery then decides: reliable
@@ -71,6 +74,7 @@ class CsmaParams:
     eifs_s: float = 94e-6
     cca_s: float = 4e-6
     eifs_frames: int = 2
+    eifs_share: float = 0.71
 
     @classmethod
     def from_table(cls, t: dict | None) -> "CsmaParams":
@@ -80,7 +84,7 @@ class CsmaParams:
         return cls(t["slot_us"] * 1e-6, t["sifs_us"] * 1e-6, t["difs_us"] * 1e-6,
                    t["phy_header_us"] * 1e-6, t["cw_min"], t["cw_max"], t["ack_bytes"], t["retry_limit"],
                    t["basic_rate_mbps"] * 1e6, t["symbol_us"] * 1e-6, t["ack_timeout_us"] * 1e-6,
-                   t["eifs_us"] * 1e-6, t["cca_us"] * 1e-6, t["eifs_frames"])
+                   t["eifs_us"] * 1e-6, t["cca_us"] * 1e-6, t["eifs_frames"], t["eifs_share"])
 
     def cw(self, stage: int) -> int:
         return min((self.cw_min + 1) * 2 ** stage - 1, self.cw_max)
@@ -224,7 +228,8 @@ class Cell:
     def attempt(self, starts: list, frames: list) -> tuple[float, list]:
         """Transmit `frames` (one per station), each at its start time (the first is the
         earliest; the others began within `cca_s` of it). Returns when the stations that did not
-        transmit count idle slots again (after DIFS or EIFS) and, per frame, (done, follow, at):
+        transmit count idle slots again (after DIFS or EIFS; a pair (EIFS, DIFS) when each
+        draws which, see `others_resume`) and, per frame, (done, follow, at):
         done = the station is finished with it; follow = ARQ / forwarding items as
         `state.record` returns them; at = when its own sender counts again."""
         p = self.p
@@ -243,6 +248,8 @@ class Cell:
                 # a unicast sender waits for its ACK timeout (or the medium's end), then DIFS
                 own = busy + p.difs_s if self.multicast[f.qi] else max(t + d + p.ack_timeout_s, busy) + p.difs_s
                 out.append((*self._failed(f, lost, t + d), own))
+            if len(frames) == p.eifs_frames + 1:
+                return (busy + p.eifs_s, busy + p.difs_s), out
             return busy + (p.eifs_s if len(frames) <= p.eifs_frames else p.difs_s), out
         t, f = starts[0], frames[0]
         d, r = datas[0]
@@ -261,6 +268,13 @@ class Cell:
             return t + air + p.difs_s, [(*self._failed(f, [0], t + d), t + d + p.ack_timeout_s + p.difs_s)]
         rows.append((f.qi, 0, f.pkt, f.bits, t, t + d, air, OK, f.att, f.stage))
         return t + air + p.difs_s, [(True, self._delivered(f, t + d), t + air + p.difs_s)]
+
+    def others_resume(self, sid: int, others) -> float:
+        """When station sid, which did not transmit, counts again: `others` from `attempt`, or,
+        for a pair, EIFS with probability eifs_share (one draw from its stream), else DIFS."""
+        if isinstance(others, tuple):
+            return others[0] if self.backoff_u[sid].next() < self.p.eifs_share else others[1]
+        return others
 
     def _delivered(self, f: Frame, end: float) -> list:
         q = self.queues[f.qi]
@@ -426,9 +440,8 @@ def sim_medium(engine, medium, queues, stats: dict):
         except DeliveryError as e:
             engine._fail(e)
             return
-        resume = [others] * ns
-        for s, (_, _, own) in zip(tx, outs):
-            resume[s] = own
+        own = dict(zip(tx, (o[2] for o in outs)))
+        resume = [own[sid] if sid in own else cell.others_resume(sid, others) for sid in range(ns)]
         for sid in range(ns):
             base[sid], nxt[sid] = resume[sid], 0
             if current[sid] is not None:

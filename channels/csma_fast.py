@@ -66,7 +66,7 @@ NROWS, NEED, ERR_Q, ERR_K, ERR_PKT, ERR_ATT = range(6)
 BASE, ERR_END, ANSWERED = range(3)
 # P (floats): slot, DIFS, SIFS, PHY header, ACK bits, OFDM symbol, basic rate, ACK timeout, EIFS;
 # cwp1[stage] = CW + 1; the MAC retry limit (attempts).
-SLOT, DIFS, SIFS, PHY, ACK_BITS, SYMBOL, BASIC, ACK_TIMEOUT, EIFS, CCA, EIFS_FRAMES = range(11)
+SLOT, DIFS, SIFS, PHY, ACK_BITS, SYMBOL, BASIC, ACK_TIMEOUT, EIFS, CCA, EIFS_FRAMES, EIFS_SHARE = range(12)
 
 _Dcf = namedtuple("_Dcf", [
     "ST", "STF", "CM", "FRF", "FRI", "QM", "QMOFF", "RHF", "RHI", "Q", "QF", "QL", "LC", "lo", "bu",
@@ -181,6 +181,14 @@ def _failed(ST, STF, Q, QF, RHF, RHI, mac_limit, eng, engf, s, end, lost):
 
 
 @njit(cache=True)
+def _sends(tx, n, s):
+    for i in range(n):
+        if tx[i] == s:
+            return True
+    return False
+
+
+@njit(cache=True)
 def _dcf(D):
     """Run the cell until no station has a frame, or until it lacks an input (see the module
     docstring); returns DONE or what it lacks (details in eng)."""
@@ -241,6 +249,12 @@ def _dcf(D):
                 return NEED_BACKOFF
             if Q[ST[s, CQ], FADING] and engf[ANSWERED] != t:
                 return NEED_FADING
+        draw = n > 1 and n == P[EIFS_FRAMES] + 1     # every other station draws EIFS or DIFS
+        if draw:
+            for s in range(ns):
+                if ST[s, BPOS] >= ST[s, BLEN] and not _sends(tx, n, s):
+                    eng[NEED] = s
+                    return NEED_BACKOFF
         if n == 1:
             s, q = tx[0], ST[tx[0], CQ]
             for k in range(Q[q, NLINKS]):
@@ -315,6 +329,10 @@ def _dcf(D):
             for i in range(n):
                 if tx[i] == s or tx[i] == -1 - s:
                     w, sender = waits[i], True
+            if not sender and draw:
+                u = bu[ST[s, BOFF] + ST[s, BPOS]]
+                ST[s, BPOS] += 1
+                w = busy + P[EIFS] if u < P[EIFS_SHARE] else busy + difs
             if w > free:
                 free = w
             if ST[s, GNEXT] >= 0 and not sender:
@@ -479,7 +497,7 @@ def _build(cell: Cell) -> tuple[_Dcf, list, list]:
              RHF=np.zeros((at, 2)), RHI=np.zeros((at, 4 + kmax), np.int64), Q=Q, QF=QF, QL=QL, LC=LC,
              lo=np.concatenate(outs).astype(np.bool_), bu=bu.astype(float),
              P=np.array([p.slot_s, p.difs_s, p.sifs_s, p.phy_header_s, 8.0 * p.ack_bytes, p.symbol_s,
-                         p.basic_rate_bps, p.ack_timeout_s, p.eifs_s, p.cca_s, p.eifs_frames]),
+                         p.basic_rate_bps, p.ack_timeout_s, p.eifs_s, p.cca_s, p.eifs_frames, p.eifs_share]),
              cwp1=np.array([p.cw(k) + 1 for k in range(p.retry_limit + 1)], dtype=np.int64),
              mac_limit=np.int64(p.retry_limit), RWI=np.zeros((rows, 6), np.int64), RWF=np.zeros((rows, 4)),
              FA=np.zeros(ns), FL=np.zeros((ns, kmax), np.int8),

@@ -64,6 +64,12 @@ LogTx(std::string who, Ptr<const Packet> p, double)
     std::fprintf(stderr, "tx %.9f %s %u\n", Simulator::Now().GetSeconds(), who.c_str(), p->GetSize());
 }
 
+static void
+LogRxDrop(std::string who, Ptr<const Packet>, WifiPhyRxfailureReason reason)
+{
+    std::fprintf(stderr, "rxdrop %.9f %s %d\n", Simulator::Now().GetSeconds(), who.c_str(), (int)reason);
+}
+
 static uint64_t g_drops = 0;
 
 static void
@@ -145,6 +151,10 @@ Dcf(uint32_t n, double seconds, double warmup, uint32_t seed)
         for (uint32_t i = 0; i < all.GetN(); i++)
             DynamicCast<WifiNetDevice>(all.Get(i))->GetPhy()->TraceConnect("PhyTxBegin", std::to_string(i),
                                                                            MakeCallback(&LogTx));
+    if (g_log)
+        for (uint32_t i = 1; i < all.GetN(); i++)
+            DynamicCast<WifiNetDevice>(all.Get(i))->GetPhy()->TraceConnect("PhyRxDrop", std::to_string(i),
+                                                                           MakeCallback(&LogRxDrop));
     for (uint32_t i = 0; i < n; i++)
     {
         Ptr<WifiNetDevice> d = DynamicCast<WifiNetDevice>(staDev.Get(i));
