@@ -475,7 +475,10 @@ def _build(cell: Cell) -> tuple[_Dcf, list, list]:
         at += o.size
     ST[:, GNEXT] = -1
     # a station's ARQ heap holds at most one resend per frame: the same slots as its frames
-    guess = [max(MIN_PEEK, PEEK * int(ST[s, FN])) for s in range(ns)]
+    # ...and, where collisions of eifs_frames + 1 frames make every other station draw, a value
+    # for about one in four of the cell's frames (asking for more re-peeks every station)
+    others = at // 4 if ns > p.eifs_frames + 1 else 0
+    guess = [max(MIN_PEEK, PEEK * int(ST[s, FN]) + others) for s in range(ns)]
     ST[:, BLEN] = guess
     ST[:, BOFF] = np.concatenate(([0], np.cumsum(guess)))[:-1]
     bu = np.concatenate([streams[s].peek(g) for s, g in enumerate(guess)])
