@@ -154,6 +154,22 @@ def test_two_stations_backoff_trace_by_hand(engine):
 
 
 @pytest.mark.parametrize("engine", ["fast", "simpy"])
+def test_the_ack_goes_at_the_basic_rate(engine):
+    # 54 Mb/s data (216 bits a symbol): a 1500 + 36 B frame is 20 + 4 ceil((12288 + 22) / 216) =
+    # 248 us; the ACK goes at 24 Mb/s (96 bits a symbol): 20 + 4 ceil(134 / 96) = 28 us, not the
+    # 24 us it would take at 54. Taken at 36 us with counter 0: DATA ends 284, ACK 300 - 328,
+    # the medium is free at 362.
+    net = make_net(workers=1, medium="shared", sharing="csma", engine=engine, bandwidth_mbps=54.0,
+                   delay_ms=0.0, mtu_bytes=1536, header_bytes=36)
+    cell = net._medium(("cell", "server"))
+    cell.csma_streams["w0"] = FixedStream([u(0, 15)])
+    rep = net.gather({"w0": [1500]}, "server", at=0.0)
+    assert float(rep.flows[0].arrival_s[0]) == pytest.approx(284e-6, abs=1e-12)
+    assert rep.links[("w0", "server")].busy_s == pytest.approx((248 + 16 + 28) * 1e-6)
+    assert cell.free_at == pytest.approx(362e-6, abs=1e-12)
+
+
+@pytest.mark.parametrize("engine", ["fast", "simpy"])
 def test_a_station_that_heard_a_collision_waits_eifs(engine):
     # Three stations, one frame each (DATA 124 us, as above). w0 and w1 collide at 45 us (DATA
     # ends 169); they count again after the ACK timeout, 169 + 45 + 34 = 248 us; w2 heard a frame

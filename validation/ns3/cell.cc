@@ -13,6 +13,9 @@
 //                                    Mbit/s, no delay) with a RateErrorModel dropping packets
 //                                    with probability PER: the burst's transfer time and losses.
 //
+// CELL_LOG=1 prints every transmission, MAC drop and PHY drop (with its reason) to stderr;
+// CELL_CURVES=1 adds each MCS's PER-vs-SNR curve to `cell per`.
+//
 // The stations stand together 5 m from the sink, so every station hears every frame at the same
 // power. Preamble detection is disabled (ns-3 < 3.30 behaviour, and the standard's): a station
 // locks onto any frame it hears, so two colliding frames are a reception that fails, and the
