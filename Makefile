@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PORT ?= 8050
 BENCH ?=
 
-.PHONY: venv data demo test bench clean
+.PHONY: venv data demo test bench validate-ns3 clean
 
 # Real data the experiments and tests read: Debian's Fashion-MNIST idx files
 # (/usr/share/datasets/fashion-mnist). Installed with apt when missing and apt can (root or sudo);
@@ -37,6 +37,10 @@ test: venv
 
 bench: venv
 	$(BIN)/python -m benchmarks $(if $(FULL),--full,) $(BENCH)
+
+# The DCF and the MCS table beside ns-3.37 (validation/ns3; needs libns3-dev and g++, else one line).
+validate-ns3: venv
+	$(BIN)/python -m validation.ns3.run
 
 clean:
 	rm -rf $(VENV) runs.db runs.db-wal runs.db-shm

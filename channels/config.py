@@ -46,7 +46,17 @@ CSMA_KEYS: dict[str, Field] = {
     "cw_max": Field(1023, int, min=0, min_open=True, help="largest contention window"),
     "phy_header_us": Field(20.0, float, min=0, help="preamble + PLCP header before every frame"),
     "ack_bytes": Field(14, int, min=0, help="the MAC acknowledgement frame"),
-    "retry_limit": Field(7, int, min=0, help="MAC retransmissions of a frame before it is dropped"),
+    "retry_limit": Field(7, int, min=1, help="attempts of a frame before the MAC drops it (dot11ShortRetryLimit)"),
+    "basic_rate_mbps": Field(24.0, float, min=0, min_open=True,
+                             help="the ACK's rate (or the highest of 6, 12, 24 Mbit/s not above the data rate)"),
+    "symbol_us": Field(4.0, float, min=0, help="OFDM symbol: airtimes are whole symbols (0: exactly bits / rate)"),
+    "ack_timeout_us": Field(45.0, float, min=0, help="how long a sender waits for an ACK (SIFS + slot + PHY header)"),
+    "eifs_us": Field(94.0, float, min=0,
+                     help="idle time after a frame a station could not decode (SIFS + ACK at 6 Mbit/s + DIFS)"),
+    "cca_us": Field(4.0, float, min=0, help="how long after a transmission starts the others sense it"),
+    "eifs_frames": Field(2, int, min=0, help="collisions of at most this many frames leave a PHY header the others decode (then EIFS, else DIFS)"),
+    "eifs_share": Field(0.71, float, min=0.0, max=1.0, noun="a probability",
+                        help="after a collision of eifs_frames + 1 frames, the chance each other station decodes its header (EIFS)"),
 }
 
 LOSS_KEYS: dict[str, dict[str, Field]] = {

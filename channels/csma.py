@@ -1,33 +1,46 @@
 """802.11 DCF basic access on a shared cell (`sharing = "csma"`), for both engines.
 
 Every node that transmits on the cell in a call (the access point included) is one station
-with one transmit queue (its frames first-in first-out by ready time). The model is Bianchi's
-(IEEE JSAC 18(3), 2000), so his saturation analysis applies to it:
+with one transmit queue (its frames first-in first-out by ready time). The rules are the
+standard's DCF as ns-3.37 implements it (non-QoS; checked against it by validation/ns3):
 
-- Time on the cell is a sequence of slot boundaries: the end of every busy period, then one
-  every `slot_us` while the medium stays idle. A busy period ends with its DIFS.
-- A station takes a frame into service at the first boundary at least DIFS after the frame was
-  ready, and draws its backoff counter uniformly in [0, CW] from its own random stream (seeded
-  by the Network's generator). At each boundary a station whose counter is 0 transmits; every
-  other contender decrements its counter by one. So the counter is frozen while the medium is
-  busy: a busy period counts as one boundary, like an idle slot.
-- One transmitter: DATA = phy_header + frame bits / rate (the link's rate at the start).
-  If the loss model keeps the frame, the receiver acknowledges it: the medium is held for
-  DATA + SIFS + ACK + DIFS, ACK = phy_header + ack_bytes * 8 / rate. If the loss model drops it,
-  no ACK comes: DATA + DIFS, a failure. Two or more transmitters collide: all fail, the medium
-  is held for the longest DATA + DIFS (collided frames draw nothing from the loss model).
+- Airtime of a frame of B bits at rate R: phy_header + whole OFDM symbols of (22 + B) / (R x
+  symbol) (16 service + 6 tail bits; `symbol_us = 0`: exactly B / R). DATA goes at the link's
+  rate at the attempt's start; the ACK at the basic rate: `basic_rate_mbps`, or the highest of
+  802.11a's basic rates (6, 12, 24 Mbit/s) not above the data rate (the data rate below 6).
+- Each station counts idle slots from its own `base`: the end of the last busy period plus the
+  idle time it must wait first (below). Its slot boundaries are base + j * slot. A station
+  takes a frame into service at its first boundary at least DIFS after the frame was ready and
+  draws its backoff counter uniformly in [0, CW] from its own random stream (seeded by the
+  Network's generator); it transmits when the counter reaches 0, and the counter drops by one
+  at the end of every whole idle slot. So a busy period freezes the counter and the slot it
+  interrupted does not count (plain DCF; Bianchi's model and ns-3's EDCA count one more slot).
+- One transmitter: DATA = airtime(frame bits, rate). If the loss model keeps the frame, the
+  receiver acknowledges it: every station waits DATA + SIFS + ACK + DIFS. If the loss model
+  drops it, the sender waits for the ACK timeout (`ack_timeout_us`, SIFS + slot + PHY header)
+  and DIFS; the others heard the frame's duration (NAV) and wait as for a success.
+- A station senses a transmission `cca_us` after it began (ns-3: preamble detection, 4 us): one
+  whose counter reaches 0 within that window transmits too, and the slots it saw end in that
+  window count. Two or more transmitters collide (all fail; collided frames draw nothing from
+  the loss model): each sender waits for its ACK timeout, or until the longest DATA ended if later, then
+  DIFS; every other station received a frame it could not decode and waits EIFS (`eifs_us`,
+  SIFS + an ACK at 6 Mbit/s + DIFS) after the longest DATA if it decoded the PHY header of
+  the collision, else DIFS. ns-3's receivers decode it when 2 frames collide (`eifs_frames`),
+  each with probability 0.71 when 3 do (`eifs_share`, drawn from the station's own stream), and
+  not beyond (measured from its PHY's L-SIG drops, validation/ns3, 2026-12-04).
 - CW starts at cw_min, becomes min(2 (CW + 1) - 1, cw_max) after each failure and returns to
-  cw_min with the next frame. A frame that fails `retry_limit` + 1 times is dropped by the MAC;
-  the link's delivery then decides: reliable delivery queues it again (ARQ, ready a
-  retransmission timeout after the failed DATA ended), best effort reports it lost.
+  cw_min with the next frame. A frame that fails `retry_limit` times (dot11ShortRetryLimit:
+  attempts, not retries) is dropped by the MAC; the link's delivery then decides: reliable
+  delivery queues it again (ARQ, ready a retransmission timeout after the failed DATA ended),
+  best effort reports it lost.
 - Group frames (the access point's broadcast) are sent once without ACK and without MAC
-  retries (DATA + DIFS); receivers that missed them get ARQ's repairs as before.
+  retries; every station waits DATA + DIFS. Receivers that missed them get ARQ's repairs.
 - The MAC's ACK replaces the link's own `ack_bytes` airtime on the cell.
 
-The SimPy engine (`sim_medium`, the reference) visits every boundary and counts down, calling
-`Cell.attempt` for the outcome of every attempt. The fast engine (`channels/csma_fast.py`) jumps
-from attempt to attempt in a compiled loop that records the same attempt rows; `Cell.finish`
-turns either's rows into link and flow figures.
+The SimPy engine (`sim_medium`, the reference) visits every station's slot boundaries and counts
+down, calling `Cell.attempt` for the outcome of every attempt. The fast engine
+(`channels/csma_fast.py`) jumps from attempt to attempt in a compiled loop that records the same
+attempt rows; `Cell.finish` turns either's rows into link and flow figures.
 """
 from __future__ import annotations
 
@@ -55,6 +68,13 @@ class CsmaParams:
     cw_max: int = 1023
     ack_bytes: int = 14
     retry_limit: int = 7
+    basic_rate_bps: float = 24e6
+    symbol_s: float = 4e-6
+    ack_timeout_s: float = 45e-6
+    eifs_s: float = 94e-6
+    cca_s: float = 4e-6
+    eifs_frames: int = 2
+    eifs_share: float = 0.71
 
     @classmethod
     def from_table(cls, t: dict | None) -> "CsmaParams":
@@ -62,10 +82,47 @@ class CsmaParams:
         if not t:
             return cls()
         return cls(t["slot_us"] * 1e-6, t["sifs_us"] * 1e-6, t["difs_us"] * 1e-6,
-                   t["phy_header_us"] * 1e-6, t["cw_min"], t["cw_max"], t["ack_bytes"], t["retry_limit"])
+                   t["phy_header_us"] * 1e-6, t["cw_min"], t["cw_max"], t["ack_bytes"], t["retry_limit"],
+                   t["basic_rate_mbps"] * 1e6, t["symbol_us"] * 1e-6, t["ack_timeout_us"] * 1e-6,
+                   t["eifs_us"] * 1e-6, t["cca_us"] * 1e-6, t["eifs_frames"], t["eifs_share"])
 
     def cw(self, stage: int) -> int:
         return min((self.cw_min + 1) * 2 ** stage - 1, self.cw_max)
+
+    def ack_s(self, rate: float) -> float:
+        """The ACK's airtime after DATA at `rate` (it goes at the basic rate)."""
+        return airtime(8.0 * self.ack_bytes, ack_rate(rate, self.basic_rate_bps), self.phy_header_s, self.symbol_s)
+
+
+def airtime(bits: float, rate: float, phy: float, symbol: float) -> float:
+    """PHY header + the frame in whole OFDM symbols (16 service and 6 tail bits added), or
+    exactly bits / rate when `symbol` is 0. (Both engines compute it with these operations.)"""
+    if symbol <= 0.0:
+        return phy + bits / rate
+    return phy + math.ceil((bits + 22.0) / (rate * symbol) - 1e-9) * symbol
+
+
+def ack_rate(rate: float, basic: float) -> float:
+    """The control response rate: the highest of 802.11a's basic rates (6, 12, 24 Mbit/s) and
+    `basic` that is at most both `basic` and the data rate; the data rate itself below 6 Mbit/s."""
+    best = 0.0
+    for b in (6e6, 12e6, 24e6, basic):
+        if b <= basic and b <= rate and b > best:
+            best = b
+    return best if best > 0.0 else rate
+
+
+def elapsed_slots(base: float, t: float, slot: float) -> int:
+    """Whole idle slots a station counting from `base` saw before a busy period began at t: the
+    largest j >= 0 with base + j * slot <= t (0 when t < base)."""
+    if t < base:
+        return 0
+    j = int((t - base) / slot)
+    while j > 0 and base + j * slot > t:
+        j -= 1
+    while base + (j + 1) * slot <= t:
+        j += 1
+    return j
 
 
 def first_boundary(base: float, x: float, slot: float) -> int:
@@ -152,7 +209,6 @@ class Cell:
         self.qcur = [[self.cursors[id(l)] for l in q.links] for q in queues]
         self.fixed_rate = [None if q.fading else min(l.spec.rate_bps for l in q.links) for q in queues]
         self.multicast = [len(q.links) > 1 for q in queues]
-        self.ack_bits = 8.0 * self.p.ack_bytes
         # rows: queue, link index, packet, bits, start, data end, airtime, outcome, ARQ attempt, MAC stage
         self.rows: list[tuple] = []
 
@@ -169,26 +225,33 @@ class Cell:
         r = self.fixed_rate[qi]
         return r if r is not None else min(l.rate_at(t) for l in self.queues[qi].links)
 
-    def attempt(self, t: float, frames: list) -> tuple[float, list]:
-        """Transmit `frames` (one per station) at boundary time t. Returns the busy period's
-        length (DIFS included) and, per frame, (done, follow): done = the station is finished
-        with it; follow = ARQ / forwarding items as `state.record` returns them."""
+    def attempt(self, starts: list, frames: list) -> tuple[float, list]:
+        """Transmit `frames` (one per station), each at its start time (the first is the
+        earliest; the others began within `cca_s` of it). Returns when the stations that did not
+        transmit count idle slots again (after DIFS or EIFS; a pair (EIFS, DIFS) when each
+        draws which, see `others_resume`) and, per frame, (done, follow, at):
+        done = the station is finished with it; follow = ARQ / forwarding items as
+        `state.record` returns them; at = when its own sender counts again."""
         p = self.p
         rows = self.rows
         datas = []
-        for f in frames:
+        for t, f in zip(starts, frames):
             r = self.rate(f.qi, t)
-            datas.append((p.phy_header_s + f.bits / r, r))
+            datas.append((airtime(f.bits, r, p.phy_header_s, p.symbol_s), r))
         out = []
         if len(frames) > 1:
-            hold = max(d for d, _ in datas) + p.difs_s
-            for f, (d, _) in zip(frames, datas):
+            busy = max(t + d for t, (d, _) in zip(starts, datas))
+            for t, f, (d, _) in zip(starts, frames, datas):
                 lost = [0] if f.mask is None else np.flatnonzero(f.mask).tolist()
                 for k in lost:
                     rows.append((f.qi, k, f.pkt, f.bits, t, t + d, d, COLLIDED, f.att, f.stage))
-                out.append(self._failed(f, lost, t + d))
-            return hold, out
-        f = frames[0]
+                # a unicast sender waits for its ACK timeout (or the medium's end), then DIFS
+                own = busy + p.difs_s if self.multicast[f.qi] else max(t + d + p.ack_timeout_s, busy) + p.difs_s
+                out.append((*self._failed(f, lost, t + d), own))
+            if len(frames) == p.eifs_frames + 1:
+                return (busy + p.eifs_s, busy + p.difs_s), out
+            return busy + (p.eifs_s if len(frames) <= p.eifs_frames else p.difs_s), out
+        t, f = starts[0], frames[0]
         d, r = datas[0]
         if self.multicast[f.qi]:
             lost = []
@@ -197,13 +260,21 @@ class Cell:
                 rows.append((f.qi, k, f.pkt, f.bits, t, t + d, d, LOST if bad else OK, f.att, 0))
                 if bad:
                     lost.append(k)
-            return d + p.difs_s, [self._failed(f, lost, t + d) if lost else (True, self._delivered(f, t + d))]
+            done = self._failed(f, lost, t + d) if lost else (True, self._delivered(f, t + d))
+            return t + d + p.difs_s, [(*done, t + d + p.difs_s)]
+        air = d + p.sifs_s + p.ack_s(r)      # the others hold off for the ACK (NAV) either way
         if self.qcur[f.qi][0].lost(t):
             rows.append((f.qi, 0, f.pkt, f.bits, t, t + d, d, LOST, f.att, f.stage))
-            return d + p.difs_s, [self._failed(f, [0], t + d)]
-        ack = p.phy_header_s + self.ack_bits / r
-        rows.append((f.qi, 0, f.pkt, f.bits, t, t + d, d + p.sifs_s + ack, OK, f.att, f.stage))
-        return d + p.sifs_s + ack + p.difs_s, [(True, self._delivered(f, t + d))]
+            return t + air + p.difs_s, [(*self._failed(f, [0], t + d), t + d + p.ack_timeout_s + p.difs_s)]
+        rows.append((f.qi, 0, f.pkt, f.bits, t, t + d, air, OK, f.att, f.stage))
+        return t + air + p.difs_s, [(True, self._delivered(f, t + d), t + air + p.difs_s)]
+
+    def others_resume(self, sid: int, others) -> float:
+        """When station sid, which did not transmit, counts again: `others` from `attempt`, or,
+        for a pair, EIFS with probability eifs_share (one draw from its stream), else DIFS."""
+        if isinstance(others, tuple):
+            return others[0] if self.backoff_u[sid].next() < self.p.eifs_share else others[1]
+        return others
 
     def _delivered(self, f: Frame, end: float) -> list:
         q = self.queues[f.qi]
@@ -216,7 +287,7 @@ class Cell:
     def _failed(self, f: Frame, lost_links: list, end: float) -> tuple[bool, list]:
         """A failed attempt: retry (stage + 1) while the MAC may, else hand the frame to ARQ."""
         q = self.queues[f.qi]
-        if not self.multicast[f.qi] and f.stage < self.p.retry_limit:
+        if not self.multicast[f.qi] and f.stage + 1 < self.p.retry_limit:
             f.stage += 1
             return False, []
         if not q.reliable:
@@ -284,15 +355,18 @@ class Cell:
 
 
 def sim_medium(engine, medium, queues, stats: dict):
-    """The SimPy engine's process for a CSMA cell: visits every slot boundary, counts down."""
+    """The SimPy engine's process for a CSMA cell: visits every station's slot boundaries (each
+    station counts from its own base) and counts down."""
     env = engine.env
     prepare(queues)
     cell = Cell(medium, queues, stats)
     p = cell.p
     slot, difs = p.slot_s, p.difs_s
     mine = [[i for i, s in enumerate(cell.station_of) if s == sid] for sid in range(len(cell.nodes))]
-    current: list = [None] * len(mine)     # [frame, counter] of a contending station
-    base, j = medium.free_at, 0            # boundary time = base + j * slot
+    ns = len(mine)
+    current: list = [None] * ns    # [frame, counter, boundary it was taken at] of a contending station
+    base = [medium.free_at] * ns   # station sid's boundaries: base[sid] + j * slot
+    nxt = [0] * ns                 # the next boundary a contending station visits
 
     def head(sid):
         best = None
@@ -302,52 +376,88 @@ def sim_medium(engine, medium, queues, stats: dict):
                 best = i
         return best
 
+    def next_boundary(sid):
+        """The boundary station sid acts at next: its countdown's, or where it may take a frame."""
+        if current[sid] is not None:
+            return nxt[sid]
+        i = head(sid)
+        if i is None:
+            return None
+        return first_boundary(base[sid], max(queues[i].ready[0] + difs, env.now), slot)
+
+    def visit(t, skip):
+        """Every station (not in `skip`) acting at time t: takes a frame and draws its counter,
+        or counts the idle slot that ends here; returns those whose counter is 0 (and t each)."""
+        tx = []
+        for sid in range(ns):
+            j = next_boundary(sid)
+            if sid in skip or j is None or base[sid] + j * slot != t:
+                continue
+            if current[sid] is None:     # takes its next frame here and draws its counter
+                i = head(sid)
+                pkt, bits, ready, att, mask = queues[i].pop(1)
+                f = Frame(i, int(pkt[0]), float(bits[0]), float(ready[0]), int(att[0]),
+                          mask[0] if cell.multicast[i] else None)
+                current[sid] = [f, cell.backoff(sid, 0), j]
+            elif j > current[sid][2]:    # the slot that ends here was idle
+                current[sid][1] -= 1
+            if current[sid][1] == 0:
+                tx.append(sid)
+            else:
+                nxt[sid] = j + 1
+        return tx, [t] * len(tx)
+
     engine.cells.append(cell)   # closed and finished after env.run(): this process may never end
     while engine.error is None:
-        t = base + j * slot
+        times = [base[sid] + j * slot for sid in range(ns) for j in [next_boundary(sid)] if j is not None]
+        if not times:   # nobody has a frame: sleep until a relay hands this cell a packet
+            yield _wake(engine, medium, env)
+            continue
+        t = min(times)
         if t > env.now:
-            yield env.timeout(t - env.now)
-        for sid in range(len(mine)):
-            if current[sid] is None:
-                i = head(sid)
-                if i is not None and queues[i].ready[0] + difs <= t:
-                    pkt, bits, ready, att, mask = queues[i].pop(1)
-                    f = Frame(i, int(pkt[0]), float(bits[0]), float(ready[0]), int(att[0]),
-                              mask[0] if cell.multicast[i] else None)
-                    current[sid] = [f, cell.backoff(sid, 0)]
-        tx = [sid for sid in range(len(mine)) if current[sid] is not None and current[sid][1] == 0]
-        for sid in range(len(mine)):
-            if current[sid] is not None and current[sid][1] > 0:
-                current[sid][1] -= 1
-        if tx:
-            try:
-                hold, outs = cell.attempt(t, [current[s][0] for s in tx])
-            except DeliveryError as e:
-                engine._fail(e)
-                return
-            base, j = t + hold, 0
-            medium.free_at = base
-            for s, (done, follow) in zip(tx, outs):
-                f = current[s][0]
-                for item in follow:
-                    if item[0] == "retx":
-                        queues[f.qi].insert(*item[1:])
-                    else:
-                        engine._follow(queues[f.qi], [item], stats)
-                current[s] = None if done else [f, cell.backoff(s, f.stage)]
+            if any(c is not None for c in current):
+                yield env.timeout(t - env.now)
+            else:    # or until a relay hands this cell a packet that may go earlier
+                yield env.timeout(t - env.now) | _wake(engine, medium, env)
+                if env.now < t:
+                    continue
+        tx, starts = visit(t, set())
+        if not tx:
             continue
-        if any(c is not None for c in current):
-            j += 1
-            continue
-        # Nobody contends: sleep until the first boundary a frame can be taken at, or until
-        # a relay hands this cell a packet.
-        heads = [queues[i].ready[0] for sid in range(len(mine)) for i in [head(sid)] if i is not None]
-        ev = engine.wake[id(medium)] = env.event()
-        if heads:
-            jt = first_boundary(base, min(heads) + difs, slot)
-            target = base + jt * slot
-            yield env.timeout(max(target - env.now, 0.0)) | ev
-            j = jt if env.now >= target or not ev.triggered else first_boundary(base, env.now, slot)
-        else:
-            yield ev
-            j = first_boundary(base, env.now, slot)
+        # stations that cannot sense the first transmission yet keep counting (and may join it)
+        window = t + p.cca_s
+        while True:
+            later = [base[sid] + j * slot for sid in range(ns) if sid not in tx
+                     for j in [next_boundary(sid)] if j is not None]
+            u = min(later, default=math.inf)
+            if u > window:
+                break
+            more, at = visit(u, set(tx))
+            tx += more
+            starts += at
+        try:
+            others, outs = cell.attempt(starts, [current[s][0] for s in tx])
+        except DeliveryError as e:
+            engine._fail(e)
+            return
+        own = dict(zip(tx, (o[2] for o in outs)))
+        resume = [own[sid] if sid in own else cell.others_resume(sid, others) for sid in range(ns)]
+        for sid in range(ns):
+            base[sid], nxt[sid] = resume[sid], 0
+            if current[sid] is not None:
+                current[sid][2] = 0      # counting resumes at the new base
+        medium.free_at = max(resume)
+        for s, (done, follow, _) in zip(tx, outs):
+            f = current[s][0]
+            for item in follow:
+                if item[0] == "retx":
+                    queues[f.qi].insert(*item[1:])
+                else:
+                    engine._follow(queues[f.qi], [item], stats)
+            current[s] = None if done else [f, cell.backoff(s, f.stage), 0]
+
+
+def _wake(engine, medium, env):
+    """The event a relay triggers when it hands this cell a packet."""
+    ev = engine.wake[id(medium)] = env.event()
+    return ev

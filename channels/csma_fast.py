@@ -1,10 +1,13 @@
 """The fast engine on an 802.11 DCF cell: attempt to attempt, compiled with numba.
 
 Semantics are `channels/csma.py`'s (and its SimPy process is the reference the tests hold this to,
-float for float). A station that draws counter b at boundary g transmits at boundary g + b whatever
-the others do, so the loop (`_dcf`) jumps from one attempt boundary to the next without visiting
-the idle slots between: the next attempt is the least pending boundary number over the stations,
-and every station pending on it transmits (two or more: a collision).
+float for float). A station that draws counter b at its boundary g transmits at its boundary g + b
+unless the medium turns busy first, so the loop (`_dcf`) jumps from one attempt to the next without
+visiting the idle slots between: each station pends on boundary GNEXT of its own grid (from its own
+base), the next attempt is the earliest of those times, and every station pending on it transmits
+(two or more: a collision). A busy period takes from every other station's count the whole idle
+slots it saw (`csma.elapsed_slots`) and moves every station's base to the busy period's end plus
+the wait its role gives (`Cell.attempt`).
 
 Everything random is drawn as `Cell` draws it, in the same order per stream: backoff counters from
 each station's stream (peeked here, committed with `take`), loss outcomes of index-based links
@@ -27,7 +30,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from channels.csma import COLLIDED, LOST, OK, Cell, first_boundary, prepare
+from channels.csma import COLLIDED, LOST, OK, Cell, ack_rate, airtime, elapsed_slots, first_boundary, prepare
 from channels.jit_heap import pop as heap_pop, sift_up
 from channels.errors import DeliveryError
 
@@ -43,8 +46,8 @@ PEEK, MIN_PEEK, ROWS, MIN_ROWS = 2, 64, 4, 1024
 # boundary (-1: none); backoff values in `bu` at BOFF (BLEN peeked, BPOS used).
 FOFF, FN, FNEXT, ROFF, RSIZE, RSEQ, HAS, CQ, CPKT, CATT, CSTAGE, GNEXT, BOFF, BLEN, BPOS = range(15)
 # STF, per station (floats): the frame's bits and ready time, when it may take its next frame
-# (INF: not waiting to).
-CBITS, CREADY, JOIN = range(3)
+# (INF: not waiting to), the base its boundaries count from.
+CBITS, CREADY, JOIN, SBASE = range(4)
 # Q, per queue (ints): multicast?, reliable?, ARQ retry limit, links, time-based rate and loss?
 MULTI, RELIABLE, ARQ_LIMIT, NLINKS, FADING = range(5)
 # QF, per queue (floats): fixed rate (nan: fading), ACK airtime at it, retransmission timeout.
@@ -56,13 +59,14 @@ NONE, TIMED, DOFF, DLEN, DPOS = range(5)
 # stage), RWF (bits, start, data end, airtime).
 R_Q, R_K, R_PKT, R_CODE, R_ATT, R_STAGE = range(6)
 R_BITS, R_START, R_END, R_AIR = range(4)
-# eng: rows used, boundary number of the last busy period's end, what the loop lacks (a station or
-# link), the boundary Python answered for (fading), and what DeliveryError needs (queue, link
-# index, packet, attempt). engf: the last busy period's end, the failed attempt's end.
-NROWS, GBASE, NEED, ANSWERED, ERR_Q, ERR_K, ERR_PKT, ERR_ATT = range(8)
-BASE, ERR_END = range(2)
-# P (floats): slot, DIFS, SIFS, PHY header, ACK bits; cwp1[stage] = CW + 1; the MAC retry limit.
-SLOT, DIFS, SIFS, PHY, ACK_BITS = range(5)
+# eng: rows used, what the loop lacks (a station or link), and what DeliveryError needs (queue,
+# link index, packet, attempt). engf: when the medium is free for every station after the last
+# busy period, the failed attempt's end, the attempt time Python answered for (fading).
+NROWS, NEED, ERR_Q, ERR_K, ERR_PKT, ERR_ATT = range(6)
+BASE, ERR_END, ANSWERED = range(3)
+# P (floats): slot, DIFS, SIFS, PHY header, ACK bits, OFDM symbol, basic rate, ACK timeout, EIFS;
+# cwp1[stage] = CW + 1; the MAC retry limit (attempts).
+SLOT, DIFS, SIFS, PHY, ACK_BITS, SYMBOL, BASIC, ACK_TIMEOUT, EIFS, CCA, EIFS_FRAMES, EIFS_SHARE = range(12)
 
 _Dcf = namedtuple("_Dcf", [
     "ST", "STF", "CM", "FRF", "FRI", "QM", "QMOFF", "RHF", "RHI", "Q", "QF", "QL", "LC", "lo", "bu",
@@ -73,7 +77,11 @@ _Dcf = namedtuple("_Dcf", [
 # heaps. QL: each queue's links (LC rows). FA / FL: rates and loss outcomes Python answered.
 
 
-_first_boundary = njit(cache=True)(first_boundary)  # the same float operations as Cell's
+# the same float operations as Cell's
+_first_boundary = njit(cache=True)(first_boundary)
+_airtime = njit(cache=True)(airtime)
+_ack_rate = njit(cache=True)(ack_rate)
+_elapsed_slots = njit(cache=True)(elapsed_slots)
 
 
 @njit(cache=True)
@@ -148,7 +156,7 @@ def _failed(ST, STF, Q, QF, RHF, RHI, mac_limit, eng, engf, s, end, lost):
     (stage + 1) while the MAC may, else ARQ resends it (reliable) or it is lost. Returns 1 when
     the station is done with the frame, 0 when it retries, -1 when ARQ gives up."""
     q = ST[s, CQ]
-    if not Q[q, MULTI] and ST[s, CSTAGE] < mac_limit:
+    if not Q[q, MULTI] and ST[s, CSTAGE] + 1 < mac_limit:
         ST[s, CSTAGE] += 1
         return 0
     if not Q[q, RELIABLE]:
@@ -173,59 +181,80 @@ def _failed(ST, STF, Q, QF, RHF, RHI, mac_limit, eng, engf, s, end, lost):
 
 
 @njit(cache=True)
+def _sends(tx, n, s):
+    for i in range(n):
+        if tx[i] == s:
+            return True
+    return False
+
+
+@njit(cache=True)
 def _dcf(D):
     """Run the cell until no station has a frame, or until it lacks an input (see the module
     docstring); returns DONE or what it lacks (details in eng)."""
     ST, STF, CM, Q, QF, P, eng, engf = D.ST, D.STF, D.CM, D.Q, D.QF, D.P, D.eng, D.engf
     FRF, FRI, RHF, RHI, QM, QMOFF, bu, cwp1 = D.FRF, D.FRI, D.RHF, D.RHI, D.QM, D.QMOFF, D.bu, D.cwp1
     QL, LC, FL, FA, lo, RWI, RWF, mac_limit = D.QL, D.LC, D.FL, D.FA, D.lo, D.RWI, D.RWF, D.mac_limit
-    slot, difs, sifs, phy = P[SLOT], P[DIFS], P[SIFS], P[PHY]
+    slot, difs, sifs, phy, symbol, cca = P[SLOT], P[DIFS], P[SIFS], P[PHY], P[SYMBOL], P[CCA]
     ns = ST.shape[0]
     kmax = CM.shape[1]
     tx = np.empty(ns, np.int64)
     datas = np.empty(ns)
+    waits = np.empty(ns)
+    starts = np.empty(ns)
     lost = np.zeros(kmax, np.bool_)
     while True:
-        base, gbase = engf[BASE], eng[GBASE]
-        hold = 0.0
-        g = -1
+        t = INF
         for s in range(ns):
-            if ST[s, GNEXT] >= 0 and (g < 0 or ST[s, GNEXT] < g):
-                g = ST[s, GNEXT]
-        # Stations whose next frame is ready take it, earliest first, while they can still
-        # take part before (or at) the next attempt.
+            if ST[s, GNEXT] >= 0:
+                ts = STF[s, SBASE] + ST[s, GNEXT] * slot
+                if ts < t:
+                    t = ts
+        # Stations whose next frame is ready take it, earliest boundary first, while they can
+        # still take part in the next attempt (begin before the others sense it).
         while True:
-            js = -1
+            js, jt, jb = -1, INF, 0
             for s in range(ns):
-                if STF[s, JOIN] < INF and (js < 0 or STF[s, JOIN] < STF[js, JOIN]):
-                    js = s
-            if js < 0:
-                break
-            gj = gbase + _first_boundary(base, STF[js, JOIN], slot)
-            if g >= 0 and gj > g:
+                if STF[s, JOIN] < INF:
+                    b = _first_boundary(STF[s, SBASE], STF[s, JOIN], slot)
+                    tb = STF[s, SBASE] + b * slot
+                    if tb < jt:
+                        js, jt, jb = s, tb, b
+            if js < 0 or jt > t + cca:
                 break
             if ST[js, BPOS] >= ST[js, BLEN]:
                 eng[NEED] = js
                 return NEED_BACKOFF
             STF[js, JOIN] = INF
-            ST[js, GNEXT] = gj + _take(ST, STF, CM, FRF, FRI, RHF, RHI, Q, QM, QMOFF, bu, cwp1, js)
-            if g < 0 or ST[js, GNEXT] < g:
-                g = ST[js, GNEXT]
-        if g < 0:
+            ST[js, GNEXT] = jb + _take(ST, STF, CM, FRF, FRI, RHF, RHI, Q, QM, QMOFF, bu, cwp1, js)
+            ts = STF[js, SBASE] + ST[js, GNEXT] * slot
+            if ts < t:
+                t = ts
+        if t == INF:
             return DONE
+        window = t + cca
         n = 0
         for s in range(ns):
-            if ST[s, GNEXT] == g:
-                tx[n] = s
-                n += 1
+            if ST[s, GNEXT] >= 0:
+                ts = STF[s, SBASE] + ST[s, GNEXT] * slot
+                if ts <= window:
+                    tx[n] = s
+                    starts[n] = ts
+                    n += 1
         # Everything this attempt will use, before it changes anything.
         for i in range(n):
             s = tx[i]
             if ST[s, BPOS] >= ST[s, BLEN]:
                 eng[NEED] = s
                 return NEED_BACKOFF
-            if Q[ST[s, CQ], FADING] and eng[ANSWERED] != g:
+            if Q[ST[s, CQ], FADING] and engf[ANSWERED] != t:
                 return NEED_FADING
+        draw = n > 1 and n == P[EIFS_FRAMES] + 1     # every other station draws EIFS or DIFS
+        if draw:
+            for s in range(ns):
+                if ST[s, BPOS] >= ST[s, BLEN] and not _sends(tx, n, s):
+                    eng[NEED] = s
+                    return NEED_BACKOFF
         if n == 1:
             s, q = tx[0], ST[tx[0], CQ]
             for k in range(Q[q, NLINKS]):
@@ -236,22 +265,20 @@ def _dcf(D):
                     return NEED_OUTCOMES
         if eng[NROWS] + n * kmax > RWI.shape[0]:
             return NEED_ROWS
-        t = base + (g - gbase) * slot
         for i in range(n):
             s = tx[i]
             q = ST[s, CQ]
             r = FA[s] if Q[q, FADING] else QF[q, RATE]
-            datas[i] = phy + STF[s, CBITS] / r
-        if n > 1:
-            hold = datas[0]
-            for i in range(1, n):
-                if datas[i] > hold:
-                    hold = datas[i]
-            hold = hold + difs
+            datas[i] = _airtime(STF[s, CBITS], r, phy, symbol)
+        busy = starts[0] + datas[0]
+        for i in range(1, n):
+            if starts[i] + datas[i] > busy:
+                busy = starts[i] + datas[i]
+        others = busy + (P[EIFS] if n <= P[EIFS_FRAMES] else difs)
         for i in range(n):
             s = tx[i]
             q = ST[s, CQ]
-            d = datas[i]
+            d, t = datas[i], starts[i]
             pkt, bits, att, stage = ST[s, CPKT], STF[s, CBITS], ST[s, CATT], ST[s, CSTAGE]
             for k in range(kmax):
                 lost[k] = False
@@ -260,6 +287,10 @@ def _dcf(D):
                     if not Q[q, MULTI] or CM[s, k]:
                         _row(RWI, RWF, eng, q, k, pkt, bits, t, t + d, d, COLLIDED, att, stage)
                         lost[k] = True
+                if Q[q, MULTI]:
+                    waits[i] = busy + difs
+                else:
+                    waits[i] = max(t + d + P[ACK_TIMEOUT], busy) + difs
                 done = _failed(ST, STF, Q, QF, RHF, RHI, mac_limit, eng, engf, s, t + d, lost)
             elif Q[q, MULTI]:
                 bad = False
@@ -268,35 +299,57 @@ def _dcf(D):
                         lost[k] = _outcome(ST, QL, LC, FL, lo, s, k)
                         _row(RWI, RWF, eng, q, k, pkt, bits, t, t + d, d, LOST if lost[k] else OK, att, 0)
                         bad = bad or lost[k]
-                hold = d + difs
+                others = t + d + difs
+                waits[i] = t + d + difs
                 done = _failed(ST, STF, Q, QF, RHF, RHI, mac_limit, eng, engf, s, t + d, lost) if bad else 1
-            elif _outcome(ST, QL, LC, FL, lo, s, 0):
-                _row(RWI, RWF, eng, q, 0, pkt, bits, t, t + d, d, LOST, att, stage)
-                hold = d + difs
-                lost[0] = True
-                done = _failed(ST, STF, Q, QF, RHF, RHI, mac_limit, eng, engf, s, t + d, lost)
             else:
                 r = FA[s] if Q[q, FADING] else QF[q, RATE]
-                air = d + sifs + (QF[q, ACK_S] if not Q[q, FADING] else phy + P[ACK_BITS] / r)
-                _row(RWI, RWF, eng, q, 0, pkt, bits, t, t + d, air, OK, att, stage)
-                hold = air + difs
-                done = 1
+                ack = QF[q, ACK_S] if not Q[q, FADING] else \
+                    _airtime(P[ACK_BITS], _ack_rate(r, P[BASIC]), phy, symbol)
+                air = d + sifs + ack
+                others = t + air + difs
+                if _outcome(ST, QL, LC, FL, lo, s, 0):
+                    _row(RWI, RWF, eng, q, 0, pkt, bits, t, t + d, d, LOST, att, stage)
+                    waits[i] = t + d + P[ACK_TIMEOUT] + difs
+                    lost[0] = True
+                    done = _failed(ST, STF, Q, QF, RHF, RHI, mac_limit, eng, engf, s, t + d, lost)
+                else:
+                    _row(RWI, RWF, eng, q, 0, pkt, bits, t, t + d, air, OK, att, stage)
+                    waits[i] = t + air + difs
+                    done = 1
             if done < 0:
                 return GAVE_UP
             tx[i] = s if done == 0 else -1 - s     # remember which retry
-        base, gbase = t + hold, g + 1
-        engf[BASE], eng[GBASE] = base, gbase
+        # The others keep the whole idle slots they saw until they sensed the medium busy;
+        # everyone counts again from its own base.
+        free = -INF
+        for s in range(ns):
+            w = others
+            sender = False
+            for i in range(n):
+                if tx[i] == s or tx[i] == -1 - s:
+                    w, sender = waits[i], True
+            if not sender and draw:
+                u = bu[ST[s, BOFF] + ST[s, BPOS]]
+                ST[s, BPOS] += 1
+                w = busy + P[EIFS] if u < P[EIFS_SHARE] else busy + difs
+            if w > free:
+                free = w
+            if ST[s, GNEXT] >= 0 and not sender:
+                ST[s, GNEXT] -= _elapsed_slots(STF[s, SBASE], window, slot)
+            STF[s, SBASE] = w
+        engf[BASE] = free
         for i in range(n):
             if tx[i] >= 0:
                 s = tx[i]
-                ST[s, GNEXT] = gbase + _backoff(ST, bu, cwp1, s, ST[s, CSTAGE])
+                ST[s, GNEXT] = _backoff(ST, bu, cwp1, s, ST[s, CSTAGE])
                 continue
             s = -1 - tx[i]
             ST[s, HAS], ST[s, GNEXT] = 0, -1
             r = _head_ready(ST, FRF, RHF, s)
             if r < INF:
-                if r + difs <= base:            # takes its next frame at once
-                    ST[s, GNEXT] = gbase + _take(ST, STF, CM, FRF, FRI, RHF, RHI, Q, QM, QMOFF, bu, cwp1, s)
+                if r + difs <= STF[s, SBASE]:    # takes its next frame at once
+                    ST[s, GNEXT] = _take(ST, STF, CM, FRF, FRI, RHF, RHI, Q, QM, QMOFF, bu, cwp1, s)
                 else:
                     STF[s, JOIN] = r + difs
 
@@ -344,20 +397,21 @@ def _answer_fading(cell: Cell, D: _Dcf, links: list) -> None:
     """The rates (and, for a lone frame, loss outcomes of time-based links) of the attempt the
     loop stopped before, drawn as Cell.attempt draws them at its start."""
     ST, eng = D.ST, D.eng
-    pending = ST[:, GNEXT][ST[:, GNEXT] >= 0]
-    g = int(pending.min())
-    t = float(D.engf[BASE] + (g - eng[GBASE]) * D.P[SLOT])
-    tx = np.flatnonzero(ST[:, GNEXT] == g)
-    for s in tx:
+    on = np.flatnonzero(ST[:, GNEXT] >= 0)
+    times = [float(D.STF[s, SBASE] + ST[s, GNEXT] * D.P[SLOT]) for s in on]
+    t = min(times)
+    window = t + float(D.P[CCA])
+    tx = [(s, x) for s, x in zip(on.tolist(), times) if x <= window]
+    for s, x in tx:
         q = int(ST[s, CQ])
         if D.Q[q, FADING]:
-            D.FA[s] = cell.rate(q, t)
-        if tx.size == 1:
+            D.FA[s] = cell.rate(q, x)
+        if len(tx) == 1:
             for k in range(int(D.Q[q, NLINKS])):
                 lc = int(D.QL[q, k])
                 if D.LC[lc, TIMED] and (not D.Q[q, MULTI] or D.CM[s, k]):
                     D.FL[s, k] = cell.cursors[id(links[lc])].lost(t)
-    eng[ANSWERED] = g
+    D.engf[ANSWERED] = t
 
 
 def _more(D: _Dcf, values: str, table: str, off: int, count: int, used: int, short: int, peek) -> _Dcf:
@@ -389,7 +443,7 @@ def _build(cell: Cell) -> tuple[_Dcf, list, list]:
     for i, q in enumerate(queues):
         Q[i] = (cell.multicast[i], q.reliable, q.retry_limit, len(q.links), q.fading)
         r = cell.fixed_rate[i]
-        QF[i] = (r if r is not None else np.nan, p.phy_header_s + cell.ack_bits / r if r else 0.0, q.rto_s)
+        QF[i] = (r if r is not None else np.nan, p.ack_s(r) if r else 0.0, q.rto_s)
         QL[i, :len(q.links)] = [lidx[id(l)] for l in q.links]
     multi = [i for i in range(nq) if cell.multicast[i]]
     QMOFF = np.zeros(nq, np.int64)
@@ -403,8 +457,9 @@ def _build(cell: Cell) -> tuple[_Dcf, list, list]:
         at += queues[i].n
     # each station's frames: its queues' data merged by ready time, ties by queue then position
     ST = np.zeros((ns, 15), np.int64)
-    STF = np.zeros((ns, 3))
+    STF = np.zeros((ns, 4))
     STF[:, JOIN] = INF
+    STF[:, SBASE] = cell.medium.free_at
     FRF, FRI = [], []
     at = 0
     for s in range(ns):
@@ -420,7 +475,10 @@ def _build(cell: Cell) -> tuple[_Dcf, list, list]:
         at += o.size
     ST[:, GNEXT] = -1
     # a station's ARQ heap holds at most one resend per frame: the same slots as its frames
-    guess = [max(MIN_PEEK, PEEK * int(ST[s, FN])) for s in range(ns)]
+    # ...and, where collisions of eifs_frames + 1 frames make every other station draw, a value
+    # for about one in four of the cell's frames (asking for more re-peeks every station)
+    others = at // 4 if ns > p.eifs_frames + 1 else 0
+    guess = [max(MIN_PEEK, PEEK * int(ST[s, FN]) + others) for s in range(ns)]
     ST[:, BLEN] = guess
     ST[:, BOFF] = np.concatenate(([0], np.cumsum(guess)))[:-1]
     bu = np.concatenate([streams[s].peek(g) for s, g in enumerate(guess)])
@@ -441,12 +499,13 @@ def _build(cell: Cell) -> tuple[_Dcf, list, list]:
              FRF=np.concatenate(FRF), FRI=np.concatenate(FRI), QM=np.concatenate(masks), QMOFF=QMOFF,
              RHF=np.zeros((at, 2)), RHI=np.zeros((at, 4 + kmax), np.int64), Q=Q, QF=QF, QL=QL, LC=LC,
              lo=np.concatenate(outs).astype(np.bool_), bu=bu.astype(float),
-             P=np.array([p.slot_s, p.difs_s, p.sifs_s, p.phy_header_s, cell.ack_bits]),
-             cwp1=np.array([p.cw(k) + 1 for k in range(p.retry_limit + 2)], dtype=np.int64),
+             P=np.array([p.slot_s, p.difs_s, p.sifs_s, p.phy_header_s, 8.0 * p.ack_bytes, p.symbol_s,
+                         p.basic_rate_bps, p.ack_timeout_s, p.eifs_s, p.cca_s, p.eifs_frames, p.eifs_share]),
+             cwp1=np.array([p.cw(k) + 1 for k in range(p.retry_limit + 1)], dtype=np.int64),
              mac_limit=np.int64(p.retry_limit), RWI=np.zeros((rows, 6), np.int64), RWF=np.zeros((rows, 4)),
              FA=np.zeros(ns), FL=np.zeros((ns, kmax), np.int8),
-             eng=np.array([0, 0, -1, -1, -1, -1, -1, -1], dtype=np.int64),
-             engf=np.array([cell.medium.free_at, 0.0]))
+             eng=np.array([0, -1, -1, -1, -1, -1], dtype=np.int64),
+             engf=np.array([cell.medium.free_at, 0.0, -INF]))
     for s in range(ns):
         r = _head_ready(ST, D.FRF, D.RHF, s)
         if r < INF:

@@ -1,4 +1,5 @@
-"""`testbed probe FILE --payload-bytes N`: run only the link layer of an experiment file.
+"""`testbed probe FILE --payload-bytes N [--set KEY=VALUE ...]`: run only the link layer of an
+experiment file (`--set` overrides keys as in run and sweep).
 
 Users tune channel parameters with it before spending training time; it is also how the link
 layer is checked from outside. Only `[run] seed` and `[network]` are read, and `[run]
@@ -17,7 +18,7 @@ import math
 from pathlib import Path
 
 from schema import OptionError
-from testbed.config import load_raw
+from testbed.config import ConfigError, apply_overrides, load_raw
 from testbed.errors import RunFailed
 
 PATTERNS = ("p2p", "gather", "broadcast", "allgather", "allreduce")
@@ -34,6 +35,8 @@ def register(sub) -> None:
     p.add_argument("--dst", help="p2p destination / gather destination (default server)")
     p.add_argument("--repeat", type=int, default=1, metavar="R", help="repetitions with seeds seed, seed+1, ...")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a key, e.g. --set network.workers=20 (repeatable), as run and sweep")
     p.set_defaults(func=main)
 
 
@@ -58,11 +61,20 @@ def _resolve_paths(net: dict, base: Path) -> dict:
     return {k: v for k, v in net.items() if v is not None}
 
 
-def load_probe_config(path: str) -> tuple[int, dict]:
+def _load(path: Path, overrides: list[str] | None) -> dict:
+    """The file's tables with `--set` overrides applied (testbed.config's mechanism)."""
+    raw = load_raw(path)
+    try:
+        return apply_overrides(raw, overrides or [])
+    except ConfigError as e:
+        raise ConfigError(e.key, e.value, e.allowed, source=str(path), message=str(e)) from None
+
+
+def load_probe_config(path: str, overrides: list[str] | None = None) -> tuple[int, dict]:
     from channels.config import validate_network
 
     p = Path(path)
-    raw = load_raw(p)
+    raw = _load(p, overrides)
     seed = raw.get("run", {}).get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
         from channels.errors import ChannelConfigError
@@ -70,13 +82,13 @@ def load_probe_config(path: str) -> tuple[int, dict]:
     return seed, validate_network(_resolve_paths(raw.get("network", {}), p.parent))
 
 
-def load_participation(path: str):
+def load_participation(path: str, overrides: list[str] | None = None):
     """`[run] deadline_s` and the device trace of the file (None when not set)."""
-    from testbed.config import RUN_KEYS, ConfigError
+    from testbed.config import RUN_KEYS
     from testbed.device_trace import check_device_trace
 
     p = Path(path)
-    run = load_raw(p).get("run", {})
+    run = _load(p, overrides).get("run", {})
     deadline = RUN_KEYS["deadline_s"].validate("run.deadline_s", run.get("deadline_s"), ConfigError)
     trace = RUN_KEYS["device_trace"].validate("run.device_trace", run.get("device_trace"), ConfigError)
     if trace is not None and not Path(trace).exists() and (p.parent / trace).exists():
@@ -196,9 +208,10 @@ def main(args) -> int:
         raise OptionError("--payload-bytes", args.payload_bytes, ">= 0")
     if args.repeat < 1:
         raise OptionError("--repeat", args.repeat, ">= 1")
-    seed, network = load_probe_config(args.file)
+    overrides = getattr(args, "overrides", [])
+    seed, network = load_probe_config(args.file, overrides)
     try:
-        args.deadline_s, args.device_trace = load_participation(args.file)
+        args.deadline_s, args.device_trace = load_participation(args.file, overrides)
         out = probe_report(network, seed, args)
     except DeliveryError as e:  # the channel as configured gives up: a finding, not a mistake
         raise RunFailed(f"probe: {e}") from e

@@ -1,6 +1,7 @@
 """802.11 DCF on a shared cell (`sharing = "csma"`): Bianchi's saturation analysis, a trace of
 backoff counters worked out by hand, and the two engines agreeing bit for bit."""
 import argparse
+import math
 
 import numpy as np
 import pytest
@@ -15,30 +16,36 @@ from channels_helpers import identical, make_net
 from testbed.commands.probe import load_probe_config, probe_report
 
 # 802.11a defaults, as [network.csma] documents them
-SLOT, SIFS, DIFS, PHY, ACK_BYTES, CW_MIN, CW_MAX, RETRY = 9e-6, 16e-6, 34e-6, 20e-6, 14, 15, 1023, 7
+SLOT, SIFS, DIFS, PHY, ACK_BYTES, CW_MIN, CW_MAX, RETRY, EIFS = 9e-6, 16e-6, 34e-6, 20e-6, 14, 15, 1023, 7, 94e-6
 RATE, PAYLOAD, HEADER = 54e6, 1460, 40
 
 
 def bianchi(n: int):
     """Saturation throughput (payload b/s) and collision probability p from Bianchi's fixed point.
 
-    His Markov chain with the retry limit: a frame goes through stages 0..RETRY, stage i draws its
+    His Markov chain with the retry limit: a frame goes through stages 0..RETRY - 1 (RETRY
+    attempts, dot11ShortRetryLimit), stage i draws its
     counter in [0, W_i - 1], W_i = min(2^i (CW_MIN + 1), CW_MAX + 1), and each attempt collides with
     probability p. tau = E[attempts per frame] / E[slots per frame]
         = sum_i p^i / sum_i p^i (W_i + 1) / 2,   p = 1 - (1 - tau)^(n - 1).
     S = Ps Ptr E[P] / ((1 - Ptr) slot + Ptr Ps Ts + Ptr (1 - Ps) Tc)."""
-    W = [min(2 ** i * (CW_MIN + 1), CW_MAX + 1) for i in range(RETRY + 1)]
+    W = [min(2 ** i * (CW_MIN + 1), CW_MAX + 1) for i in range(RETRY)]
 
     def tau_of(p):
-        return sum(p ** i for i in range(RETRY + 1)) / sum(p ** i * (W[i] + 1) / 2 for i in range(RETRY + 1))
+        return sum(p ** i for i in range(RETRY)) / sum(p ** i * (W[i] + 1) / 2 for i in range(RETRY))
 
     p = 0.0 if n == 1 else brentq(lambda p: p - (1 - (1 - tau_of(p)) ** (n - 1)), 0.0, 1.0)
     tau = tau_of(p)
     ptr = 1 - (1 - tau) ** n
     ps = n * tau * (1 - tau) ** (n - 1) / ptr
-    data = PHY + (PAYLOAD + HEADER) * 8 / RATE
-    ts = data + SIFS + PHY + ACK_BYTES * 8 / RATE + DIFS
-    tc = data + DIFS
+    # airtimes in whole 4 us OFDM symbols (16 service + 6 tail bits); the ACK at 24 Mb/s; after a
+    # collision of k frames the stations that did not send wait EIFS (k = 2), EIFS with
+    # probability 0.71 (k = 3), else DIFS, so Tc is averaged over k (binomial in tau)
+    data = PHY + 4e-6 * math.ceil(((PAYLOAD + HEADER) * 8 + 22) / (RATE * 4e-6))
+    ts = data + SIFS + PHY + 4e-6 * math.ceil((ACK_BYTES * 8 + 22) / (24e6 * 4e-6)) + DIFS
+    pk = [math.comb(n, k) * tau ** k * (1 - tau) ** (n - k) for k in range(n + 1)]
+    wait = [EIFS if k == 2 else 0.71 * EIFS + 0.29 * DIFS if k == 3 else DIFS for k in range(n + 1)]
+    tc = data + (sum(pk[k] * wait[k] for k in range(2, n + 1)) / sum(pk[2:]) if n > 1 else EIFS)
     S = ps * ptr * PAYLOAD * 8 / ((1 - ptr) * SLOT + ptr * ps * ts + ptr * (1 - ps) * tc)
     return S, p
 
@@ -65,8 +72,12 @@ def saturated(tmp_path_factory):
 
 @pytest.mark.parametrize("n", NS)
 def test_saturation_throughput_matches_bianchi(saturated, n):
+    # Bianchi's chain counts a busy period as one slot of every counter; plain DCF (ours, ns-3's,
+    # the standard's) freezes counters while busy, and colliders recover after the ACK timeout
+    # while the others wait EIFS or DIFS. Measured gap (2026-12-04, this fixture): +0.1, -0.8,
+    # -0.9, 0.0, +0.9, +4.0 % at n = 1, 2, 5, 10, 20, 50, so the tolerance went from 3 % to 4.5 %.
     S, _ = bianchi(n)
-    assert saturated[n]["saturated_mbps"] == pytest.approx(S / 1e6, rel=0.03)
+    assert saturated[n]["saturated_mbps"] == pytest.approx(S / 1e6, rel=0.045)
 
 
 def test_collisions_per_success_rise_with_n_as_the_analysis_says(saturated):
@@ -78,9 +89,12 @@ def test_collisions_per_success_rise_with_n_as_the_analysis_says(saturated):
         ratios.append(collisions / successes)
         _, p = bianchi(n)
         # each attempt collides with probability p: p / (1 - p) collided attempts per success
-        # (Bianchi's independence assumption overstates p by 5-8 % at n >= 10; measured over
-        # 6000 frames the ratio also moves by about +-4 % from seed to seed)
-        assert ratios[-1] == pytest.approx(p / (1 - p), rel=0.15, abs=0.01), n
+        # (Bianchi's independence assumption and his busy-slot decrement overstate p: measured
+        # 2026-12-04 the ratio is 0, -0.2, -8, -13, -15, -19 % off his at n = 1, 2, 5, 10, 20, 50,
+        # where the old Bianchi-style counting was 5-8 % off; over 6000 frames it also moves by
+        # about +-4 % from seed to seed, so the tolerance went from 15 % to 22 %. ns-3.37 itself
+        # is the check of the standard's counting: validation/ns3.)
+        assert ratios[-1] == pytest.approx(p / (1 - p), rel=0.22, abs=0.01), n
     assert ratios[0] == 0 and all(a < b for a, b in zip(ratios, ratios[1:]))
 
 
@@ -104,37 +118,94 @@ def u(b, cw):
 
 @pytest.mark.parametrize("engine", ["fast", "simpy"])
 def test_two_stations_backoff_trace_by_hand(engine):
-    # 8 Mb/s: a byte takes 1 us. Frame 60 + 40 B: DATA = 20 + 100 = 120 us, ACK = 20 + 14 = 34 us.
-    # Success holds 120 + 16 + 34 + 34 = 204 us, a collision 120 + 34 = 154 us.
+    # 8 Mb/s, 4 us OFDM symbols of 32 bits. Frame 60 + 40 B: DATA = 20 + 4 ceil((800 + 22) / 32)
+    # = 124 us. The ACK goes at the highest basic rate not above 8 Mb/s, 6 Mb/s (24 bits a
+    # symbol): 20 + 4 ceil((112 + 22) / 24) = 44 us. After a success everyone counts again
+    # 124 + 16 + 44 + 34 = 218 us after the DATA began; after a collision of the two, each sender
+    # 124 + 45 (ACK timeout) + 34 = 203 us after. A busy period freezes the others' counters and
+    # takes off only the whole idle slots that ended before it was sensed (4 us after it began).
     net = make_net(workers=2, medium="shared", sharing="csma", engine=engine, bandwidth_mbps=8.0, delay_ms=0.0)
     cell = net._medium(("cell", "server"))
-    cell.csma_streams["w0"] = FixedStream([u(2, 15), u(5, 31), u(0, 63), u(7, 15), u(1, 15)])
-    cell.csma_streams["w1"] = FixedStream([u(2, 15), u(1, 31), u(3, 15), u(4, 31), u(0, 15)])
+    cell.csma_streams["w0"] = FixedStream([u(2, 15), u(5, 31), u(0, 15), u(7, 15)])
+    cell.csma_streams["w1"] = FixedStream([u(2, 15), u(1, 31), u(3, 15), u(2, 15)])
     rep = net.gather({"w0": [60] * 3, "w1": [60] * 3}, "server", at=0.0)
-    # Boundaries every 9 us from 0; both take a frame at the first one >= DIFS = 34 us: #4 (36 us).
-    #  #4  36: counters w0 2, w1 2             -> both reach 0 at #6
-    #  #6  54: collision, busy to 208; stage 1 (CW 31): w0 5 -> #12, w1 1 -> #8
-    #  #8  217 (208 + 9): w1 alone, DATA ends 337; busy to 421 (#9); w1 next frame: 3 -> #12
-    #  #12 448 (421 + 27): w0 and w1 collide, busy to 602 (#13); w0 stage 2 (CW 63): 0 -> #13,
-    #      w1 stage 1 (CW 31): 4 -> #17
-    #  #13 602: w0 alone, DATA ends 722; busy to 806 (#14); w0 next frame: 7 -> #21
-    #  #17 833 (806 + 27): w1, DATA ends 953; busy to 1037 (#18); w1 next: 0 -> #18
-    #  #18 1037: w1, DATA ends 1157; busy to 1241 (#19); w1 is done
-    #  #21 1259 (1241 + 18): w0, DATA ends 1379; busy to 1463 (#22); w0 next: 1 -> #23
-    #  #23 1472: w0, DATA ends 1592; busy to 1676
+    # Both take a frame at the first boundary >= DIFS = 34 us: 36 us; counters 2 and 2.
+    #   54: collision; each sender counts from 54 + 203 = 257 at CW 31: w0 5 -> 302, w1 1 -> 266
+    #  266: w1 alone, DATA ends 390; all count from 484. w0 saw 1 slot (257-266): 4 left -> 520;
+    #       w1 next frame: 3 -> 511
+    #  511: w1, DATA ends 635; from 729. w0 saw 3 slots (484-511): 1 left -> 738; w1 2 -> 747
+    #  738: w0, DATA ends 862; from 956. w1 saw 1 slot (729-738): 1 left -> 965; w0 0 -> 956
+    #  956: w0, DATA ends 1080; from 1174. w1: 1 left -> 1183; w0 7 -> 1237
+    # 1183: w1, DATA ends 1307 (its last); from 1401. w0 saw 1 slot: 6 left -> 1455
+    # 1455: w0, DATA ends 1579; the medium is free for all at 1673
     us = 1e-6
     f0, f1 = rep.flows
-    assert np.allclose(f0.arrival_s, np.array([722, 1379, 1592]) * us, rtol=0, atol=1e-12)
-    assert np.allclose(f1.arrival_s, np.array([337, 953, 1157]) * us, rtol=0, atol=1e-12)
-    assert cell.free_at == pytest.approx(1676 * us, abs=1e-12)
+    assert np.allclose(f0.arrival_s, np.array([862, 1080, 1579]) * us, rtol=0, atol=1e-12)
+    assert np.allclose(f1.arrival_s, np.array([390, 635, 1307]) * us, rtol=0, atol=1e-12)
+    assert cell.free_at == pytest.approx(1673 * us, abs=1e-12)
     for w in ("w0", "w1"):
         st = rep.links[(w, "server")]
-        assert (st.packets, st.collisions, st.retries, st.lost) == (5, 2, 2, 0)
+        assert (st.packets, st.collisions, st.retries, st.lost) == (4, 1, 1, 0)
         assert rep.links[("server", w)].bytes == 3 * ACK_BYTES        # one ACK per success
-        assert rep.nodes[w].packets_sent == 5 and rep.nodes[w].retransmissions == 2
-    # airtime: three successes (DATA + SIFS + ACK) and two collided DATA
-    assert rep.links[("w0", "server")].busy_s == pytest.approx((3 * 170 + 2 * 120) * us)
-    assert cell.csma_streams["w0"].pos == 5 and cell.csma_streams["w1"].pos == 5   # only used draws taken
+        assert rep.nodes[w].packets_sent == 4 and rep.nodes[w].retransmissions == 1
+    # airtime: three successes (DATA + SIFS + ACK) and one collided DATA
+    assert rep.links[("w0", "server")].busy_s == pytest.approx((3 * 184 + 124) * us)
+    assert cell.csma_streams["w0"].pos == 4 and cell.csma_streams["w1"].pos == 4   # only used draws taken
+
+
+@pytest.mark.parametrize("engine", ["fast", "simpy"])
+def test_the_ack_goes_at_the_basic_rate(engine):
+    # 54 Mb/s data (216 bits a symbol): a 1500 + 36 B frame is 20 + 4 ceil((12288 + 22) / 216) =
+    # 248 us; the ACK goes at 24 Mb/s (96 bits a symbol): 20 + 4 ceil(134 / 96) = 28 us, not the
+    # 24 us it would take at 54. Taken at 36 us with counter 0: DATA ends 284, ACK 300 - 328,
+    # the medium is free at 362.
+    net = make_net(workers=1, medium="shared", sharing="csma", engine=engine, bandwidth_mbps=54.0,
+                   delay_ms=0.0, mtu_bytes=1536, header_bytes=36)
+    cell = net._medium(("cell", "server"))
+    cell.csma_streams["w0"] = FixedStream([u(0, 15)])
+    rep = net.gather({"w0": [1500]}, "server", at=0.0)
+    assert float(rep.flows[0].arrival_s[0]) == pytest.approx(284e-6, abs=1e-12)
+    assert rep.links[("w0", "server")].busy_s == pytest.approx((248 + 16 + 28) * 1e-6)
+    assert cell.free_at == pytest.approx(362e-6, abs=1e-12)
+
+
+@pytest.mark.parametrize("engine", ["fast", "simpy"])
+def test_a_station_that_heard_a_collision_waits_eifs(engine):
+    # Three stations, one frame each (DATA 124 us, as above). w0 and w1 collide at 45 us (DATA
+    # ends 169); they count again after the ACK timeout, 169 + 45 + 34 = 248 us; w2 heard a frame
+    # it could not decode and waits EIFS, 169 + 94 = 263 us. With DIFS it would have counted from
+    # 203 and sent first (at 239).
+    net = make_net(workers=3, medium="shared", sharing="csma", engine=engine, bandwidth_mbps=8.0, delay_ms=0.0)
+    cell = net._medium(("cell", "server"))
+    cell.csma_streams["w0"] = FixedStream([u(1, 15), u(0, 31)])
+    cell.csma_streams["w1"] = FixedStream([u(1, 15), u(3, 31)])
+    cell.csma_streams["w2"] = FixedStream([u(5, 15)])
+    rep = net.gather({"w0": [60], "w1": [60], "w2": [60]}, "server", at=0.0)
+    # 36: all take their frame (1, 1, 5). 45: w0 + w1 collide; w2 saw the slot ending at 45: 4 left.
+    # 248: w0 (drew 0), DATA ends 372; all from 466. w1 3 -> 493; w2 (from 263: no slot) 4 -> 502
+    # 493: w1, DATA ends 617; from 711. w2 saw 3 slots: 1 left -> 720. 720: w2, DATA ends 844.
+    us = 1e-6
+    assert [float(f.arrival_s[0]) / us for f in rep.flows] == pytest.approx([372, 617, 844], abs=1e-6)
+    assert cell.free_at == pytest.approx(938 * us, abs=1e-12)
+    assert [rep.links[(w, "server")].collisions for w in ("w0", "w1", "w2")] == [1, 1, 0]
+
+
+@pytest.mark.parametrize("engine", ["fast", "simpy"])
+@pytest.mark.parametrize("draw, waits", [(0.1, "eifs"), (0.9, "difs")])
+def test_after_three_frames_collide_each_other_station_draws_eifs_or_difs(engine, draw, waits):
+    # w0, w1, w2 collide at 45 us (DATA 124 us, ends 169); w3 saw the slot ending at 45 (5 -> 4
+    # left) and draws one uniform from its stream: below eifs_share (0.71) it decoded the PHY
+    # header and waits EIFS (169 + 94 = 263, sends at 263 + 36 = 299), else DIFS (203, sends at
+    # 239). The senders count from 248 with counters of 20 and more.
+    net = make_net(workers=4, medium="shared", sharing="csma", engine=engine, bandwidth_mbps=8.0, delay_ms=0.0)
+    cell = net._medium(("cell", "server"))
+    for i, w in enumerate(("w0", "w1", "w2")):
+        cell.csma_streams[w] = FixedStream([u(1, 15), u(20 + i, 31)])
+    cell.csma_streams["w3"] = FixedStream([u(5, 15), draw])
+    rep = net.gather({w: [60] for w in ("w0", "w1", "w2", "w3")}, "server", at=0.0)
+    sent = {"eifs": 299, "difs": 239}[waits]
+    assert float(rep.flows[3].arrival_s[0]) == pytest.approx((sent + 124) * 1e-6, abs=1e-12)
+    assert cell.csma_streams["w3"].pos == 2 and cell.csma_streams["w0"].pos == 2
 
 
 LOSSES = [
@@ -171,8 +242,8 @@ def test_fast_and_simpy_engines_give_identical_reports(loss, delivery):
 
 @pytest.mark.parametrize("engine", ["fast", "simpy"])
 def test_loss_is_a_failure_retried_with_a_doubled_window(engine):
-    # One station, every frame lost: each attempt holds DATA + DIFS, the MAC tries 1 + retry_limit
-    # times, then reliable delivery gives up (link retry_limit 0).
+    # One station, every frame lost: after each attempt it waits DATA + ACK timeout + DIFS; the MAC
+    # tries retry_limit (7) times, then reliable delivery gives up (link retry_limit 0).
     net = make_net(workers=1, medium="shared", sharing="csma", engine=engine, bandwidth_mbps=8.0, delay_ms=0.0,
                    loss={"model": "bernoulli", "p": 1.0}, retry_limit=0)
     with pytest.raises(DeliveryError, match="gave up on packet 0"):
@@ -180,20 +251,23 @@ def test_loss_is_a_failure_retried_with_a_doubled_window(engine):
     net = make_net(workers=1, medium="shared", sharing="csma", engine=engine, bandwidth_mbps=8.0, delay_ms=0.0,
                    loss={"model": "bernoulli", "p": 1.0}, delivery="best_effort")
     cell = net._medium(("cell", "server"))
-    cws = [15, 31, 63, 127, 255, 511, 1023, 1023]
+    cws = [15, 31, 63, 127, 255, 511, 1023]
     cell.csma_streams["w0"] = FixedStream([u(cw, cw) for cw in cws])   # the largest counter each time
     rep = net.gather({"w0": [60]}, "server", at=0.0)
     st = rep.links[("w0", "server")]
-    assert (st.packets, st.lost, st.collisions, st.retries) == (8, 8, 0, 7) and not rep.flows[0].arrived.any()
-    # first boundary >= 34 us is 36 us; attempt k waits cw_k slots, then DATA + DIFS = 154 us
-    end = 36e-6 + sum(cw * 9e-6 + 154e-6 for cw in cws)
+    assert (st.packets, st.lost, st.collisions, st.retries) == (7, 7, 0, 6) and not rep.flows[0].arrived.any()
+    # first boundary >= 34 us is 36 us; attempt k waits cw_k slots, then DATA (124 us, as in the
+    # trace above) + ACK timeout 45 + DIFS 34 = 203 us
+    end = 36e-6 + sum(cw * 9e-6 + 203e-6 for cw in cws)
     assert cell.free_at == pytest.approx(end, abs=1e-12)
 
 
 def test_csma_keys_are_validated_with_one_line_errors():
     out = validate_network({"sharing": "csma"})
     assert out["csma"] == {"slot_us": 9.0, "sifs_us": 16.0, "difs_us": 34.0, "cw_min": 15, "cw_max": 1023,
-                           "phy_header_us": 20.0, "ack_bytes": 14, "retry_limit": 7}
+                           "phy_header_us": 20.0, "ack_bytes": 14, "retry_limit": 7, "basic_rate_mbps": 24.0,
+                           "symbol_us": 4.0, "ack_timeout_us": 45.0, "eifs_us": 94.0, "cca_us": 4.0,
+                           "eifs_frames": 2, "eifs_share": 0.71}
     for table, key, words in [({"cw_min": 31, "cw_max": 15}, "network.csma.cw_max", ">= cw_min (31)"),
                               ({"slot_us": 0}, "network.csma.slot_us", "> 0"),
                               ({"cw_mn": 3}, "network.csma.cw_mn", "did you mean 'network.csma.cw_min'"),
@@ -213,8 +287,8 @@ def test_csma_parameters_reach_the_cell():
     cell = net._medium(("cell", "server"))
     cell.csma_streams["w0"] = FixedStream([u(0, 15)])
     rep = net.gather({"w0": [60]}, "server", at=0.0)
-    # first boundary >= 50 us on a 20 us grid: 60 us; counter 0; DATA 120 us
-    assert rep.end_s == pytest.approx(180e-6, abs=1e-12)
+    # first boundary >= 50 us on a 20 us grid: 60 us; counter 0; DATA 20 + 4 ceil(822 / 32) = 124 us
+    assert rep.end_s == pytest.approx(184e-6, abs=1e-12)
 
 
 def test_multi_hop_through_a_csma_cell_runs_on_simpy():

@@ -148,3 +148,16 @@ def test_probe_reports_throughput_and_csma_link_figures(tmp_path, capsys):
         assert s["retries"] == s["collisions"] and s["packets"] == 100 + s["collisions"]
     code, out, _ = _run(["probe", f, "--payload-bytes", "14600", "--pattern", "gather"], capsys)
     assert code == 0 and "coll" in out and "retry" in out and "w2->server" in out
+
+
+def test_probe_set_overrides_keys_as_run_does(tmp_path, capsys):
+    f = _write(tmp_path, STAR)
+    code, out, _ = _run(["probe", f, "--payload-bytes", "14600", "--pattern", "gather", "--json",
+                         "--set", "network.workers=2", "--set", "network.link.bandwidth_mbps=5.0"], capsys)
+    assert code == 0
+    rep = json.loads(out)
+    # 2 stations x 10 packets of 1500 B at 5 Mb/s share the cell: 20 x 2.4 ms + 5 ms
+    assert set(rep["nodes"]) == {"server", "w0", "w1"}
+    assert rep["completion_s"] == pytest.approx(20 * 2.4e-3 + 0.005)
+    code, _, err = _run(["probe", f, "--payload-bytes", "1000", "--set", "network.workrs=2"], capsys)
+    assert code == 2 and "network.workrs" in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,189 @@
+"""The cell as ns-3.37 sees it, beside the project's link layer: `python -m validation.ns3.run`.
+
+Builds `cell.cc` (our own scenario against ns-3's API; Debian's `libns3-dev`) with g++ and runs
+it, then runs the same cell through the project's network (`testbed.network.build_network`, the
+`[network]` table `testbed probe` reads, default `[network.csma]`; only the rate and frame sizes
+are the scenario's): N saturated stations sending 1536-byte MPDUs (1500 bytes of payload) at
+54 Mbit/s to one sink, ACK at 24 Mbit/s.
+
+Figures per N: saturation throughput (payload Mbit/s) and collided attempts per success, in ns-3
+over its measured window and in ours while every station still has frames (until the first
+flow completes, as `testbed probe` reports `saturated_mbps`); and wall seconds per successful
+frame of each whole run (ns-3 in C++, ours in Python + numba), whose ratio is the speed-up.
+Where ns-3 is missing, `available()` says why in one line and nothing runs.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+SOURCE = HERE / "cell.cc"
+LIBS = ["ns3-wifi", "ns3-core", "ns3-network", "ns3-mobility", "ns3-propagation", "ns3-point-to-point"]
+HEADER = Path("/usr/include/ns3/wifi-module.h")
+RATE_MBPS, MPDU, PAYLOAD = 54.0, 1536, 1500
+NS = (1, 2, 5, 10, 20, 50)
+
+
+def available() -> str | None:
+    """None when ns-3 and a compiler are here, else one line saying what is missing."""
+    if shutil.which("g++") is None:
+        return "ns-3 check skipped: no g++ (apt-get install g++)"
+    if not HEADER.exists():
+        return "ns-3 check skipped: ns-3 is not installed (apt-get install libns3-dev)"
+    return None
+
+
+def build() -> Path:
+    """The compiled scenario, cached by the source's hash (a few seconds to build once)."""
+    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
+    out = Path(os.environ.get("NS3_CELL_CACHE", Path(tempfile.gettempdir()) / "lgc-ns3-cell")) / digest / "cell"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        subprocess.run(["g++", "-O2", "-std=c++17", "-I/usr/include", "-o", str(tmp), str(SOURCE),
+                        *(f"-l{lib}" for lib in LIBS)], check=True)
+        tmp.replace(out)
+    return out
+
+
+def ns3_dcf(n: int, seconds: float, warmup: float = 0.5, seed: int = 1) -> dict:
+    """ns-3's saturated cell of n stations: throughput and collided attempts per success over
+    `seconds` after `warmup`, and the whole run's wall seconds per successful frame."""
+    out = subprocess.run([str(build()), "dcf", str(n), str(seconds), str(warmup), str(seed)],
+                         check=True, capture_output=True, text=True).stdout
+    d = json.loads(out.strip().splitlines()[-1])
+    ok = d["successes"]
+    return {"n": n, "mbps": ok * PAYLOAD * 8 / seconds / 1e6, "collided_per_success": (d["attempts"] - ok) / ok,
+            "drops": d["drops"], "frames": d["successes_all"], "wall_s": d["wall_s"],
+            "wall_per_frame_s": d["wall_s"] / d["successes_all"]}
+
+
+def cell_table(n: int, engine: str = "fast") -> dict:
+    """The `[network]` table of the scenario as `testbed probe` validates it."""
+    from channels.config import validate_network
+
+    return validate_network({"workers": n, "medium": "shared", "sharing": "csma", "engine": engine,
+                             "link": {"bandwidth_mbps": RATE_MBPS, "delay_ms": 0.0, "mtu_bytes": MPDU,
+                                      "header_bytes": MPDU - PAYLOAD}})
+
+
+def ours_dcf(n: int, frames: int, seed: int = 1) -> dict:
+    """The project's cell of n stations, `frames` frames in all, sent at once (a gather): the
+    same figures, over the time every station still had frames."""
+    from channels import csma
+    from testbed.network import build_network
+
+    rows = []
+    finish = csma.Cell.finish
+
+    def keep(cell, cols=None):     # the attempt rows, as the engines hand them to Cell.finish
+        rows.append(list(zip(*cell.rows)) if cols is None else [np.asarray(c) for c in cols])
+        return finish(cell, cols)
+
+    edge = build_network(cell_table(n), seed)
+    net = edge.network
+    per = max(frames // n, 1)
+    csma.Cell.finish = keep
+    try:
+        t0 = time.perf_counter()
+        rep = net.gather({w: [PAYLOAD] * per for w in edge.workers}, edge.server, at=0.0)
+        wall = time.perf_counter() - t0
+    finally:
+        csma.Cell.finish = finish
+    cols = rows[0]
+    end, code = np.asarray(cols[5], float), np.asarray(cols[7])
+    first = min(f.completion_s for f in rep.flows)
+    window = end <= first
+    ok = int((window & (code == csma.OK)).sum())
+    delivered = sum(int(f.payload[f.arrived & (f.arrival_s <= first)].sum()) for f in rep.flows)
+    return {"n": n, "mbps": delivered * 8 / (first - rep.start_s) / 1e6,
+            "collided_per_success": int((window & (code == csma.COLLIDED)).sum()) / ok,
+            "frames": int((code == csma.OK).sum()), "wall_s": wall, "wall_per_frame_s": wall / int((code == csma.OK).sum())}
+
+
+def compare(ns=NS, seconds: float = 4.0, frames: int = 30000, seed: int = 1) -> list[dict]:
+    """ns-3 and ours side by side, one row per n."""
+    ours_dcf(2, 200)     # compile the numba loop first: the speed figures are steady-state
+    out = []
+    for n in ns:
+        a, b = ns3_dcf(n, seconds, seed=seed), ours_dcf(n, frames, seed=seed)
+        out.append({"n": n, "ns3": a, "ours": b, "throughput_gap": b["mbps"] / a["mbps"] - 1,
+                    "collided_gap": (b["collided_per_success"] / a["collided_per_success"] - 1)
+                    if a["collided_per_success"] else b["collided_per_success"],
+                    "speedup": a["wall_per_frame_s"] / b["wall_per_frame_s"]})
+    return out
+
+
+def burst(count: int = 1000, nbytes: int = 1500, per: float = 0.05, seed: int = 1) -> dict:
+    """A burst of `count` frames of `nbytes` on a dedicated 54 Mbit/s link that loses each with
+    probability `per` (best effort, no delay): last arrival and losses in ns-3 (PointToPoint +
+    RateErrorModel) and in ours (a dedicated link with Bernoulli loss)."""
+    from testbed.network import build_network
+    from channels.config import validate_network
+
+    out = subprocess.run([str(build()), "burst", str(count), str(nbytes), str(per), str(seed)],
+                         check=True, capture_output=True, text=True).stdout
+    a = json.loads(out.strip().splitlines()[-1])
+    table = validate_network({"workers": 1, "medium": "dedicated",
+                              "link": {"bandwidth_mbps": RATE_MBPS, "delay_ms": 0.0, "mtu_bytes": nbytes,
+                                       "header_bytes": 2, "delivery": "best_effort",
+                                       "loss": {"model": "bernoulli", "p": per}}})
+    edge = build_network(table, seed)
+    rep = edge.network.transfer(edge.workers[0], edge.server, [nbytes - 2] * count, at=0.0)
+    f = rep.flows[0]
+    return {"count": count, "bytes": nbytes, "per": per,
+            "ns3": {"received": a["received"], "last_arrival_s": a["last_arrival_s"]},
+            "ours": {"received": int(f.arrived.sum()), "last_arrival_s": float(f.arrival_s[f.arrived].max())}}
+
+
+def per_thresholds(nbytes: int = 1500) -> list[dict]:
+    """SNR (dB) at 10% packet error per VHT MCS 0-8 from ns-3's error-rate models."""
+    out = subprocess.run([str(build()), "per", str(nbytes)], check=True, capture_output=True, text=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", default=",".join(map(str, NS)), help="station counts, comma-separated")
+    ap.add_argument("--seconds", type=float, default=4.0, help="ns-3's measured window (simulated s)")
+    ap.add_argument("--frames", type=int, default=30000, help="frames in our gather")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    why = available()
+    if why:
+        print(why)
+        return 0
+    rows = compare([int(x) for x in args.n.split(",")], args.seconds, args.frames, args.seed)
+    if args.json:
+        print(json.dumps({"dcf": rows, "burst": burst(), "per": per_thresholds()}, indent=1))
+        return 0
+    print(f"{'N':>3} {'ns-3 Mb/s':>10} {'ours':>8} {'gap':>7} {'ns-3 coll/succ':>15} {'ours':>7} {'gap':>7} "
+          f"{'ns-3 us/frame':>14} {'ours':>7} {'ratio':>7}")
+    for r in rows:
+        a, b = r["ns3"], r["ours"]
+        print(f"{r['n']:>3} {a['mbps']:>10.3f} {b['mbps']:>8.3f} {r['throughput_gap']:>+7.2%} "
+              f"{a['collided_per_success']:>15.4f} {b['collided_per_success']:>7.4f} {r['collided_gap']:>+7.2%} "
+              f"{a['wall_per_frame_s'] * 1e6:>14.1f} {b['wall_per_frame_s'] * 1e6:>7.2f} {r['speedup']:>6.0f}x")
+    b = burst()
+    print(f"burst of {b['count']} x {b['bytes']} B at {RATE_MBPS:g} Mbit/s, PER {b['per']}: ns-3 "
+          f"{b['ns3']['received']} received, last at {b['ns3']['last_arrival_s'] * 1e3:.3f} ms; ours "
+          f"{b['ours']['received']} received, last at {b['ours']['last_arrival_s'] * 1e3:.3f} ms")
+    print("MCS  10% PER at 1500 B (dB): " + ", ".join(
+        f"{d['mcs']}: {d['table_based_db']:.2f} (NIST {d['nist_db']:.2f})" for d in per_thresholds()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
