@@ -20,7 +20,7 @@ import torch
 
 from nodes.compression import codec
 from nodes.compression.base import Message, Scheme
-from nodes.compression.dgc import DGC
+from nodes.compression.dgc import DGC, MASKING_HELP
 from nodes.compression.layers import OPTIONS as LAYER_OPTIONS
 from nodes.compression.lgc_autoencoder import GradientAutoencoder, parse_channels
 from nodes.compression.precision import on_wire
@@ -106,7 +106,7 @@ class DGCState:
     def credit(self, w: int, idx: torch.Tensor, values: torch.Tensor) -> None:
         """Exact error feedback: take from v exactly what the aggregate credited this node with
         at `idx` (what is left is never lost), and mask its momentum there as DGC does (not in
-        the small layers sent whole: DGC.take)."""
+        the small layers sent whole, nor anywhere with momentum_masking false: DGC.take)."""
         v = self.dgc.v[w]
         self.dgc.take(w, v, idx.to(v.device), values.to(v))
 
@@ -375,6 +375,7 @@ COMMON_OPTIONS: dict[str, Field] = dict(
                      help="DGC's global gradient-norm cap (per worker clip_norm/sqrt(N)); 0 = off"),
     sample_fraction=Field(0.01, float, min=1e-6, max=1.0,
                            help="share of v DGC samples to estimate the top-k threshold"),
+    momentum_masking=Field(True, bool, help=MASKING_HELP),
     warmup_iterations=Field(50, int, min=0, help="iterations of DGC-style warm-up (sparsity warm-up)"),
     ae_iters=Field(20, int, min=1, help="iterations in which the autoencoder is trained online"),
     retrain_every=Field(0, int, min=0, help="re-train the AE every R LGC iterations; 0 = never"),
@@ -402,8 +403,8 @@ COMMON_OPTIONS: dict[str, Field] = dict(
 )
 
 # The options of the schedule, the DGC state and the leader: what the ablation keeps.
-PROTOCOL_OPTIONS = ("ratio", "momentum", "clip_norm", "sample_fraction", "warmup_iterations",
-                    "ae_iters", "leader", *LAYER_OPTIONS)
+PROTOCOL_OPTIONS = ("ratio", "momentum", "momentum_masking", "clip_norm", "sample_fraction",
+                    "warmup_iterations", "ae_iters", "leader", *LAYER_OPTIONS)
 
 
 class LGCBase(Scheme):
@@ -418,7 +419,7 @@ class LGCBase(Scheme):
                  latent_ratio=0.125, ae_lr=1e-3, ae_batch=16, ae_steps=25, ae_buffer=512,
                  ae_gflops=100.0, worker_gflops=10.0, latent_dtype="f16", leader=-1, order="sign",
                  index_coding="ordered", coder="ae", dense_below=0, topk_scope="global",
-                 decoders="shared", latent_pull=0.0, **kw):
+                 decoders="shared", latent_pull=0.0, momentum_masking=True, **kw):
         super().__init__(**kw)
         self.order, self.index_coding, self.coder = order, index_coding, coder
         # the schema checked each option alone; what it cannot see is the number of workers
@@ -443,6 +444,7 @@ class LGCBase(Scheme):
         self.dgc = DGC(ratio=self.density, momentum=momentum, clip_norm=clip_norm,
                        warmup_iterations=int(warmup_iterations), sample_fraction=sample_fraction,
                        dense_below=dense_below, topk_scope=topk_scope,
+                       momentum_masking=momentum_masking,
                        n_workers=self.n_workers, shapes=self.shapes, payload_bytes=self.payload_bytes,
                        seed=self.seed, device=self.device)
         self.workers = DGCState(self.dgc)
