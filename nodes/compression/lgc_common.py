@@ -477,6 +477,17 @@ class LGCBase(Scheme):
         """The positions in the AE's input order (index order when there is no coder)."""
         return idx[order_of(values, self.order if self.coder == "ae" else "index")]
 
+    def dgc_messages(self, it: int, grads) -> dict[int, Message]:
+        """Warm-up and AE training, for the whole family: DGC's own selection (its sparsity
+        warm-up, clipping, momentum correction, masking) and its (index, f32 value) messages;
+        only the header's method byte says LGC."""
+        msgs = {}
+        for w, g in enumerate(grads):
+            idx, sent = self.workers.select(w, it, g)
+            msgs[w] = sparse_message(idx.cpu(), sent.cpu(), self.numel, payload_bytes=self.payload_bytes,
+                                     method=self.name, iteration=it)
+        return msgs
+
     def k_final(self) -> int:
         """Length of the value vector the AE codes: the sparse top-k (dense layers aside)."""
         return self.dgc.layers.k(self.density)

@@ -111,12 +111,7 @@ class LGCPS(LGCBase):
         """Warm-up and AE training: DGC's own selection and (index, value) messages."""
         n, N = self.numel, self.n_workers
         k = self.k_at(it)
-        msgs = {}
-        for w, g in enumerate(grads):
-            idx, sent = self.workers.select(w, it, g)
-            msgs[w] = sparse_message(idx.cpu(), sent.cpu(), n, payload_bytes=self.payload_bytes,
-                                     method=self.name, iteration=it)
-        arrived = yield Uplink(msgs)
+        arrived = yield Uplink(self.dgc_messages(it, grads))
         decoded = [codec.decode(arrived.get(w, []), n) for w in range(N)]
         avg = sum(d.values for d in decoded) / N
         if self.stage(it) == "ae_train" and self.uses_coder():

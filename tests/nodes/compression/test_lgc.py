@@ -11,7 +11,8 @@ from nodes.compression import codec
 from nodes.compression.ideal import run_exchange
 from nodes.compression.lgc_autoencoder import GradientAutoencoder, n_params
 from nodes.compression.lgc_common import KIND_INDICES, KIND_LATENT, KIND_WEIGHTS, Schedule, by_kind
-from nodes.compression.phases import AllReduce, Broadcast, Members, ServerCompute, WorkerCompute
+from nodes.compression.phases import (AllGather, AllReduce, Broadcast, Members, ServerCompute,
+                                     WorkerCompute)
 from nodes.compression.registry import build_scheme
 from nodes.compression.ring import ring_sum
 
@@ -171,6 +172,35 @@ def test_lgc_ps_copes_with_lost_packets():
 
 # ---------------------------------------------------------------- LGC-RAR
 
+def test_lgc_rar_warms_up_as_dgc_itself():
+    """Before its LGC stage, LGC-RAR is DGC all-gathered: with the same options and gradients
+    its messages are DGC's (collective allgather) byte for byte but the header's method byte,
+    through DGC's sparsity warm-up (iterations 0-3) and AE training (4-5), and so is the
+    aggregate. Shared positions (a Broadcast from the leader) only from the LGC stage."""
+    common = dict(ratio=0.05, momentum=0.9, clip_norm=10.0, warmup_iterations=4)
+    rar = scheme("lgc_rar", **common, ae_iters=2, ae_steps=2)
+    dgc = build_scheme("dgc", {**common, "collective": "allgather"}, n_workers=N_WORKERS,
+                       shapes=[(N_COORD,)], payload_bytes=PAYLOAD, seed=0)
+    ids = {codec.method_id("lgc_rar"), codec.method_id("dgc")}
+    for it in range(7):
+        gs = grads(it, False)
+        got, want = [], []
+        a = drive(rar, it, gs, got)
+        if it == 6:  # the LGC stage: the leader's positions go out first
+            assert rar.stage(it) == "lgc" and isinstance(got[0], Broadcast)
+            break
+        b = drive(dgc, it, gs, want)
+        assert [type(p) for p in want] == [AllGather]
+        assert isinstance(got[0], AllGather) and not any(isinstance(p, AllReduce) for p in got)
+        for w in range(N_WORKERS):
+            mine, theirs = got[0].messages[w].packets, want[0].messages[w].packets
+            assert len(mine) == len(theirs) > 0
+            for p, q in zip(mine, theirs):
+                assert p[1:] == q[1:] and {p[0], q[0]} == ids
+        assert torch.equal(a, b), it
+
+
+
 def drive(sch, it, gs, record):
     """Run one exchange, summing AllReduce buffers with ring_sum and keeping every phase."""
     gen = sch.exchange(it, gs)
@@ -186,6 +216,8 @@ def drive(sch, it, gs, record):
                 result = ring_sum([phase.buffers[w] for w in sorted(phase.buffers)], phase.dtype)
             elif isinstance(phase, Broadcast):  # receivers get the packets that travelled
                 result = list(phase.message.packets)
+            elif isinstance(phase, AllGather):  # every message reaches every node whole
+                result = {w: list(m.packets) for w, m in phase.messages.items()}
             else:
                 result = None
     except StopIteration as stop:
@@ -221,15 +253,18 @@ def test_lgc_rar_decodes_the_sum_of_the_latents_that_travelled_the_ring():
 
 
 def test_lgc_rar_trains_without_extra_traffic_and_ships_the_whole_ae_once():
+    """AE training is DGC's all-gather (lgc_common.Schedule, as LGC-PS's); w0 trains on what it
+    received and broadcasts the AE after the last AE-training iteration; then the ring."""
     sch = scheme("lgc_rar", ae_iters=2, ae_steps=5)
     seen = []
     for it in range(4):
         rec = []
         drive(sch, it, grads(it, True), rec)
         seen.append(rec)
-    assert [type(p) for p in seen[0]] == [Broadcast, AllReduce, ServerCompute]
-    assert [type(p) for p in seen[1]] == [Broadcast, AllReduce, ServerCompute, Broadcast]
-    weights = seen[1][3].message
+    assert [type(p) for p in seen[0]] == [AllGather, ServerCompute]
+    assert [type(p) for p in seen[1]] == [AllGather, ServerCompute, Broadcast]
+    assert [type(p) for p in seen[2]] == [Broadcast, WorkerCompute, AllReduce]
+    weights = seen[1][2].message
     floats = n_params(sch.ae)
     per = (PAYLOAD - codec.HEADER_BYTES) // 4
     assert weights.nbytes == 4 * floats + codec.HEADER_BYTES * math.ceil(floats / per)
