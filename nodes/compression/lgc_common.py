@@ -30,6 +30,7 @@ from schema import Field
 KIND_SPARSE, KIND_AGGREGATE = codec.KIND_GRADIENT, codec.KIND_AGGREGATE
 KIND_INDICES, KIND_LATENT, KIND_INNOVATION, KIND_WEIGHTS, KIND_COMMON = 10, 11, 12, 13, 14
 KIND_MEAN_AT_POSITIONS = 15   # per-node decoders' downlink: the mean at I, in the relayed order
+KIND_REFRESH = 16             # LGC-PS's coder refresh: a node's memory at the last leader's positions
 
 ORDERS = ("value", "magnitude", "sign", "index")
 INDEX_CODINGS = ("ordered", "sorted_ranks")
@@ -162,6 +163,10 @@ class AETrainer:
         if len(self.inputs) > self.buffer:
             del self.inputs[0], self.targets[0], self.sides[0], self.groups[0]
 
+    def clear(self) -> None:
+        """Forget every sample (the target changed)."""
+        self.inputs, self.targets, self.sides, self.groups = [], [], [], []
+
     def objective(self, X, T, S=None, G=None) -> torch.Tensor:
         """Reconstruction MSE (mean over the nodes' decoders), plus the latent pull."""
         k = X.shape[1]
@@ -238,6 +243,49 @@ class AETrainer:
         self.sides = [None if x is None else x.clone() for x in s.get("sides", [None] * len(self.inputs))]
         self.groups = list(s.get("groups", [0] * len(self.inputs)))
         self.steps_done, self.last_loss = s["steps_done"], s["last_loss"]
+
+
+class InUse:
+    """The LGC stage's figures of what the aggregate credits at the leader's positions I, from
+    the simulator's view of every node's memory (an oracle: nothing is sent for it). Per LGC
+    iteration, with m = the mean over the nodes of their memories v_j at I before crediting
+    (what each would contribute there: the coder's in-use target) and x = the leader's v_L at I:
+      beta          = <x, m> / <x, x>, the best scalar multiple of the leader's values fitting m
+                      (1/N when the other nodes' memories there are uncorrelated with x; 1 when
+                      every node holds the leader's values);
+      scalar_error  = ||m - beta x|| / ||m||, that fit's relative error;
+      coder_error   = ||c - m|| / ||m||, c the values the aggregate credits at I from the common
+                      part (LGC-PS: the decoded common code; per-node decoders: the mean of the
+                      nodes' decoded credits there, innovations included; the ablation: the
+                      leader's f16 values; LGC-RAR: the decoded mean of the ring).
+    `take` gives the means over the LGC iterations since the last call, and starts afresh."""
+
+    KEYS = ("lgc_beta", "lgc_scalar_error", "lgc_coder_error")
+
+    def __init__(self):
+        self.sums = {"n": 0, **{k: 0.0 for k in self.KEYS}}
+
+    def observe(self, memories: list[torch.Tensor], leader: torch.Tensor,
+                idx: torch.Tensor, credited: torch.Tensor) -> None:
+        if idx.numel() == 0:
+            return
+        idx = idx.to(leader.device)
+        m = torch.stack([v[idx] for v in memories]).mean(0).double().cpu()
+        x = leader[idx].double().cpu()
+        xx, mm = float(x @ x), float(m.norm())
+        if xx == 0 or mm == 0:
+            return
+        beta = float(x @ m) / xx
+        for key, value in zip(self.KEYS, (beta, float((m - beta * x).norm()) / mm,
+                                          float((credited.double().cpu() - m).norm()) / mm)):
+            self.sums[key] += value
+        self.sums["n"] += 1
+
+    def take(self) -> dict[str, float]:
+        n = self.sums["n"]
+        out = {k: self.sums[k] / n for k in self.KEYS} if n else {}
+        self.__init__()
+        return out
 
 
 # ---------------------------------------------------------------- message plumbing
@@ -451,6 +499,7 @@ class LGCBase(Scheme):
         self.deployed: GradientAutoencoder | None = None   # aggregator's copy at shipping time
         self.worker_ae: GradientAutoencoder | None = None  # what the workers rebuilt from bytes
         self.ships = 0
+        self.in_use = InUse()
 
     @property
     def memory(self):
@@ -515,8 +564,12 @@ class LGCBase(Scheme):
     def _wire(self, z: torch.Tensor) -> bytes:
         return z.detach().cpu().numpy().astype("<f2" if self.latent_dtype == "f16" else "<f4").tobytes()
 
+    def eval_metrics(self) -> dict[str, float]:
+        """What the orchestrator stores with each evaluation (testbed.store EVAL_COLUMNS)."""
+        return self.in_use.take()
+
     def state_dict(self) -> dict:
-        return {"dgc": self.dgc.state_dict(),
+        return {"dgc": self.dgc.state_dict(), "in_use": dict(self.in_use.sums),
                 "trainer": self.trainer.state_dict(),
                 "deployed": None if self.deployed is None else
                 {k: v.clone() for k, v in self.deployed.state_dict().items()},
@@ -526,6 +579,7 @@ class LGCBase(Scheme):
 
     def load_state_dict(self, state: dict) -> None:
         self.dgc.load_state_dict(state["dgc"])
+        self.in_use.sums = dict(state.get("in_use", InUse().sums))
         self.trainer.load_state_dict(state["trainer"])
         for attr in ("deployed", "worker_ae"):
             s = state[attr]

@@ -99,6 +99,7 @@ class LGCRAR(LGCBase):
             both = torch.cat([idx, dense])
             credits = torch.stack([on_wire(v[both].cpu(), "f16") for v in vs])
             mean_vals = yield from ring_mean({w: credits[w] for w in members}, "f16", both.numel())
+        self.in_use.observe([vs[w] for w in members], vs[L], idx, mean_vals[:idx.numel()])
         idx = torch.cat([idx, dense])
         for w in range(N):
             self.workers.credit(w, idx, credits[w])

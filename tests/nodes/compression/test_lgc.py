@@ -10,7 +10,8 @@ import torch
 from nodes.compression import codec
 from nodes.compression.ideal import run_exchange
 from nodes.compression.lgc_autoencoder import GradientAutoencoder, n_params
-from nodes.compression.lgc_common import KIND_INDICES, KIND_LATENT, KIND_WEIGHTS, Schedule, by_kind
+from nodes.compression.lgc_common import (KIND_COMMON, KIND_INDICES, KIND_LATENT, KIND_REFRESH,
+                                          KIND_WEIGHTS, Schedule, by_kind)
 from nodes.compression.phases import (AllGather, AllReduce, Broadcast, Members, ServerCompute,
                                      WorkerCompute)
 from nodes.compression.registry import build_scheme
@@ -309,7 +310,8 @@ def test_ae_training_time_is_its_flops_over_ae_gflops():
 
 
 @pytest.mark.parametrize("method,extra", [("lgc_ps", {}), ("lgc_rar", {}),
-                                          ("lgc_ps", dict(decoders="per_node", latent_pull=1.0))])
+                                          ("lgc_ps", dict(decoders="per_node", latent_pull=1.0)),
+                                          ("lgc_ps", dict(ae_refresh_every=2, ae_refresh_steps=2))])
 def test_state_dict_round_trip_mid_run_reproduces_the_continuation(method, extra):
     opts = dict(warmup_iterations=2, ae_iters=3, ae_steps=5, momentum=0.9, clip_norm=10.0,
                 retrain_every=3, retrain_iters=1, **extra)
@@ -344,6 +346,71 @@ def test_lgc_ps_leader_message_carries_indices_latent_and_innovation():
     # non-leaders send only their innovation: ceil(0.02 * k) = 4 (index, value) pairs
     assert all(int(codec.decode(up[w].packets, N_COORD).mask.sum()) == 4 for w in (0, 1, 3))
     assert up[0].nbytes < up[2].nbytes / 5
+
+
+# ---------------------------------------------------------------- in-use figures, coder refresh
+
+def test_in_use_figures_by_hand():
+    """lgc_ablation credits every node with the leader's f16 values at its positions: beta, the
+    scalar fit's error and the credit's error against the nodes' mean memory there, by hand
+    from the memories before the exchange (momentum 0, no clipping: v + g)."""
+    sch = build_scheme("lgc_ablation", dict(ratio=0.05, warmup_iterations=1, ae_iters=1,
+                                            momentum=0.0, clip_norm=0.0, leader=1),
+                       n_workers=N_WORKERS, shapes=[(N_COORD,)], payload_bytes=PAYLOAD, seed=0)
+    for it in range(3):
+        run_exchange(sch, it, grads(it, True))
+    assert sch.stage(2) == "lgc" and set(sch.eval_metrics()) == {"lgc_beta", "lgc_scalar_error",
+                                                                 "lgc_coder_error"}
+    gs = grads(3, False)
+    before = [sch.dgc.v[w] + gs[w] for w in range(N_WORKERS)]
+    _, st = run_exchange(sch, 3, gs)
+    c = codec.decode(by_kind(st.uplinks[0][1].packets)[KIND_COMMON], N_COORD)
+    idx = torch.nonzero(c.mask).reshape(-1)
+    m = sum(b[idx] for b in before).double() / N_WORKERS
+    x = before[1][idx].double()
+    beta = float(x @ m / (x @ x))
+    got = sch.eval_metrics()
+    assert got["lgc_beta"] == pytest.approx(beta, rel=1e-6)
+    assert got["lgc_scalar_error"] == pytest.approx(float((m - beta * x).norm() / m.norm()), rel=1e-6)
+    assert got["lgc_coder_error"] == pytest.approx(float((c.values[idx] - m).norm() / m.norm()),
+                                                   rel=1e-6)
+    assert sch.eval_metrics() == {}   # taken: the next evaluation starts afresh
+
+
+def test_lgc_ps_refresh_sends_the_memories_at_the_leaders_positions_and_trains_on_their_mean():
+    """ae_refresh_every = 2: at the first LGC iteration t every node keeps its memory at the
+    leader's positions (before crediting); at t + 1 each sends it (k f16 values, counted in its
+    uplink bits), the server trains on (leader's / s -> mean / s) alone (AE training's pairs are
+    dropped) and ships the AE after the aggregate. t + 1 keeps nothing (not a refresh iteration)."""
+    sch = scheme(ae_iters=3, ae_steps=5, leader=2, ae_refresh_every=2, ae_refresh_steps=3)
+    for it in range(3):
+        run_exchange(sch, it, grads(it, True))
+    t = sch.sched.lgc_start
+    gs = grads(t, True)
+    before = [sch.dgc.v[w] + gs[w] for w in range(N_WORKERS)]   # momentum 0, no clipping
+    _, st = run_exchange(sch, t, gs)
+    ordered, s = sch.read_positions(by_kind(st.uplinks[0][2].packets)[KIND_INDICES])
+    k = ordered.numel()
+    twin = scheme(ae_iters=3, ae_steps=5, leader=2, ae_refresh_every=2, ae_refresh_steps=3)
+    twin.load_state_dict(sch.state_dict())   # a checkpoint holds the kept memories
+    plain, st2 = run_exchange(sch, t + 1, grads(t + 1, True))
+    assert torch.equal(run_exchange(twin, t + 1, grads(t + 1, True))[0], plain)
+    assert st2.phases == ["WorkerCompute", "Uplink", "ServerCompute", "ServerCompute", "Downlink",
+                          "Downlink"]
+    sent = []
+    for w in range(N_WORKERS):
+        pk = by_kind(st2.uplinks[0][w].packets)[KIND_REFRESH]
+        d = codec.decode(pk)
+        assert torch.equal(d.values, before[w][ordered].to(torch.float16).float())
+        sent.append(d.values)
+        assert sum(len(p) for p in pk) == 2 * k + codec.HEADER_BYTES * len(pk)
+    x, target = sch.trainer.inputs, sch.trainer.targets
+    assert len(x) == 1   # AE training's pairs are gone: the target changed
+    assert torch.allclose(x[0], sent[2] / s) and torch.allclose(target[0], sum(sent) / N_WORKERS / s)
+    assert codec.read_header(st2.downlinks[1].packets[0]).kind == KIND_WEIGHTS and sch.ships == 2
+    # t + 1 kept nothing, so t + 2 carries no refresh
+    _, st3 = run_exchange(sch, t + 2, grads(t + 2, True))
+    assert all(KIND_REFRESH not in by_kind(m.packets) for m in st3.uplinks[0].values())
 
 
 # ---------------------------------------------------------------- the AE's input order on the wire
