@@ -284,13 +284,16 @@ def accuracy_series(iterations: Sequence[dict], evals: Sequence[dict],
     _check_x(x)
     return {"test_accuracy": _points(evals, x, "test_accuracy"),
             "train_loss": _points(iterations, x, "train_loss"),
-            "test_loss": _points(evals, x, "test_loss")}
+            "test_loss": _points(evals, x, "test_loss"),
+            "lgc_coder_error": _points(evals, x, "lgc_coder_error")}
 
 
 def accuracy_figure(iterations: Sequence[dict], evals: Sequence[dict], events: Sequence[dict] = (),
                     x: str = "iteration", uirevision=None, note: str = "", smoothing: float = 0.0,
                     as_dict: bool = False) -> go.Figure | dict:
-    """Test accuracy (top) and train/test loss (bottom) against iteration or virtual time."""
+    """Test accuracy (top) and train/test loss (bottom) against iteration or virtual time; with
+    LGC in its LGC stage, the coder's in-use relative error (testbed.store's lgc_coder_error)
+    on the bottom axis too."""
     s, _ = smooth(accuracy_series(iterations, evals, x), "accuracy", smoothing)
     traces = [
         _line("test_accuracy", "test accuracy", s["test_accuracy"], mode="lines+markers",
@@ -299,6 +302,9 @@ def accuracy_figure(iterations: Sequence[dict], evals: Sequence[dict], events: S
         _line("test_loss", "test loss", s["test_loss"], row=2, mode="lines+markers",
               line=dict(color=PALETTE[2])),
     ]
+    if s["lgc_coder_error"][0]:  # LGC's stage only: the coder's in-use relative error
+        traces.append(_line("lgc_coder_error", "LGC coder in-use rel. error", s["lgc_coder_error"],
+                            row=2, mode="lines+markers", line=dict(color=PALETTE[3], dash="dot")))
     grid = _grid2(x_title=X_AXES[x])
     layout = _layout(_title(f"Accuracy and loss vs {X_AXES[x]}", _smooth_note(note, smoothing)), 440,
                      uirevision, grid=grid,

@@ -449,6 +449,10 @@ class DistributedExperiment(Experiment):
         stop = bool(self._local_should_stop()) if self.comm.rank == 0 else False
         return bool(self.comm.broadcast_object(stop, 0, "stop decision"))
 
+    def scheme_metrics(self) -> dict:
+        """None here: a rank holds only its own worker's memory (the others' are stand-ins)."""
+        return {}
+
     def evaluate(self) -> tuple[float, float]:
         result = super().evaluate() if self.comm.rank == 0 else None
         return self.comm.broadcast_object(result, 0, "evaluation")

@@ -289,6 +289,12 @@ class Experiment:
     def _refresh_graph_json(self) -> None:
         self.store.set_graph(self.run_id, graph_to_json(self.graph))
 
+    def scheme_metrics(self) -> dict:
+        """The method's own figures stored with each evaluation (LGC's in-use coder figures,
+        testbed.store's lgc_ columns), from its view of every worker's state."""
+        take = getattr(self.scheme, "eval_metrics", None)
+        return take() if take else {}
+
     def evaluate(self) -> tuple[float, float]:
         """Test loss and accuracy of the current model."""
         from nodes.workers import evaluate
@@ -398,7 +404,8 @@ class Experiment:
                     test_loss, self.accuracy = self.evaluate()
                 self.store.append_eval(self.run_id, {"iteration": it, "virtual_time_s": self.clock,
                                                      "test_loss": test_loss,
-                                                     "test_accuracy": self.accuracy})
+                                                     "test_accuracy": self.accuracy,
+                                                     **self.scheme_metrics()})
             if (it + 1) % cfg.run.flush_every == 0 or last:
                 self.store.flush()
             every = cfg.run.checkpoint_every

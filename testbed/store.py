@@ -13,7 +13,14 @@ Schema (virtual-time columns end in `_s`; `wall_time_s` is this machine's clock)
        collisions, retries)
            snr_db: mean SNR of the iteration's transmissions on a fading link, else NULL
            collisions / retries: CSMA attempts that collided / MAC retransmissions
-  evals(run_id, iteration, virtual_time_s, test_loss, test_accuracy)   accuracy in [0, 1]
+  evals(run_id, iteration, virtual_time_s, test_loss, test_accuracy, lgc_beta,
+       lgc_scalar_error, lgc_coder_error)   accuracy in [0, 1]; the lgc_ columns: LGC-PS /
+           LGC-RAR / lgc_ablation in their LGC stage, means over the LGC iterations since the
+           previous evaluation (nodes.compression.lgc_common.InUse): beta, the best scalar
+           multiple of the leader's values fitting the nodes' mean memory at the leader's
+           positions, that fit's relative error, and the relative error of what the aggregate
+           credits there (the coder's output) against that mean; NULL for other methods, before
+           the LGC stage and in torchrun runs (a rank sees only its own memory)
   events(id, run_id, iteration, virtual_time_s, kind, detail_json)
   controls(id, run_id, created_at, target, changes_json, status, applied_iteration, message)
            status: pending | applied | rejected
@@ -71,6 +78,7 @@ CREATE TABLE IF NOT EXISTS links (
 CREATE TABLE IF NOT EXISTS evals (
     run_id INTEGER NOT NULL, iteration INTEGER NOT NULL, virtual_time_s REAL,
     test_loss REAL, test_accuracy REAL,
+    lgc_beta REAL, lgc_scalar_error REAL, lgc_coder_error REAL,
     PRIMARY KEY (run_id, iteration)
 );
 CREATE TABLE IF NOT EXISTS events (
@@ -100,9 +108,11 @@ LINK_COLUMNS = ["iteration", "src", "dst", "bytes", "packets", "lost", "retransm
 # of such a store reads the default instead.
 ADDED_COLUMNS = {"links": {"snr_db": "REAL", "collisions": "INTEGER DEFAULT 0",
                            "retries": "INTEGER DEFAULT 0"},
-                 "iterations": {"left_out": "INTEGER"}, "node_iterations": {"left_out": "TEXT"}}
+                 "iterations": {"left_out": "INTEGER"}, "node_iterations": {"left_out": "TEXT"},
+                 "evals": {"lgc_beta": "REAL", "lgc_scalar_error": "REAL", "lgc_coder_error": "REAL"}}
 LINK_DEFAULTS = {"collisions": 0, "retries": 0}    # what a link row without them records
-EVAL_COLUMNS = ["iteration", "virtual_time_s", "test_loss", "test_accuracy"]
+EVAL_COLUMNS = ["iteration", "virtual_time_s", "test_loss", "test_accuracy", "lgc_beta",
+                "lgc_scalar_error", "lgc_coder_error"]
 SUMMARY_COLUMNS = ["last_iteration", "virtual_time_s", "total_bits", "best_accuracy"]
 ALLOWED_STORE = ("a SQLite store written by testbed, or a new file name, in a folder this user "
                  "can write")
@@ -303,7 +313,8 @@ class Store:
 
     def append_eval(self, run_id: int, row: dict) -> None:
         self._summarise(run_id, acc=row.get("test_accuracy"))
-        self._queue(f"INSERT INTO evals (run_id, {', '.join(EVAL_COLUMNS)}) VALUES (?,?,?,?,?)",
+        self._queue(f"INSERT INTO evals (run_id, {', '.join(EVAL_COLUMNS)}) VALUES "
+                    f"({', '.join('?' * (len(EVAL_COLUMNS) + 1))})",
                     [(run_id, *[row.get(c) for c in EVAL_COLUMNS])])
 
     def append_event(self, run_id: int, kind: str, detail: dict | None = None, *,

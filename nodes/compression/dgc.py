@@ -9,6 +9,9 @@ Per worker, every iteration:
   3. top-k of |v| with the threshold estimated from a random sample of v (sample_fraction,
      at least 1024 coordinates), then refined on the coordinates above it;
   4. momentum factor masking: u and v are zeroed where sent (v keeps the f16 rounding error).
+     `momentum_masking = false` keeps u where sent (v still loses what was sent, so no bit on
+     the wire changes at a given v; only later iterations' v differ): the variant "momentum kept
+     where sent", not "momentum applied to the aggregate" (MomentumMemory's docstring).
 The density follows DGC's exponential warm-up 25%, 6.25%, 1.5625%, 0.390625% over four equal
 stages of warmup_iterations, then `ratio` (never below ratio).
 Which coordinates compete is layers.py's: with `dense_below` small layers are sent whole every
@@ -27,6 +30,9 @@ from nodes.compression.registry import register
 from nodes.compression.templates import SparseScheme, counter_generator
 from schema import Field
 
+MASKING_HELP = ("momentum factor masking: true zeroes a worker's momentum u where a top-k "
+                "coordinate is sent (DGC's paper and reference code); false keeps u there (v still "
+                "loses what was sent; no bit on the wire changes at a given v)")
 WARMUP_DENSITIES = (0.25, 0.0625, 0.015625, 0.00390625)
 MIN_SAMPLE = 1024
 
@@ -64,18 +70,21 @@ def sampled_topk(x: torch.Tensor, k: int, sample_fraction: float, gen: torch.Gen
           clip_norm=Field(10.0, float, min=0.0, help="global gradient-norm cap; 0 turns clipping off"),
           warmup_iterations=Field(100, int, min=0, help="iterations of the exponential sparsity warm-up"),
           sample_fraction=Field(0.01, float, min=1e-6, max=1.0, help="share of v sampled for the threshold"),
+          momentum_masking=Field(True, bool, help=MASKING_HELP),
           **LAYER_OPTIONS, **precision(values="f32", downlink="f32"))
 class DGC(SparseScheme):
     handles_momentum = True
 
     def __init__(self, *, ratio=0.001, momentum=0.9, clip_norm=10.0, warmup_iterations=100,
-                 sample_fraction=0.01, dense_below=0, topk_scope="global", **kw):
+                 sample_fraction=0.01, dense_below=0, topk_scope="global", momentum_masking=True,
+                 **kw):
         super().__init__(**kw)
         self.layers = LayerSelection(self.shapes, int(dense_below), topk_scope)
         self.ratio, self.momentum = float(ratio), float(momentum)
         self.clip_norm, self.warmup_iterations = float(clip_norm), int(warmup_iterations)
         self.sample_fraction = float(sample_fraction)
-        self.memory = MomentumMemory(self.n_workers, self.device, self.momentum)
+        self.memory = MomentumMemory(self.n_workers, self.device, self.momentum,
+                                     masking=bool(momentum_masking))
 
     # u (momentum) and v (accumulated, unsent) live in the memory object
     @property

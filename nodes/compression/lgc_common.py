@@ -20,7 +20,7 @@ import torch
 
 from nodes.compression import codec
 from nodes.compression.base import Message, Scheme
-from nodes.compression.dgc import DGC
+from nodes.compression.dgc import DGC, MASKING_HELP
 from nodes.compression.layers import OPTIONS as LAYER_OPTIONS
 from nodes.compression.lgc_autoencoder import GradientAutoencoder, parse_channels
 from nodes.compression.precision import on_wire
@@ -30,6 +30,7 @@ from schema import Field
 KIND_SPARSE, KIND_AGGREGATE = codec.KIND_GRADIENT, codec.KIND_AGGREGATE
 KIND_INDICES, KIND_LATENT, KIND_INNOVATION, KIND_WEIGHTS, KIND_COMMON = 10, 11, 12, 13, 14
 KIND_MEAN_AT_POSITIONS = 15   # per-node decoders' downlink: the mean at I, in the relayed order
+KIND_REFRESH = 16             # LGC-PS's coder refresh: a node's memory at the last leader's positions
 
 ORDERS = ("value", "magnitude", "sign", "index")
 INDEX_CODINGS = ("ordered", "sorted_ranks")
@@ -106,7 +107,7 @@ class DGCState:
     def credit(self, w: int, idx: torch.Tensor, values: torch.Tensor) -> None:
         """Exact error feedback: take from v exactly what the aggregate credited this node with
         at `idx` (what is left is never lost), and mask its momentum there as DGC does (not in
-        the small layers sent whole: DGC.take)."""
+        the small layers sent whole, nor anywhere with momentum_masking false: DGC.take)."""
         v = self.dgc.v[w]
         self.dgc.take(w, v, idx.to(v.device), values.to(v))
 
@@ -161,6 +162,10 @@ class AETrainer:
         self.groups.append(int(group))
         if len(self.inputs) > self.buffer:
             del self.inputs[0], self.targets[0], self.sides[0], self.groups[0]
+
+    def clear(self) -> None:
+        """Forget every sample (the target changed)."""
+        self.inputs, self.targets, self.sides, self.groups = [], [], [], []
 
     def objective(self, X, T, S=None, G=None) -> torch.Tensor:
         """Reconstruction MSE (mean over the nodes' decoders), plus the latent pull."""
@@ -238,6 +243,49 @@ class AETrainer:
         self.sides = [None if x is None else x.clone() for x in s.get("sides", [None] * len(self.inputs))]
         self.groups = list(s.get("groups", [0] * len(self.inputs)))
         self.steps_done, self.last_loss = s["steps_done"], s["last_loss"]
+
+
+class InUse:
+    """The LGC stage's figures of what the aggregate credits at the leader's positions I, from
+    the simulator's view of every node's memory (an oracle: nothing is sent for it). Per LGC
+    iteration, with m = the mean over the nodes of their memories v_j at I before crediting
+    (what each would contribute there: the coder's in-use target) and x = the leader's v_L at I:
+      beta          = <x, m> / <x, x>, the best scalar multiple of the leader's values fitting m
+                      (1/N when the other nodes' memories there are uncorrelated with x; 1 when
+                      every node holds the leader's values);
+      scalar_error  = ||m - beta x|| / ||m||, that fit's relative error;
+      coder_error   = ||c - m|| / ||m||, c the values the aggregate credits at I from the common
+                      part (LGC-PS: the decoded common code; per-node decoders: the mean of the
+                      nodes' decoded credits there, innovations included; the ablation: the
+                      leader's f16 values; LGC-RAR: the decoded mean of the ring).
+    `take` gives the means over the LGC iterations since the last call, and starts afresh."""
+
+    KEYS = ("lgc_beta", "lgc_scalar_error", "lgc_coder_error")
+
+    def __init__(self):
+        self.sums = {"n": 0, **{k: 0.0 for k in self.KEYS}}
+
+    def observe(self, memories: list[torch.Tensor], leader: torch.Tensor,
+                idx: torch.Tensor, credited: torch.Tensor) -> None:
+        if idx.numel() == 0:
+            return
+        idx = idx.to(leader.device)
+        m = torch.stack([v[idx] for v in memories]).mean(0).double().cpu()
+        x = leader[idx].double().cpu()
+        xx, mm = float(x @ x), float(m.norm())
+        if xx == 0 or mm == 0:
+            return
+        beta = float(x @ m) / xx
+        for key, value in zip(self.KEYS, (beta, float((m - beta * x).norm()) / mm,
+                                          float((credited.double().cpu() - m).norm()) / mm)):
+            self.sums[key] += value
+        self.sums["n"] += 1
+
+    def take(self) -> dict[str, float]:
+        n = self.sums["n"]
+        out = {k: self.sums[k] / n for k in self.KEYS} if n else {}
+        self.__init__()
+        return out
 
 
 # ---------------------------------------------------------------- message plumbing
@@ -375,6 +423,7 @@ COMMON_OPTIONS: dict[str, Field] = dict(
                      help="DGC's global gradient-norm cap (per worker clip_norm/sqrt(N)); 0 = off"),
     sample_fraction=Field(0.01, float, min=1e-6, max=1.0,
                            help="share of v DGC samples to estimate the top-k threshold"),
+    momentum_masking=Field(True, bool, help=MASKING_HELP),
     warmup_iterations=Field(50, int, min=0, help="iterations of DGC-style warm-up (sparsity warm-up)"),
     ae_iters=Field(20, int, min=1, help="iterations in which the autoencoder is trained online"),
     retrain_every=Field(0, int, min=0, help="re-train the AE every R LGC iterations; 0 = never"),
@@ -402,8 +451,8 @@ COMMON_OPTIONS: dict[str, Field] = dict(
 )
 
 # The options of the schedule, the DGC state and the leader: what the ablation keeps.
-PROTOCOL_OPTIONS = ("ratio", "momentum", "clip_norm", "sample_fraction", "warmup_iterations",
-                    "ae_iters", "leader", *LAYER_OPTIONS)
+PROTOCOL_OPTIONS = ("ratio", "momentum", "momentum_masking", "clip_norm", "sample_fraction",
+                    "warmup_iterations", "ae_iters", "leader", *LAYER_OPTIONS)
 
 
 class LGCBase(Scheme):
@@ -418,7 +467,7 @@ class LGCBase(Scheme):
                  latent_ratio=0.125, ae_lr=1e-3, ae_batch=16, ae_steps=25, ae_buffer=512,
                  ae_gflops=100.0, worker_gflops=10.0, latent_dtype="f16", leader=-1, order="sign",
                  index_coding="ordered", coder="ae", dense_below=0, topk_scope="global",
-                 decoders="shared", latent_pull=0.0, **kw):
+                 decoders="shared", latent_pull=0.0, momentum_masking=True, **kw):
         super().__init__(**kw)
         self.order, self.index_coding, self.coder = order, index_coding, coder
         # the schema checked each option alone; what it cannot see is the number of workers
@@ -443,12 +492,14 @@ class LGCBase(Scheme):
         self.dgc = DGC(ratio=self.density, momentum=momentum, clip_norm=clip_norm,
                        warmup_iterations=int(warmup_iterations), sample_fraction=sample_fraction,
                        dense_below=dense_below, topk_scope=topk_scope,
+                       momentum_masking=momentum_masking,
                        n_workers=self.n_workers, shapes=self.shapes, payload_bytes=self.payload_bytes,
                        seed=self.seed, device=self.device)
         self.workers = DGCState(self.dgc)
         self.deployed: GradientAutoencoder | None = None   # aggregator's copy at shipping time
         self.worker_ae: GradientAutoencoder | None = None  # what the workers rebuilt from bytes
         self.ships = 0
+        self.in_use = InUse()
 
     @property
     def memory(self):
@@ -474,6 +525,17 @@ class LGCBase(Scheme):
     def ordered(self, idx: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         """The positions in the AE's input order (index order when there is no coder)."""
         return idx[order_of(values, self.order if self.coder == "ae" else "index")]
+
+    def dgc_messages(self, it: int, grads) -> dict[int, Message]:
+        """Warm-up and AE training, for the whole family: DGC's own selection (its sparsity
+        warm-up, clipping, momentum correction, masking) and its (index, f32 value) messages;
+        only the header's method byte says LGC."""
+        msgs = {}
+        for w, g in enumerate(grads):
+            idx, sent = self.workers.select(w, it, g)
+            msgs[w] = sparse_message(idx.cpu(), sent.cpu(), self.numel, payload_bytes=self.payload_bytes,
+                                     method=self.name, iteration=it)
+        return msgs
 
     def k_final(self) -> int:
         """Length of the value vector the AE codes: the sparse top-k (dense layers aside)."""
@@ -502,8 +564,12 @@ class LGCBase(Scheme):
     def _wire(self, z: torch.Tensor) -> bytes:
         return z.detach().cpu().numpy().astype("<f2" if self.latent_dtype == "f16" else "<f4").tobytes()
 
+    def eval_metrics(self) -> dict[str, float]:
+        """What the orchestrator stores with each evaluation (testbed.store EVAL_COLUMNS)."""
+        return self.in_use.take()
+
     def state_dict(self) -> dict:
-        return {"dgc": self.dgc.state_dict(),
+        return {"dgc": self.dgc.state_dict(), "in_use": dict(self.in_use.sums),
                 "trainer": self.trainer.state_dict(),
                 "deployed": None if self.deployed is None else
                 {k: v.clone() for k, v in self.deployed.state_dict().items()},
@@ -513,6 +579,7 @@ class LGCBase(Scheme):
 
     def load_state_dict(self, state: dict) -> None:
         self.dgc.load_state_dict(state["dgc"])
+        self.in_use.sums = dict(state.get("in_use", InUse().sums))
         self.trainer.load_state_dict(state["trainer"])
         for attr in ("deployed", "worker_ae"):
             s = state[attr]

@@ -26,6 +26,20 @@ in the AE's order, from the messages that arrived (no extra bytes: they are that
 gradient messages) and runs `ae_steps` Adam steps on them, charged as ServerCompute of
 FLOPs / ae_gflops. At the end of AE training the AE's weights go down once (a Downlink, counted).
 
+Coder refresh (`ae_refresh_every = R` > 0; 0, the default, keeps the coder frozen after AE
+training): the coder is fine-tuned in the LGC stage on what the aggregate credits. At every R-th
+LGC iteration t (counted from the first) each node, having read the leader's positions I_t from
+the downlink, keeps its memory there before crediting, v_j[I_t] in the AE's order; at t + 1 it
+appends those k values (innovation_dtype, no indices: the server knows I_t) to its uplink
+message. These are values the protocol does not otherwise send, and they are counted: k values
+per node per refresh. When every node's arrived whole, the server adds the pair (v_L[I_t] / s,
+mean_j v_j[I_t] / s) to the trainer (the first refresh drops AE training's pairs, which had an
+easier target: the mean of *sent* values), runs `ae_refresh_steps` Adam steps (ServerCompute)
+and, after that iteration's downlink, ships the whole AE again (a Downlink, counted). Shared
+decoder only. Every LGC iteration the scheme also records, from its oracle view of every memory,
+beta and the coder's in-use error (lgc_common.InUse), which the orchestrator stores with each
+evaluation.
+
 With `coder = "none"` (the registered `lgc_ablation`) the leader sends its values at I in f16
 instead of a latent: the same protocol without the learned coder (ScaleCom's shared positions).
 """
@@ -39,7 +53,7 @@ from nodes.compression import codec
 from nodes.compression.base import Message, check_finite
 from nodes.compression.lgc_common import (COMMON_OPTIONS, KIND_AGGREGATE, KIND_COMMON, KIND_INDICES,
                                           KIND_INNOVATION, KIND_LATENT, KIND_MEAN_AT_POSITIONS,
-                                          LGCBase, aggregate_message,
+                                          KIND_REFRESH, LGCBase, aggregate_message, all_arrived,
                                           by_kind, join, order_of, rms, sparse_message,
                                           topk_indices, weights_message)
 from nodes.compression.phases import Downlink, ServerCompute, Uplink, WorkerCompute
@@ -60,6 +74,14 @@ CODER_OPTIONS = dict(
     latent_pull=Field(0.0, float, min=0.0, max=100.0,
                        help="weight of the loss term that pulls the nodes' latents of one "
                             "iteration together (the reference weighs it 1:1); 0 = off"),
+    ae_refresh_every=Field(0, int, min=0,
+                            help="fine-tune the coder in the LGC stage on what the aggregate "
+                                 "credits: every R-th LGC iteration the nodes keep their memory "
+                                 "at the leader's positions and send it with the next uplink "
+                                 "(k values each in innovation_dtype, counted), the server trains "
+                                 "ae_refresh_steps steps and ships the AE (counted); 0 = frozen"),
+    ae_refresh_steps=Field(5, int, min=1, max=10000,
+                            help="Adam steps of each coder refresh (ae_refresh_every)"),
 )
 
 
@@ -68,10 +90,19 @@ class LGCPS(LGCBase):
     collectives = ("ps",)
     linear_encoder = False
 
-    def __init__(self, *, innovation_ratio: float = 0.05, innovation_dtype: str = "f16", **kw):
+    def __init__(self, *, innovation_ratio: float = 0.05, innovation_dtype: str = "f16",
+                 ae_refresh_every: int = 0, ae_refresh_steps: int = 5, **kw):
         super().__init__(**kw)
         self.innovation_ratio = float(innovation_ratio)
         self.innovation_dtype = innovation_dtype
+        self.refresh_every, self.refresh_steps = int(ae_refresh_every), int(ae_refresh_steps)
+        if self.refresh_every and self.per_node:
+            raise ValueError(f"ae_refresh_every={self.refresh_every} with decoders='per_node': "
+                             "the refresh trains the shared decoder only; allowed 0 there")
+        # per node, its memory at the last refresh iteration's leader positions (AE order), with
+        # that iteration, its leader and scale; sent with the next uplink
+        self.pending: dict | None = None
+        self.refreshes = 0
 
     def k_innovation(self, k: int) -> int:
         return 0 if self.innovation_ratio == 0 else min(k, int(math.ceil(self.innovation_ratio * k)))
@@ -111,12 +142,7 @@ class LGCPS(LGCBase):
         """Warm-up and AE training: DGC's own selection and (index, value) messages."""
         n, N = self.numel, self.n_workers
         k = self.k_at(it)
-        msgs = {}
-        for w, g in enumerate(grads):
-            idx, sent = self.workers.select(w, it, g)
-            msgs[w] = sparse_message(idx.cpu(), sent.cpu(), n, payload_bytes=self.payload_bytes,
-                                     method=self.name, iteration=it)
-        arrived = yield Uplink(msgs)
+        arrived = yield Uplink(self.dgc_messages(it, grads))
         decoded = [codec.decode(arrived.get(w, []), n) for w in range(N)]
         avg = sum(d.values for d in decoded) / N
         if self.stage(it) == "ae_train" and self.uses_coder():
@@ -221,7 +247,8 @@ class LGCPS(LGCBase):
             if len(own[w].packets) > 24:  # the downlink says which arrived in a 24-bit f32 mask
                 raise ValueError(f"innovation_ratio={self.innovation_ratio}: {len(own[w].packets)} "
                                  "innovation packets per node; at most 24 allowed")
-            msgs[w] = join(*(self._leader_parts(it, v) if w == L else []), own[w])
+            msgs[w] = join(*(self._leader_parts(it, v) if w == L else []), own[w],
+                           *self._refresh_part(it, w))
         if self.uses_coder():
             # charged up front, one phase: the leader's encode and every node's decode of the
             # relayed common code (after the downlink) take the same time on every iteration
@@ -230,7 +257,8 @@ class LGCPS(LGCBase):
                                 "lgc_ps: the leader encodes; every node decodes the common code")
         arrived = yield Uplink(msgs)
         if self.per_node:
-            return (yield from self._per_node(it, arrived, own, L))
+            return (yield from self._per_node(it, arrived, own, L, vs))
+        refreshed = yield from self._refresh(it, arrived)
 
         # --- server: the common part once, every node's innovation over it
         common_pk = self._common_packets(by_kind(arrived.get(L, [])))
@@ -238,6 +266,7 @@ class LGCPS(LGCBase):
         if common_pk and self.uses_coder():
             yield ServerCompute(self._seconds(self.deployed.decode_flops(k), self.ae_gflops),
                                 "lgc_ps: server decodes the common code")
+        self.in_use.observe(vs, vs[L], cidx, cval)
         common = torch.zeros(n)
         common[cidx] = cval
         resid = torch.zeros(n)
@@ -262,6 +291,7 @@ class LGCPS(LGCBase):
         cidx, cval = self._common(cpk, self.worker_ae)
         common = torch.zeros(n)
         common[cidx] = cval
+        self._keep_for_refresh(it, vs, L, cidx, parts.get(KIND_INDICES, []))
         for w in range(N):
             credit = torch.zeros(n)
             credited = torch.zeros(n, dtype=torch.bool)
@@ -269,7 +299,68 @@ class LGCPS(LGCBase):
             d = self._delivered_innovation(own[w], flags[w])
             credit[d.mask], credited[d.mask] = d.values[d.mask], True
             self._credit(w, credit, credited)
+        if refreshed:  # the fine-tuned AE goes down after this iteration's aggregate
+            msg = weights_message(self.ae.full_bytes(), payload_bytes=self.payload_bytes,
+                                  method=self.name, iteration=it)
+            yield Downlink(msg)
+            self._deploy(self.received_bytes(msg.packets), encoder_only=False)
         return common + r.values
+
+    # ------------------------------------------------------------------ coder refresh
+    def refresh_due(self, it: int) -> bool:
+        """Every R-th LGC iteration, counted from the first, keeps the memories for a refresh."""
+        return (self.refresh_every > 0 and self.uses_coder() and self.stage(it) == "lgc"
+                and (it - self.sched.lgc_start) % self.refresh_every == 0)
+
+    def _keep_for_refresh(self, it, vs, L, ordered, position_packets) -> None:
+        """Node side, after the downlink, before crediting: its memory at the leader's positions
+        as it read them (the AE's order), and the scale that came with them."""
+        self.pending = None
+        if not self.refresh_due(it) or not ordered.numel():
+            return
+        _, s = self.read_positions(position_packets)
+        self.pending = {"iteration": it, "leader": L, "scale": s,
+                        "values": [v[ordered.to(v.device)].cpu().clone() for v in vs]}
+
+    def _refresh_part(self, it, w) -> list[Message]:
+        """Node w's memory kept at the previous iteration, if that was a refresh iteration."""
+        p = self.pending
+        if p is None or p["iteration"] != it - 1:
+            return []
+        return [codec.encode_dense(p["values"][w], payload_bytes=self.payload_bytes,
+                                   dtype=self.innovation_dtype, method=self.name,
+                                   kind=KIND_REFRESH, iteration=it)]
+
+    def _refresh(self, it, arrived):
+        """Server: with every node's kept memory arrived whole, one training pair (the leader's
+        values -> the nodes' mean, both over the leader's scale) and ae_refresh_steps steps.
+        Returns True when the AE changed (it then ships after the downlink)."""
+        p, self.pending = self.pending, None
+        if p is None or p["iteration"] != it - 1:
+            return False
+        got = [by_kind(arrived.get(w, [])).get(KIND_REFRESH, []) for w in range(self.n_workers)]
+        if not all(all_arrived(pk) for pk in got):
+            return False
+        vals = torch.stack([codec.decode(pk).values for pk in got])
+        s = p["scale"]
+        if self.refreshes == 0:
+            self.trainer.clear()   # AE training's pairs had another target
+        self.trainer.add(vals[p["leader"]] / s, vals.mean(0) / s)
+        flops = self.trainer.train(self.refresh_steps)
+        self.refreshes += 1
+        yield ServerCompute(self._seconds(flops, self.ae_gflops), "lgc_ps: coder refresh")
+        return True
+
+    def state_dict(self) -> dict:
+        p = self.pending
+        return {**super().state_dict(), "refreshes": self.refreshes,
+                "pending": None if p is None else {**p, "values": [v.clone() for v in p["values"]]}}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.refreshes = state.get("refreshes", 0)
+        p = state.get("pending")
+        self.pending = None if p is None else {**p, "values": [v.clone() for v in p["values"]]}
 
     def _arrived_innovation(self, arrived, j: int):
         """Server side: node j's innovation as it arrived (lost values: none) and the mask of
@@ -313,7 +404,7 @@ class LGCPS(LGCBase):
         credit[d.mask], credited[d.mask] = d.values[d.mask], True
         return credit, credited
 
-    def _per_node(self, it, arrived, own, L):
+    def _per_node(self, it, arrived, own, L, vs):
         """The reference's structure: the server decodes node j's values with node j's decoder
         (the leader's latent + node j's innovation) and averages; the downlink relays the leader's
         packets (every node decodes its own credit with its own decoder) and the mean (f32)."""
@@ -329,6 +420,8 @@ class LGCPS(LGCBase):
             total += self._node_credit(self.deployed, code, j, d)[0]
             flags.append(flag)
         mean = total / N
+        if code is not None:
+            self.in_use.observe(vs, vs[L], code[0], mean[code[0]])
         # the mean at I as bare f32 values in the relayed order (no indices: the nodes have the
         # positions), the rest (innovations outside I) sparse, with the arrival flags
         at = torch.zeros(n, dtype=torch.bool)

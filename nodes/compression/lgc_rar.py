@@ -16,12 +16,18 @@ list) together with the RMS s of the leader's values there. Per LGC iteration:
 
 The AE is linear and bias-free, so the sum of the nodes' codes *is* the code of the summed
 values, and the decoder's job is one well-posed map (code of a mean vector -> mean vector).
-Warm-up and AE training run the same shared-position exchange with the values themselves on the
-ring (f32). AE training needs no extra traffic: after the all-reduce every node holds the mean
-values at I, and node w0 trains the AE on mean/s (charged as compute of FLOPs / ae_gflops). At the
-end of AE training w0 broadcasts the whole AE (every node decodes), counted once.
-With `dense_below`, the small layers' values ride the ring whole after the top-k part (after
-the latent in the LGC stage, in latent_dtype), credited as they travel.
+
+Before the LGC stage the schedule is LGC-PS's (lgc_common.Schedule): warm-up and AE training
+run DGC itself (`dgc_messages`: DGC's sparsity warm-up, selection and (index, value) messages),
+all-gathered, since a ring has no server and DGC's sparse vectors do not add on the way; shared
+positions start with the LGC stage. AE training needs no extra traffic: every node holds every
+node's message, and node w0 trains the AE on the nodes' mean at each node's sent positions
+(normalised by that node's RMS there, in the AE's order of its values: the layout the LGC stage
+encodes), charged as compute of FLOPs / ae_gflops. At the end of AE training w0 broadcasts the
+whole AE (every node decodes), counted once; if w0 takes no part then, the family keeps
+exchanging DGC-style until the first iteration it does, and ships then.
+With `dense_below`, the small layers' values ride the ring whole after the latent in the LGC
+stage (in latent_dtype), credited as they travel.
 With `coder = "none"` the LGC stage sends every node's values at I in f16 on the ring instead of
 latents (ScaleCom's exchange): the ablation of LGC-RAR.
 """
@@ -29,9 +35,11 @@ from __future__ import annotations
 
 import torch
 
+from nodes.compression import codec
 from nodes.compression.base import check_finite
-from nodes.compression.lgc_common import COMMON_OPTIONS, LGCBase, rms, weights_message
-from nodes.compression.phases import AllReduce, Broadcast, Members, ServerCompute, WorkerCompute
+from nodes.compression.lgc_common import (COMMON_OPTIONS, LGCBase, order_of, rms,
+                                          weights_message)
+from nodes.compression.phases import AllGather, AllReduce, Broadcast, Members, ServerCompute, WorkerCompute
 from nodes.compression.precision import on_wire
 from nodes.compression.registry import register
 from nodes.compression.templates import leader_among, ring_mean
@@ -51,9 +59,11 @@ class LGCRAR(LGCBase):
         check_finite(grads, iteration)
         out_device = grads[0].device
         n, N = self.numel, self.n_workers
+        if not (self.stage(iteration) == "lgc" and (self.worker_ae is not None or self.coder == "none")):
+            avg = yield from self._dgc_stage(iteration, grads)
+            return avg.to(out_device)
         vs = [self.workers.accumulate(w, g) for w, g in enumerate(grads)]
-        lgc = self.stage(iteration) == "lgc" and (self.worker_ae is not None or self.coder == "none")
-        k = self.k_at(iteration)  # DGC's sparsity warm-up, then the final density
+        k = self.k_final()
         members = yield Members(N)
         L = leader_among(members, self.leader_of(iteration), N)
         if L is None:  # nobody takes part: the round closes empty (memories keep all they had)
@@ -68,7 +78,7 @@ class LGCRAR(LGCBase):
         idx = idx.to(vs[L].device)
         # the layers sent whole (dense_below) ride the ring after the top-k part, known to all
         dense = self.workers.dense.to(idx.device)
-        if lgc and self.coder == "ae":
+        if self.coder == "ae":
             ae = self.worker_ae
             with torch.no_grad():
                 codes = ae.encode(torch.stack([v[idx].cpu() / s for v in vs]))
@@ -85,28 +95,56 @@ class LGCRAR(LGCBase):
             with torch.no_grad():
                 mean_vals = torch.cat([s * ae.decode(summed[None, :nz] / len(members), k)[0],
                                        summed[nz:] / len(members)])
-        else:
-            dtype = "f16" if lgc else "f32"   # coder none: ScaleCom's f16 values on the ring
+        else:  # coder none: ScaleCom's f16 values on the ring
             both = torch.cat([idx, dense])
-            credits = torch.stack([on_wire(v[both].cpu(), dtype) for v in vs])
-            mean_vals = yield from ring_mean({w: credits[w] for w in members}, dtype, both.numel())
-            # the trainer holds the mean only when it is on the ring; if it is not there when
-            # the AE is due, it ships at the first LGC iteration it is
-            trains = self.coder == "ae" and self.trainer_node in members
-            if trains and self.stage(iteration) == "ae_train":
-                self.trainer.add(mean_vals[:k] / s, mean_vals[:k] / s)
-                flops = self.trainer.train(self.ae_steps)
-                yield ServerCompute(self._seconds(flops, self.ae_gflops),
-                                    f"lgc_rar: node w{self.trainer_node} trains the autoencoder")
-            overdue = self.stage(iteration) == "lgc" and self.worker_ae is None
-            if trains and (self.sched.ships_after(iteration) or overdue):
-                msg = weights_message(self.ae.full_bytes(), payload_bytes=self.payload_bytes,
-                                      method=self.name, iteration=iteration)
-                got = yield Broadcast(self.trainer_node, msg)
-                self._deploy(self.received_bytes(got), encoder_only=False)
+            credits = torch.stack([on_wire(v[both].cpu(), "f16") for v in vs])
+            mean_vals = yield from ring_mean({w: credits[w] for w in members}, "f16", both.numel())
+        self.in_use.observe([vs[w] for w in members], vs[L], idx, mean_vals[:idx.numel()])
         idx = torch.cat([idx, dense])
         for w in range(N):
             self.workers.credit(w, idx, credits[w])
         avg = torch.zeros(n)
         avg[idx.cpu()] = mean_vals
         return avg.to(out_device)
+
+    def _dgc_stage(self, it, grads):
+        """Warm-up and AE training (and the LGC stage until the AE has shipped): DGC's messages,
+        all-gathered; every node takes the same mean over the N workers (a lost or left-out
+        message counts as zeros, as in DGC's all-gather)."""
+        n, N = self.numel, self.n_workers
+        got = yield AllGather(self.dgc_messages(it, grads))
+        decoded = [codec.decode(got.get(w, []), n) for w in range(N)]
+        avg = sum(d.values for d in decoded) / N
+        stage = self.stage(it)
+        if self.coder != "ae" or stage == "warmup":
+            return avg
+        members = yield Members(N)   # the trainer must take part to train and to broadcast
+        if self.trainer_node not in members:
+            return avg
+        if stage == "ae_train":
+            self._collect(decoded, avg)
+            flops = self.trainer.train(self.ae_steps)
+            yield ServerCompute(self._seconds(flops, self.ae_gflops),
+                                f"lgc_rar: node w{self.trainer_node} trains the autoencoder")
+        # shipped after the last AE-training iteration, or late (the trainer was away then)
+        if self.sched.ships_after(it) or stage == "lgc":
+            msg = weights_message(self.ae.full_bytes(), payload_bytes=self.payload_bytes,
+                                  method=self.name, iteration=it)
+            got = yield Broadcast(self.trainer_node, msg)
+            self._deploy(self.received_bytes(got), encoder_only=False)
+        return avg
+
+    def _collect(self, decoded, mean):
+        """Training vectors: the nodes' mean at each node's sent top-k positions, laid out in the
+        AE's order of that node's values and normalised by its RMS there (as a leader's
+        positions and scale lay out the LGC stage's input); the linear AE reconstructs them."""
+        k = self.k_final()
+        for d in decoded:
+            sent = d.mask.clone()
+            sent[self.workers.dense] = False   # the AE codes the sparse top-k only
+            idx = torch.nonzero(sent).reshape(-1)
+            if idx.numel() != k:  # lost, left out, or not at the final density yet
+                continue
+            idx = idx[order_of(d.values[idx], self.order)]
+            x = mean[idx] / rms(d.values[idx])
+            self.trainer.add(x, x)

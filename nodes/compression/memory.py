@@ -102,13 +102,18 @@ class ErrorMemory:
 class MomentumMemory(ErrorMemory):
     """DGC's momentum correction: u = m u + g, v = v + u; had = v (the residual is v).
 
-    Momentum factor masking: where a value is sent, u is zeroed too, so stale momentum does not
-    push a coordinate that has just been delivered. The momentum is `momentum` (0 = plain EF).
+    Momentum factor masking (`masking` True, DGC's default): where a value is sent, u is zeroed
+    too, so stale momentum does not push a coordinate that has just been delivered. With
+    `masking` False u is kept where sent (only v loses what was sent): a coordinate sent every
+    iteration then moves as with momentum SGD (v = u), and one sent every tau iterations carries
+    its momentum on instead of restarting it. The momentum is `momentum` (0 = plain EF).
     """
 
-    def __init__(self, n_workers: int, device: torch.device | str = "cpu", momentum: float = 0.9):
+    def __init__(self, n_workers: int, device: torch.device | str = "cpu", momentum: float = 0.9,
+                 masking: bool = True):
         super().__init__(n_workers, device)
         self.momentum = float(momentum)
+        self.masking = bool(masking)
         self.u: list[torch.Tensor | None] = [None] * n_workers
 
     @property
@@ -131,6 +136,8 @@ class MomentumMemory(ErrorMemory):
         return had
 
     def update(self, worker: int, had: torch.Tensor, sent: torch.Tensor) -> None:
+        if not self.masking:
+            return super().update(worker, had, sent)
         masked = torch.nonzero(sent != 0, as_tuple=True)[0]
         self._undo[worker].append(("u", masked, self.u[worker][masked].clone()))
         self.u[worker][masked] = 0.0
@@ -139,8 +146,9 @@ class MomentumMemory(ErrorMemory):
     def update_sparse(self, worker, had, index, values, mask: bool = True):
         """`mask` False: keep the momentum where sent (coordinates sent every iteration, DGC's
         small layers sent whole: for them this is plain momentum SGD, as in DGC's reference
-        code, whose uncompressed tensors go through the optimizer's momentum)."""
-        if not mask:
+        code, whose uncompressed tensors go through the optimizer's momentum); with the memory's
+        `masking` False, nothing is masked anywhere."""
+        if not (mask and self.masking):
             return super().update_sparse(worker, had, index, values)
         self._undo[worker].append(("u", index, self.u[worker][index].clone()))
         super().update_sparse(worker, had, index, values)

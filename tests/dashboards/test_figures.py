@@ -59,6 +59,14 @@ def test_accuracy_against_iteration_and_virtual_time():
         F.accuracy_figure(rows, EVALS, x="wall")
 
 
+def test_lgc_coder_error_is_a_line_on_the_loss_axis_only_where_stored():
+    assert "lgc_coder_error" not in by_uid(F.accuracy_figure(its(4), EVALS))  # other methods
+    evals = [EVALS[0], {**EVALS[1], "lgc_beta": 0.13, "lgc_coder_error": 0.8}]
+    t = by_uid(validated(F.accuracy_figure(its(4), evals)))
+    assert list(t["lgc_coder_error"].x) == [3] and list(t["lgc_coder_error"].y) == [0.8]
+    assert t["lgc_coder_error"].yaxis == "y2"
+
+
 def test_no_data_and_no_eval_say_so():
     assert "No iterations yet" in F.accuracy_figure([], []).layout.annotations[0].text
     assert "No evaluation yet" in F.accuracy_figure(its(2), []).layout.annotations[0].text

@@ -271,3 +271,17 @@ def test_allgather_on_a_three_node_ring_is_one_message_per_directed_link(tiny_ex
                                             rel=1e-9)
     assert row["bits_down"] == 2 * row["bits_up"] and row["downlink_s"] == 0.0
     store.close()
+
+
+def test_lgc_in_use_figures_reach_the_evals_from_the_lgc_stage_on(tiny_experiment, tmp_path):
+    """Evaluations at iterations 4 and 9: the first lies before the LGC stage (iteration 6 on),
+    its lgc_ columns empty; the second holds the means over iterations 6-9, as the scheme's
+    own figures say (lgc_common.InUse; checked by hand in test_lgc.py)."""
+    path = tiny_experiment(method="lgc_ablation",
+                           compression="ratio = 0.05\nwarmup_iterations = 3\nae_iters = 3")
+    store, rid, exp = run_file(path, tmp_path / "s.db")
+    first, second = store.evals(rid)
+    assert first["lgc_beta"] is None and first["lgc_coder_error"] is None
+    assert 0 < second["lgc_coder_error"] and 0 < second["lgc_scalar_error"] <= 1
+    assert second["lgc_beta"] is not None
+    store.close()

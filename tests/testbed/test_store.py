@@ -138,3 +138,30 @@ def test_link_collisions_and_retries_round_trip_and_old_stores_migrate(tmp_path)
         rows = s.links(run)
         assert [(r["src"], r["collisions"], r["retries"]) for r in rows] == [("server", 0, 0), ("w1", 2, 2)]
         assert s.links(99)[0]["collisions"] == 0
+
+
+def test_lgc_in_use_columns_round_trip_export_and_old_stores_migrate(tmp_path):
+    import sqlite3
+    old = tmp_path / "old.sqlite"
+    db = sqlite3.connect(old)          # a store written before the lgc_ columns of evals
+    db.executescript("""
+        CREATE TABLE evals (run_id INTEGER NOT NULL, iteration INTEGER NOT NULL,
+            virtual_time_s REAL, test_loss REAL, test_accuracy REAL, PRIMARY KEY (run_id, iteration));
+        INSERT INTO evals VALUES (99, 4, 2.0, 0.7, 0.8);
+    """)
+    db.commit()
+    db.close()
+    with Store(old, readonly=True) as s:            # read as it is: the new columns read NULL
+        assert s.evals(99) == [{"iteration": 4, "virtual_time_s": 2.0, "test_loss": 0.7,
+                                "test_accuracy": 0.8, "lgc_beta": None, "lgc_scalar_error": None,
+                                "lgc_coder_error": None}]
+    with Store(old) as s:                           # opened for writing: migrated in place
+        run = s.create_run("lgc", {}, method="lgc_ps")
+        s.append_eval(run, {"iteration": 9, "virtual_time_s": 1.0, "test_accuracy": 0.5,
+                            "lgc_beta": 0.125, "lgc_scalar_error": 0.79, "lgc_coder_error": 0.8})
+        s.append_eval(run, {"iteration": 19, "virtual_time_s": 2.0, "test_accuracy": 0.6})
+        s.flush()
+        got = s.export(run)["evals"]
+        assert [(e["lgc_beta"], e["lgc_scalar_error"], e["lgc_coder_error"]) for e in got] == [
+            (0.125, 0.79, 0.8), (None, None, None)]
+        assert s.evals(99)[0]["lgc_beta"] is None

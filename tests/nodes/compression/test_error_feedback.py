@@ -63,19 +63,31 @@ def test_the_methods_with_memory_are_found():
 LAYER_OPTIONS = {"dense_below": 2000, "topk_scope": "layer"}
 # LGC-PS with the reference's structure: per-node decoders and the latent pull.
 REFERENCE = {"decoders": "per_node", "latent_pull": 1.0}
+# DGC's momentum kept where sent (no momentum factor masking).
+UNMASKED = {"momentum_masking": False}
+# LGC-PS's coder refreshed every LGC iteration (its memories at the leader's positions sent along).
+REFRESH = {"ae_refresh_every": 1, "ae_refresh_steps": 2}
 CASES = ([(m, {}) for m in WITH_MEMORY]
          + [(m, LAYER_OPTIONS) for m in WITH_MEMORY if "dense_below" in methods()[m]]
-         + [(m, REFERENCE) for m in WITH_MEMORY if "decoders" in methods()[m]])
+         + [(m, REFERENCE) for m in WITH_MEMORY if "decoders" in methods()[m]]
+         + [(m, UNMASKED) for m in WITH_MEMORY if "momentum_masking" in methods()[m]]
+         + [(m, REFRESH) for m in WITH_MEMORY if "ae_refresh_every" in methods()[m]])
 
 
 def test_the_layer_options_are_covered():
     assert {m for m, extra in CASES if extra == LAYER_OPTIONS} >= {"dgc", "lgc_ps", "lgc_rar",
                                                                   "lgc_ablation"}
+    assert {m for m, extra in CASES if extra == REFRESH} == {"lgc_ps"}
     assert {m for m, extra in CASES if extra == REFERENCE} == {"lgc_ps"}
+    assert {m for m, extra in CASES if extra == UNMASKED} == {"dgc", "lgc_ps", "lgc_rar",
+                                                              "lgc_ablation"}
+    assert {m for m, extra in CASES if extra == REFRESH} == {"lgc_ps"}
 
 
 def case_id(method, extra):
-    return method + ("+layers" if extra == LAYER_OPTIONS else "+reference" if extra else "")
+    names = {id(LAYER_OPTIONS): "+layers", id(REFERENCE): "+reference", id(UNMASKED): "+unmasked",
+             id(REFRESH): "+refresh"}
+    return method + names.get(id(extra), "")
 
 
 @pytest.mark.parametrize("method,extra", CASES, ids=[case_id(m, e) for m, e in CASES])

@@ -10,8 +10,10 @@ import torch
 from nodes.compression import codec
 from nodes.compression.ideal import run_exchange
 from nodes.compression.lgc_autoencoder import GradientAutoencoder, n_params
-from nodes.compression.lgc_common import KIND_INDICES, KIND_LATENT, KIND_WEIGHTS, Schedule, by_kind
-from nodes.compression.phases import AllReduce, Broadcast, Members, ServerCompute, WorkerCompute
+from nodes.compression.lgc_common import (KIND_COMMON, KIND_INDICES, KIND_LATENT, KIND_REFRESH,
+                                          KIND_WEIGHTS, Schedule, by_kind)
+from nodes.compression.phases import (AllGather, AllReduce, Broadcast, Members, ServerCompute,
+                                     WorkerCompute)
 from nodes.compression.registry import build_scheme
 from nodes.compression.ring import ring_sum
 
@@ -171,6 +173,35 @@ def test_lgc_ps_copes_with_lost_packets():
 
 # ---------------------------------------------------------------- LGC-RAR
 
+def test_lgc_rar_warms_up_as_dgc_itself():
+    """Before its LGC stage, LGC-RAR is DGC all-gathered: with the same options and gradients
+    its messages are DGC's (collective allgather) byte for byte but the header's method byte,
+    through DGC's sparsity warm-up (iterations 0-3) and AE training (4-5), and so is the
+    aggregate. Shared positions (a Broadcast from the leader) only from the LGC stage."""
+    common = dict(ratio=0.05, momentum=0.9, clip_norm=10.0, warmup_iterations=4)
+    rar = scheme("lgc_rar", **common, ae_iters=2, ae_steps=2)
+    dgc = build_scheme("dgc", {**common, "collective": "allgather"}, n_workers=N_WORKERS,
+                       shapes=[(N_COORD,)], payload_bytes=PAYLOAD, seed=0)
+    ids = {codec.method_id("lgc_rar"), codec.method_id("dgc")}
+    for it in range(7):
+        gs = grads(it, False)
+        got, want = [], []
+        a = drive(rar, it, gs, got)
+        if it == 6:  # the LGC stage: the leader's positions go out first
+            assert rar.stage(it) == "lgc" and isinstance(got[0], Broadcast)
+            break
+        b = drive(dgc, it, gs, want)
+        assert [type(p) for p in want] == [AllGather]
+        assert isinstance(got[0], AllGather) and not any(isinstance(p, AllReduce) for p in got)
+        for w in range(N_WORKERS):
+            mine, theirs = got[0].messages[w].packets, want[0].messages[w].packets
+            assert len(mine) == len(theirs) > 0
+            for p, q in zip(mine, theirs):
+                assert p[1:] == q[1:] and {p[0], q[0]} == ids
+        assert torch.equal(a, b), it
+
+
+
 def drive(sch, it, gs, record):
     """Run one exchange, summing AllReduce buffers with ring_sum and keeping every phase."""
     gen = sch.exchange(it, gs)
@@ -186,6 +217,8 @@ def drive(sch, it, gs, record):
                 result = ring_sum([phase.buffers[w] for w in sorted(phase.buffers)], phase.dtype)
             elif isinstance(phase, Broadcast):  # receivers get the packets that travelled
                 result = list(phase.message.packets)
+            elif isinstance(phase, AllGather):  # every message reaches every node whole
+                result = {w: list(m.packets) for w, m in phase.messages.items()}
             else:
                 result = None
     except StopIteration as stop:
@@ -221,15 +254,18 @@ def test_lgc_rar_decodes_the_sum_of_the_latents_that_travelled_the_ring():
 
 
 def test_lgc_rar_trains_without_extra_traffic_and_ships_the_whole_ae_once():
+    """AE training is DGC's all-gather (lgc_common.Schedule, as LGC-PS's); w0 trains on what it
+    received and broadcasts the AE after the last AE-training iteration; then the ring."""
     sch = scheme("lgc_rar", ae_iters=2, ae_steps=5)
     seen = []
     for it in range(4):
         rec = []
         drive(sch, it, grads(it, True), rec)
         seen.append(rec)
-    assert [type(p) for p in seen[0]] == [Broadcast, AllReduce, ServerCompute]
-    assert [type(p) for p in seen[1]] == [Broadcast, AllReduce, ServerCompute, Broadcast]
-    weights = seen[1][3].message
+    assert [type(p) for p in seen[0]] == [AllGather, ServerCompute]
+    assert [type(p) for p in seen[1]] == [AllGather, ServerCompute, Broadcast]
+    assert [type(p) for p in seen[2]] == [Broadcast, WorkerCompute, AllReduce]
+    weights = seen[1][2].message
     floats = n_params(sch.ae)
     per = (PAYLOAD - codec.HEADER_BYTES) // 4
     assert weights.nbytes == 4 * floats + codec.HEADER_BYTES * math.ceil(floats / per)
@@ -274,7 +310,8 @@ def test_ae_training_time_is_its_flops_over_ae_gflops():
 
 
 @pytest.mark.parametrize("method,extra", [("lgc_ps", {}), ("lgc_rar", {}),
-                                          ("lgc_ps", dict(decoders="per_node", latent_pull=1.0))])
+                                          ("lgc_ps", dict(decoders="per_node", latent_pull=1.0)),
+                                          ("lgc_ps", dict(ae_refresh_every=2, ae_refresh_steps=2))])
 def test_state_dict_round_trip_mid_run_reproduces_the_continuation(method, extra):
     opts = dict(warmup_iterations=2, ae_iters=3, ae_steps=5, momentum=0.9, clip_norm=10.0,
                 retrain_every=3, retrain_iters=1, **extra)
@@ -309,6 +346,71 @@ def test_lgc_ps_leader_message_carries_indices_latent_and_innovation():
     # non-leaders send only their innovation: ceil(0.02 * k) = 4 (index, value) pairs
     assert all(int(codec.decode(up[w].packets, N_COORD).mask.sum()) == 4 for w in (0, 1, 3))
     assert up[0].nbytes < up[2].nbytes / 5
+
+
+# ---------------------------------------------------------------- in-use figures, coder refresh
+
+def test_in_use_figures_by_hand():
+    """lgc_ablation credits every node with the leader's f16 values at its positions: beta, the
+    scalar fit's error and the credit's error against the nodes' mean memory there, by hand
+    from the memories before the exchange (momentum 0, no clipping: v + g)."""
+    sch = build_scheme("lgc_ablation", dict(ratio=0.05, warmup_iterations=1, ae_iters=1,
+                                            momentum=0.0, clip_norm=0.0, leader=1),
+                       n_workers=N_WORKERS, shapes=[(N_COORD,)], payload_bytes=PAYLOAD, seed=0)
+    for it in range(3):
+        run_exchange(sch, it, grads(it, True))
+    assert sch.stage(2) == "lgc" and set(sch.eval_metrics()) == {"lgc_beta", "lgc_scalar_error",
+                                                                 "lgc_coder_error"}
+    gs = grads(3, False)
+    before = [sch.dgc.v[w] + gs[w] for w in range(N_WORKERS)]
+    _, st = run_exchange(sch, 3, gs)
+    c = codec.decode(by_kind(st.uplinks[0][1].packets)[KIND_COMMON], N_COORD)
+    idx = torch.nonzero(c.mask).reshape(-1)
+    m = sum(b[idx] for b in before).double() / N_WORKERS
+    x = before[1][idx].double()
+    beta = float(x @ m / (x @ x))
+    got = sch.eval_metrics()
+    assert got["lgc_beta"] == pytest.approx(beta, rel=1e-6)
+    assert got["lgc_scalar_error"] == pytest.approx(float((m - beta * x).norm() / m.norm()), rel=1e-6)
+    assert got["lgc_coder_error"] == pytest.approx(float((c.values[idx] - m).norm() / m.norm()),
+                                                   rel=1e-6)
+    assert sch.eval_metrics() == {}   # taken: the next evaluation starts afresh
+
+
+def test_lgc_ps_refresh_sends_the_memories_at_the_leaders_positions_and_trains_on_their_mean():
+    """ae_refresh_every = 2: at the first LGC iteration t every node keeps its memory at the
+    leader's positions (before crediting); at t + 1 each sends it (k f16 values, counted in its
+    uplink bits), the server trains on (leader's / s -> mean / s) alone (AE training's pairs are
+    dropped) and ships the AE after the aggregate. t + 1 keeps nothing (not a refresh iteration)."""
+    sch = scheme(ae_iters=3, ae_steps=5, leader=2, ae_refresh_every=2, ae_refresh_steps=3)
+    for it in range(3):
+        run_exchange(sch, it, grads(it, True))
+    t = sch.sched.lgc_start
+    gs = grads(t, True)
+    before = [sch.dgc.v[w] + gs[w] for w in range(N_WORKERS)]   # momentum 0, no clipping
+    _, st = run_exchange(sch, t, gs)
+    ordered, s = sch.read_positions(by_kind(st.uplinks[0][2].packets)[KIND_INDICES])
+    k = ordered.numel()
+    twin = scheme(ae_iters=3, ae_steps=5, leader=2, ae_refresh_every=2, ae_refresh_steps=3)
+    twin.load_state_dict(sch.state_dict())   # a checkpoint holds the kept memories
+    plain, st2 = run_exchange(sch, t + 1, grads(t + 1, True))
+    assert torch.equal(run_exchange(twin, t + 1, grads(t + 1, True))[0], plain)
+    assert st2.phases == ["WorkerCompute", "Uplink", "ServerCompute", "ServerCompute", "Downlink",
+                          "Downlink"]
+    sent = []
+    for w in range(N_WORKERS):
+        pk = by_kind(st2.uplinks[0][w].packets)[KIND_REFRESH]
+        d = codec.decode(pk)
+        assert torch.equal(d.values, before[w][ordered].to(torch.float16).float())
+        sent.append(d.values)
+        assert sum(len(p) for p in pk) == 2 * k + codec.HEADER_BYTES * len(pk)
+    x, target = sch.trainer.inputs, sch.trainer.targets
+    assert len(x) == 1   # AE training's pairs are gone: the target changed
+    assert torch.allclose(x[0], sent[2] / s) and torch.allclose(target[0], sum(sent) / N_WORKERS / s)
+    assert codec.read_header(st2.downlinks[1].packets[0]).kind == KIND_WEIGHTS and sch.ships == 2
+    # t + 1 kept nothing, so t + 2 carries no refresh
+    _, st3 = run_exchange(sch, t + 2, grads(t + 2, True))
+    assert all(KIND_REFRESH not in by_kind(m.packets) for m in st3.uplinks[0].values())
 
 
 # ---------------------------------------------------------------- the AE's input order on the wire
