@@ -52,7 +52,7 @@ COLUMNS = [
 
 
 def options(label: str, warmup: int, ae_iters: int) -> dict:
-    lgc = {"ratio": DENSITY, "warmup_iterations": warmup, "ae_iters": ae_iters}
+    lgc = {"ratio": DENSITY, "warmup_iterations": warmup, "ae_iterations": ae_iters}
     table = {
         "fp32": {"method": "none"},
         "topk": {"method": "topk", "ratio": DENSITY},

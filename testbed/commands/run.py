@@ -58,8 +58,9 @@ def run_failures() -> tuple[type, ...]:
     from channels.errors import DeliveryError
     from nodes.compression.base import GradientError
     from testbed.experiment import ExperimentError
+    from testbed.transport import TransportError
 
-    return (ExperimentError, DeliveryError, GradientError)
+    return (ExperimentError, DeliveryError, GradientError, TransportError)
 
 
 @contextlib.contextmanager

@@ -286,7 +286,7 @@ def test_compare_view_with_two_runs(live, browser):
 # The shipped LGC-PS file, shortened, with the MLP (4x less wall time than its CNN here), over
 # Rayleigh-fading links whose rate follows their SNR (an MCS table) and lose packets.
 LGC_SETS = ["run.iterations=60", "run.eval_every=10", "run.device=cpu", "network.workers=4",
-            "model.name=mlp", "compression.warmup_iterations=25", "compression.ae_iters=10",
+            "model.name=mlp", "compression.warmup_iterations=25", "compression.ae_iterations=10",
             "compression.ae_steps=5",
             'network.link.loss={ model = "fading", fading = "rayleigh", distance_m = 40.0, '
             'rate = "mcs", coherence_ms = 5.0 }']

@@ -39,7 +39,7 @@ def grads(t: int, correlated: bool, sigma: float = 0.03) -> list[torch.Tensor]:
     return [bumps(gen) for _ in range(N_WORKERS)]
 
 
-LGC_OPTS = dict(ratio=0.05, warmup_iterations=0, ae_iters=10, ae_steps=40, momentum=0.0, clip_norm=0.0,
+LGC_OPTS = dict(ratio=0.05, warmup_iterations=0, ae_iterations=10, ae_steps=40, momentum=0.0, clip_norm=0.0,
                 ae_channels="16,16", latent_ratio=0.25, innovation_ratio=0.02, latent_dtype="f16")
 
 
@@ -193,7 +193,7 @@ def drive(sch, it, gs, record):
 
 
 def test_lgc_rar_decodes_the_sum_of_the_latents_that_travelled_the_ring():
-    sch = scheme("lgc_rar", ratio=0.05, ae_iters=3, ae_steps=10)
+    sch = scheme("lgc_rar", ratio=0.05, ae_iterations=3, ae_steps=10)
     for it in range(3):
         drive(sch, it, grads(it, True), [])
     assert sch.stage(3) == "lgc" and sch.worker_ae is not None
@@ -221,7 +221,7 @@ def test_lgc_rar_decodes_the_sum_of_the_latents_that_travelled_the_ring():
 
 
 def test_lgc_rar_trains_without_extra_traffic_and_ships_the_whole_ae_once():
-    sch = scheme("lgc_rar", ae_iters=2, ae_steps=5)
+    sch = scheme("lgc_rar", ae_iterations=2, ae_steps=5)
     seen = []
     for it in range(4):
         rec = []
@@ -244,7 +244,7 @@ def test_stages_switch_at_the_configured_iterations():
     sched = Schedule(warmup_iters=3, ae_iters=2, retrain_every=4, retrain_iters=1)
     expect = ["warmup"] * 3 + ["ae_train"] * 2 + ["lgc"] * 3 + ["ae_train"] + ["lgc"] * 3 + ["ae_train"]
     assert [sched.stage(i) for i in range(13)] == expect
-    sch = scheme(warmup_iterations=3, ae_iters=2, retrain_every=4, retrain_iters=1, ae_steps=2)
+    sch = scheme(warmup_iterations=3, ae_iterations=2, retrain_every=4, retrain_iters=1, ae_steps=2)
     kinds = []
     for it in range(13):
         _, st = run_exchange(sch, it, grads(it, True))
@@ -262,7 +262,7 @@ def test_stages_switch_at_the_configured_iterations():
 
 def test_ae_training_time_is_its_flops_over_ae_gflops():
     sch = scheme(ae_channels="4", ae_kernel=3, latent_ratio=0.5, ae_steps=3, ae_batch=2,
-                 ae_gflops=2.0, ae_iters=2)
+                 ae_gflops=2.0, ae_iterations=2)
     _, st = run_exchange(sch, 0, grads(0, True))
     k = round(0.05 * N_COORD)  # 200, a multiple of the stride: no padding
     h = k // 2
@@ -276,7 +276,7 @@ def test_ae_training_time_is_its_flops_over_ae_gflops():
 @pytest.mark.parametrize("method,extra", [("lgc_ps", {}), ("lgc_rar", {}),
                                           ("lgc_ps", dict(decoders="per_node", latent_pull=1.0))])
 def test_state_dict_round_trip_mid_run_reproduces_the_continuation(method, extra):
-    opts = dict(warmup_iterations=2, ae_iters=3, ae_steps=5, momentum=0.9, clip_norm=10.0,
+    opts = dict(warmup_iterations=2, ae_iterations=3, ae_steps=5, momentum=0.9, clip_norm=10.0,
                 retrain_every=3, retrain_iters=1, **extra)
     a = scheme(method, **opts)
     outs = {}
