@@ -86,7 +86,11 @@ def live(tmp_path_factory):
 
     from dashboards.app import create_app
 
-    app = create_app(store_path, live_interval_ms=1000, runs_interval_ms=1000)
+    # The page shows the store path as given: a user's `testbed dashboard --store runs.db` gives a
+    # name in the working directory, so the app is given that (the README's screenshots show it).
+    cwd = os.getcwd()
+    os.chdir(tmp)
+    app = create_app(Path(store_path.name), live_interval_ms=1000, runs_interval_ms=1000)
     server = make_server("127.0.0.1", 0, app.server, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -106,6 +110,7 @@ def live(tmp_path_factory):
         thread.join(timeout=10)
         app.board.close()
         reader.close()
+        os.chdir(cwd)
 
 
 @pytest.fixture(scope="module")
