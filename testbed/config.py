@@ -289,11 +289,12 @@ def switch_to_known_good(raw: dict, file_method: str, given: set[str]) -> dict:
         if path in given or not isinstance(table, dict):
             continue
         field = tables[section].get(key)
+        whose = f"the file's, written for {file_method!r}" if key in table else "the default"
         had = table.get(key, None if field is None else field.default)
         if had == value:
             continue
         table[key] = value
-        print(f"note: {path} = {had!r} (the file's, written for {file_method!r}) replaced by "
+        print(f"note: {path} = {had!r} ({whose}) replaced by "
               f"{value!r}, {method}'s known-good value; --set {path}=... to choose another",
               file=sys.stderr)
     return raw
