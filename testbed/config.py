@@ -31,6 +31,10 @@ class ConfigError(UserError, OptionError):
                          problem=problem)
 
 
+class NoServerError(ConfigError):
+    """A parameter-server exchange asked of a topology without a server (a ring)."""
+
+
 def _unknown(path: str, key: str, known: list[str]) -> ConfigError:
     return unknown_key(path, key, known, ConfigError)
 
@@ -245,13 +249,13 @@ def _collective(method: str, given: str | None, network: dict) -> str | None:
     if has_server(network) is not False:
         return given
     if given == "ps":
-        raise ConfigError("compression.collective", given,
+        raise NoServerError("compression.collective", given,
                           message=ps_without_server(method, network.get("topology")))
     if given is not None:
         return given
     serverless = [c for c in SCHEMES[method].collectives if c != "ps"]
     if not serverless:
-        raise ConfigError("compression.method", method,
+        raise NoServerError("compression.method", method,
                           message=ps_without_server(method, network.get("topology")))
     return serverless[0]
 
@@ -268,6 +272,8 @@ def ps_without_server(method: str, topology) -> str:
         return head + (f"set compression.collective to {' or '.join(repr(c) for c in others)}, or use a "
                        f"topology with a server (star, mesh, geometric)")
     serverless = sorted(n for n, c in SCHEMES.items() if set(c.collectives) - {"ps"})
+    head = (f"compression.method {method!r} needs a parameter server, but network.topology "
+            f"{topology!r} has no server node; ")
     return head + (f"{method!r} only exchanges through a server: use a topology with one (star, "
                    f"mesh, geometric) or a method that needs none ({', '.join(serverless)})")
 
@@ -375,8 +381,7 @@ def validate(raw: dict, *, source: str = "<config>", default_name: str = "run") 
             check_device_trace("run.device_trace", run["device_trace"], network)
     except ConfigError as e:
         if e.source is None:
-            raise ConfigError(e.key, e.value, e.allowed, source=source,
-                              message=str(e)) from None
+            raise type(e)(e.key, e.value, e.allowed, source=source, message=str(e)) from None
         raise
     return ExperimentConfig(run=RunConfig(**run), data=data, model=ModelConfig(**model),
                             optim=OptimConfig(**optim), compression=compression,
