@@ -4,6 +4,7 @@ what `[compression]` accepts, without reading the source."""
 from __future__ import annotations
 
 import difflib
+import sys
 
 from testbed.errors import UserError
 
@@ -17,12 +18,9 @@ def register(sub) -> None:
 def summary(cls) -> str:
     """The first sentence of the method's module docstring (else its class's), without the
     leading "`name`:"."""
-    import sys
-
     doc = sys.modules[cls.__module__].__doc__ or cls.__doc__ or ""
     text = " ".join(doc.split()).split(". ")[0].rstrip(".")
-    prefix = f"`{cls.name}`: "
-    return text[len(prefix):] if text.startswith(prefix) else text
+    return text.removeprefix(f"`{cls.name}`: ")
 
 
 def type_name(field) -> str:
