@@ -34,7 +34,7 @@ N_WORKERS, BATCH, LR, DENSITY, PAYLOAD = 8, 32, 0.05, 0.01, 1470
 
 
 def methods(warmup: int, ae_iters: int) -> dict[str, tuple[str, dict]]:
-    lgc = dict(ratio=DENSITY, warmup_iterations=warmup, ae_iters=ae_iters, ae_steps=25,
+    lgc = dict(ratio=DENSITY, warmup_iterations=warmup, ae_iterations=ae_iters, ae_steps=25,
                ae_channels="16,16,16", ae_kernel=5, latent_ratio=0.125, latent_dtype="f16")
     return {"fp32": ("none", {}),
             "dgc": ("dgc", dict(ratio=DENSITY, warmup_iterations=warmup)),

@@ -31,7 +31,7 @@ from nodes.compression.registry import build_scheme  # noqa: E402
 
 
 def lgc_options(order: str, warmup: int, ae_iters: int) -> dict:
-    return dict(ratio=0.01, warmup_iterations=warmup, ae_iters=ae_iters, ae_steps=25, order=order,
+    return dict(ratio=0.01, warmup_iterations=warmup, ae_iterations=ae_iters, ae_steps=25, order=order,
                 clip_norm=0.0)
 
 
@@ -82,7 +82,7 @@ def main(argv=None) -> None:
     print(f"lgc_ps (innovation 0.05, order {order}): rel error {sum(e for e, _ in res) / len(res):.3f}, "
           f"uplink bits {sum(b for _, b in res) / len(res):,.0f}")
     for ratio in (0.0, 0.05, 0.1, 0.2, 0.4, 0.8):
-        abl = build_scheme("lgc_ablation", dict(ratio=0.01, warmup_iterations=warmup, ae_iters=train,
+        abl = build_scheme("lgc_ablation", dict(ratio=0.01, warmup_iterations=warmup, ae_iterations=train,
                                                 innovation_ratio=ratio, clip_norm=0.0),
                            n_workers=8, shapes=run.shapes, payload_bytes=1470, seed=0)
         abl.load_state_dict({**abl.state_dict(), "dgc": state["dgc"]})

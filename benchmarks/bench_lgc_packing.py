@@ -31,7 +31,7 @@ def main(quick: bool = True) -> list[dict]:
     rows = []
     for method, extra in CASES:
         rec = real_run("none", {}, 10, record_last=10, workers=8, max_train=4096)
-        s = build_scheme(method, dict(ratio=0.01, warmup_iterations=2, ae_iters=2, **extra),
+        s = build_scheme(method, dict(ratio=0.01, warmup_iterations=2, ae_iterations=2, **extra),
                          n_workers=8, shapes=rec.shapes, payload_bytes=PAYLOAD, seed=0)
         up = up_pk = up_min = down = down_pk = down_min = its = 0
         for it, grads in enumerate(rec.recorded):

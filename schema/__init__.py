@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -52,6 +53,8 @@ class Field:
     multiple_of: int | None = None
     noun: str | None = None          # how `allowed` names the kind ("a probability", "a file path")
     help: str = ""
+    # names this key had before a rename: still accepted for one release, with a one-line note
+    old_names: tuple = ()
 
     def __post_init__(self):
         if self.type is None:
@@ -127,12 +130,51 @@ def unknown_key(path: str, key: str, known: Iterable[str],
                  problem="unknown")
 
 
+def renamed(fields: dict[str, Field]) -> dict[str, str]:
+    """{old name: current name} of `fields` (each Field's `old_names`)."""
+    return {old: key for key, f in fields.items() for old in f.old_names}
+
+
+def deprecation_note(path: str, old: str, new: str) -> str:
+    full = ".".join(filter(None, [path, old]))
+    return (f"note: {full} is deprecated: it is now {'.'.join(filter(None, [path, new]))} "
+            f"(the old name is accepted for this release only)")
+
+
+def rename_old(path: str, table: Any, fields: dict[str, Field],
+               error: type[OptionError] = OptionError) -> Any:
+    """`table` with each key's old name (Field.old_names) replaced by its current one, a one-line
+    deprecation note on stderr for each; both names at once is an error."""
+    if not isinstance(table, dict):
+        return table
+    old = renamed(fields)
+    if not any(k in old for k in table):
+        return table
+    out = {}
+    for key, value in table.items():
+        new = old.get(key)
+        if new is None:
+            out[key] = value
+            continue
+        full = ".".join(filter(None, [path, key]))
+        if new in table:
+            now = ".".join(filter(None, [path, new]))
+            raise error(full, value, f"left out ({now} is given too)", problem="unknown",
+                        message=f"{full} and {now} are the old and the new name of one option: "
+                                f"keep only {now}")
+        print(deprecation_note(path, key, new), file=sys.stderr)
+        out[new] = value
+    return out
+
+
 def check_table(path: str, table: Any, fields: dict[str, Field], *, partial: bool = False,
                 error: type[OptionError] = OptionError) -> dict:
     """Validate a table of scalar keys against `fields`. Unknown keys are errors; missing keys
-    get their default (or are left out when `partial`); a REQUIRED one missing is an error."""
+    get their default (or are left out when `partial`); a REQUIRED one missing is an error.
+    A key's old name (Field.old_names) is taken for it, with a deprecation note."""
     if not isinstance(table, dict):
         raise error(path, table, "a table", problem="type")
+    table = rename_old(path, table, fields, error)
     for key in table:
         if key not in fields:
             raise unknown_key(path, key, fields, error)

@@ -31,6 +31,10 @@ class ConfigError(UserError, OptionError):
                          problem=problem)
 
 
+class NoServerError(ConfigError):
+    """A parameter-server exchange asked of a topology without a server (a ring)."""
+
+
 def _unknown(path: str, key: str, known: list[str]) -> ConfigError:
     return unknown_key(path, key, known, ConfigError)
 
@@ -206,7 +210,7 @@ def _check_option(path: str, value: Any, field: Field) -> Any:
     return field.validate(path, value, ConfigError)
 
 
-def _check_compression(table: dict) -> CompressionConfig:
+def _check_compression(table: dict, network: dict) -> CompressionConfig:
     from nodes.compression.registry import methods
 
     if not isinstance(table, dict):
@@ -219,6 +223,7 @@ def _check_compression(table: dict) -> CompressionConfig:
         raise ConfigError("compression.method", method,
                           "one of " + ", ".join(map(repr, known)) + hint)
     spec = known[method]
+    table = schema.rename_old("compression", table, spec, ConfigError)
     options, set_aside = {}, {}
     for key, value in table.items():
         if key == "method":
@@ -226,14 +231,89 @@ def _check_compression(table: dict) -> CompressionConfig:
         if key in spec:
             options[key] = _check_option(f"compression.{key}", value, spec[key])
             continue
-        owners = [m for m, s in known.items() if key in s]
+        owners = [m for m, s in known.items() if key in s or key in schema.renamed(s)]
         if not owners:  # no registered method knows it: a typo, not a switch of method
             raise _unknown("compression", key, ["method", *spec])
         # switching methods on a file written for another one: its options wait, unused
         set_aside[key] = value
         print(f"note: compression.{key} = {value!r} set aside: it belongs to "
               f"{', '.join(map(repr, owners))}, not {method!r}", file=sys.stderr)
+    collective = _collective(method, options.get("collective"), network)
+    if collective is not None:
+        options["collective"] = collective
     return CompressionConfig(method=method, options=options, set_aside=set_aside)
+
+
+def has_server(network: dict) -> bool | None:
+    """Whether the `[network]` topology has a server node (None: a graph file; the orchestrator
+    checks it once the graph is read)."""
+    topology = network.get("topology")
+    return None if topology == "file" else topology != "ring"
+
+
+def _collective(method: str, given: str | None, network: dict) -> str | None:
+    """The collective a method uses on this topology: the one the file names, else the method's
+    first that the topology can carry (a ring has no server, so no 'ps'); None: the default."""
+    from nodes.compression.registry import SCHEMES
+
+    if has_server(network) is not False:
+        return given
+    if given == "ps":
+        raise NoServerError("compression.collective", given,
+                          message=ps_without_server(method, network.get("topology")))
+    if given is not None:
+        return given
+    serverless = [c for c in SCHEMES[method].collectives if c != "ps"]
+    if not serverless:
+        raise NoServerError("compression.method", method,
+                          message=ps_without_server(method, network.get("topology")))
+    return serverless[0]
+
+
+def ps_without_server(method: str, topology) -> str:
+    """One line for a parameter-server exchange asked of a topology without a server."""
+    from nodes.compression.registry import SCHEMES, load_all
+
+    load_all()
+    head = (f"compression.collective 'ps' (method {method!r}) needs a parameter server, but "
+            f"network.topology {topology!r} has no server node; ")
+    others = [c for c in SCHEMES[method].collectives if c != "ps"]
+    if others:
+        return head + (f"set compression.collective to {' or '.join(repr(c) for c in others)}, or use a "
+                       f"topology with a server (star, mesh, geometric)")
+    serverless = sorted(n for n, c in SCHEMES.items() if set(c.collectives) - {"ps"})
+    head = (f"compression.method {method!r} needs a parameter server, but network.topology "
+            f"{topology!r} has no server node; ")
+    return head + (f"{method!r} only exchanges through a server: use a topology with one (star, "
+                   f"mesh, geometric) or a method that needs none ({', '.join(serverless)})")
+
+
+def switch_to_known_good(raw: dict, file_method: str, given: set[str]) -> dict:
+    """On a file written for another method (`--set compression.method=NAME`), the method's
+    known-good values (registry.KNOWN_GOOD) replace the file's, except keys set on the command
+    line; one note line per key replaced."""
+    from nodes.compression.registry import KNOWN_GOOD, methods
+
+    comp = raw.get("compression")
+    method = comp.get("method", "none") if isinstance(comp, dict) else None
+    if method == file_method or method not in methods():
+        return raw
+    tables = {"run": RUN_KEYS, "data": DATA_KEYS, "optim": OPTIM_KEYS, "compression": methods()[method]}
+    for path, value in KNOWN_GOOD[method].items():
+        section, key = path.split(".", 1)
+        table = raw.setdefault(section, {})
+        if path in given or not isinstance(table, dict):
+            continue
+        field = tables[section].get(key)
+        whose = f"the file's, written for {file_method!r}" if key in table else "the default"
+        had = table.get(key, None if field is None else field.default)
+        if had == value:
+            continue
+        table[key] = value
+        print(f"note: {path} = {had!r} ({whose}) replaced by "
+              f"{value!r}, {method}'s known-good value; --set {path}=... to choose another",
+              file=sys.stderr)
+    return raw
 
 
 def _check_network(table: dict, seed: int) -> dict:
@@ -303,16 +383,15 @@ def validate(raw: dict, *, source: str = "<config>", default_name: str = "run") 
             raise ConfigError("model.name", model["name"],
                               "one of " + ", ".join(map(repr, names)))
         optim = check_table("optim", raw.get("optim", {}), OPTIM_KEYS)
-        compression = _check_compression(raw.get("compression", {}))
         network = _check_network(raw.get("network", {}), run["seed"])
+        compression = _check_compression(raw.get("compression", {}), network)
         if run["device_trace"] is not None:
             from testbed.device_trace import check_device_trace
 
             check_device_trace("run.device_trace", run["device_trace"], network)
     except ConfigError as e:
         if e.source is None:
-            raise ConfigError(e.key, e.value, e.allowed, source=source,
-                              message=str(e)) from None
+            raise type(e)(e.key, e.value, e.allowed, source=source, message=str(e)) from None
         raise
     return ExperimentConfig(run=RunConfig(**run), data=data, model=ModelConfig(**model),
                             optim=OptimConfig(**optim), compression=compression,
@@ -322,8 +401,11 @@ def validate(raw: dict, *, source: str = "<config>", default_name: str = "run") 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
     path = Path(path)
     raw = load_raw(path)
+    comp = raw.get("compression")
+    file_method = comp.get("method", "none") if isinstance(comp, dict) else None
     try:
         raw = apply_overrides(raw, overrides or [])
+        raw = switch_to_known_good(raw, file_method, {".".join(parse_override(o)[0]) for o in overrides or []})
         _trace_beside_file(raw, path)
     except ConfigError as e:
         raise ConfigError(e.key, e.value, e.allowed, source=str(path), message=str(e)) from None

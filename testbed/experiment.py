@@ -19,27 +19,11 @@ import numpy as np
 import torch
 
 from nodes.compression.transport import Transport
-from testbed.config import ExperimentConfig
+from testbed.config import ExperimentConfig, ps_without_server
 from testbed.graph_json import graph_to_json
 from testbed.network import build_network
 from testbed.store import Store
 from testbed.transport import EmulatedTransport, Timer
-
-
-def ps_without_server(method: str, topology) -> str:
-    """One line for a parameter-server exchange asked of a topology without a server."""
-    from nodes.compression.registry import SCHEMES, load_all
-
-    load_all()
-    head = (f"compression.collective 'ps' (method {method!r}) needs a parameter server, but "
-            f"network.topology {topology!r} has no server node; ")
-    others = [c for c in SCHEMES[method].collectives if c != "ps"]
-    if others:
-        return head + (f"set compression.collective to {' or '.join(repr(c) for c in others)}, or use a "
-                       f"topology with a server (star, mesh, geometric)")
-    serverless = sorted(n for n, c in SCHEMES.items() if set(c.collectives) - {"ps"})
-    return head + (f"{method!r} only exchanges through a server: use a topology with one (star, "
-                   f"mesh, geometric) or a method that needs none ({', '.join(serverless)})")
 
 
 DEFAULT_THREADS = 1  # run.threads = 0: why one, see the Field in testbed/config.py

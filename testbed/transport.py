@@ -371,8 +371,11 @@ class EmulatedTransport(Transport):
             reports += round_reports
             t = max(float(r.end_s) for r in round_reports)
         src = next(iter(missing))
-        raise TransportError(f"broadcast from {src} still lost packets after {self.MAX_RESENDS} "
-                             "resends; the downlink loss is too high")
+        dsts = ", ".join(sorted(missing[src]))
+        raise TransportError(f"the broadcast from {src} still missed packets at {dsts} after "
+                             f"{self.MAX_RESENDS} resends (a model update is resent until every "
+                             "node has it, under best_effort delivery too): the links' "
+                             "network.link.loss is too high for a run")
 
     def _whole_at(self, reports, sizes: dict[str, list[int]]) -> dict[str, float]:
         """When each source's packets were all at every receiver (over a spread and its resends)."""

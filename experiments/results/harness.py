@@ -140,13 +140,18 @@ def timed_experiment(cfg, store, timers: Timers):
 # ----------------------------------------------------------------------------- running
 def execute(spec: RunSpec, store_path: str | None = None) -> RunResult:
     """Run one spec through the orchestrator; never raises for a refused or failed run."""
-    from testbed.config import load_config
+    from testbed.config import NoServerError, load_config
     from testbed.experiment import ExperimentError
 
     config = Path(spec.config)
     if not config.is_absolute():
         config = ROOT / config
-    cfg = load_config(config, ["run.threads=1", *spec.overrides])
+    try:
+        cfg = load_config(config, ["run.threads=1", *spec.overrides])
+    except NoServerError as e:            # a parameter-server method on a ring
+        method = next((o.split("=", 1)[1].strip('"') for o in spec.overrides
+                       if o.startswith("compression.method=")), "")
+        return RunResult(spec=spec, status="n/a", method=method, note=str(e))
     cfg.run.name = spec.label
     result = RunResult(spec=spec, status="failed", method=cfg.compression.method)
     tmp = None

@@ -18,7 +18,7 @@ LABELS = ["fp32", "fp16", "topk", "dgc", "qsgd", "signsgd_ef", "powersgd", "lgc_
 
 def options(label: str, warmup: int, ae_iters: int) -> dict:
     """`[compression]` table for one method at the given stage lengths."""
-    lgc = {"ratio": DENSITY, "warmup_iterations": warmup, "ae_iters": ae_iters, "ae_steps": 25,
+    lgc = {"ratio": DENSITY, "warmup_iterations": warmup, "ae_iterations": ae_iters, "ae_steps": 25,
            "ae_channels": "16,16,16", "ae_kernel": 5, "latent_ratio": 0.125,
            "latent_dtype": "f16"}
     table = {
@@ -31,7 +31,7 @@ def options(label: str, warmup: int, ae_iters: int) -> dict:
         "powersgd": {"method": "powersgd", "rank": 2},
         # LGC-PS's protocol with the leader's f16 values instead of the latent: what the AE adds
         "lgc_ablation": {"method": "lgc_ablation", "ratio": DENSITY, "warmup_iterations": warmup,
-                         "ae_iters": ae_iters, "innovation_ratio": 0.01},
+                         "ae_iterations": ae_iters, "innovation_ratio": 0.01},
         "lgc_ps": {"method": "lgc_ps", **lgc, "innovation_ratio": 0.01},
         "lgc_rar": {"method": "lgc_rar", **lgc},
         "scalecom": {"method": "scalecom", "ratio": DENSITY},

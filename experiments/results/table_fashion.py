@@ -94,7 +94,7 @@ COLUMNS = [
 def options(label: str, warmup: int, ae_iters: int) -> dict:
     if label.endswith("_nomask"):
         return {**options(label[:-len("_nomask")], warmup, ae_iters), "momentum_masking": False}
-    lgc = {"ratio": DENSITY, "warmup_iterations": warmup, "ae_iters": ae_iters}
+    lgc = {"ratio": DENSITY, "warmup_iterations": warmup, "ae_iterations": ae_iters}
     table = {
         "fp32": {"method": "none"},
         "topk": {"method": "topk", "ratio": DENSITY},

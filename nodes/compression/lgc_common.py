@@ -4,7 +4,7 @@
 Stage schedule (iterations, from the experiment file):
     [0, warmup_iterations)                       "warmup"   DGC-style sparsified training, DGC's
                                                        exponential sparsity warm-up
-    [warmup_iterations, warmup_iterations + ae_iters) "ae_train" sparsified training at the final density;
+    [warmup_iterations, warmup_iterations + ae_iterations) "ae_train" sparsified training at the final density;
                                                        the aggregator trains the AE online
     then                                    "lgc"      encoded exchange; if retrain_every = R > 0,
                                                        every R iterations `retrain_iters` more
@@ -416,7 +416,8 @@ def rms(x: torch.Tensor) -> float:
 # ---------------------------------------------------------------- the shared Scheme body
 
 COMMON_OPTIONS: dict[str, Field] = dict(
-    ratio=Field(0.01, float, min=1e-6, max=1.0, help="final top-k density (fraction of coordinates), as DGC's"),
+    ratio=Field(0.01, float, min=1e-6, max=1.0, old_names=("density",),
+                help="final top-k density (fraction of coordinates), as DGC's"),
     momentum=Field(0.9, float, min=0.0, max=1.0, max_open=True,
                     help="DGC momentum correction factor; 0 = plain error feedback"),
     clip_norm=Field(10.0, float, min=0.0,
@@ -424,8 +425,10 @@ COMMON_OPTIONS: dict[str, Field] = dict(
     sample_fraction=Field(0.01, float, min=1e-6, max=1.0,
                            help="share of v DGC samples to estimate the top-k threshold"),
     momentum_masking=Field(True, bool, help=MASKING_HELP),
-    warmup_iterations=Field(50, int, min=0, help="iterations of DGC-style warm-up (sparsity warm-up)"),
-    ae_iters=Field(20, int, min=1, help="iterations in which the autoencoder is trained online"),
+    warmup_iterations=Field(50, int, min=0, old_names=("warmup_iters",),
+                            help="iterations of DGC-style warm-up (sparsity warm-up)"),
+    ae_iterations=Field(20, int, min=1, old_names=("ae_iters",),
+                        help="iterations in which the autoencoder is trained online"),
     retrain_every=Field(0, int, min=0, help="re-train the AE every R LGC iterations; 0 = never"),
     retrain_iters=Field(5, int, min=1, help="iterations of each re-training window"),
     ae_channels=Field("16,16,16", str, help="widths of the stride-2 conv layers, e.g. '16,16,16'"),
@@ -451,8 +454,8 @@ COMMON_OPTIONS: dict[str, Field] = dict(
 )
 
 # The options of the schedule, the DGC state and the leader: what the ablation keeps.
-PROTOCOL_OPTIONS = ("ratio", "momentum", "momentum_masking", "clip_norm", "sample_fraction",
-                    "warmup_iterations", "ae_iters", "leader", *LAYER_OPTIONS)
+PROTOCOL_OPTIONS = ("ratio", "momentum", "momentum_masking", "clip_norm", "sample_fraction", "warmup_iterations",
+                    "ae_iterations", "leader", *LAYER_OPTIONS)
 
 
 class LGCBase(Scheme):
@@ -462,7 +465,7 @@ class LGCBase(Scheme):
     linear = False           # a wholly linear AE (LGC-RAR: every node decodes its own share)
     handles_momentum = True  # DGC's momentum correction: the optimizer must not add momentum
 
-    def __init__(self, *, ratio=0.01, momentum=0.9, clip_norm=10.0, sample_fraction=0.01, warmup_iterations=50, ae_iters=20,
+    def __init__(self, *, ratio=0.01, momentum=0.9, clip_norm=10.0, sample_fraction=0.01, warmup_iterations=50, ae_iterations=20,
                  retrain_every=0, retrain_iters=5, ae_channels="16,16,16", ae_kernel=5,
                  latent_ratio=0.125, ae_lr=1e-3, ae_batch=16, ae_steps=25, ae_buffer=512,
                  ae_gflops=100.0, worker_gflops=10.0, latent_dtype="f16", leader=-1, order="sign",
@@ -473,7 +476,7 @@ class LGCBase(Scheme):
         # the schema checked each option alone; what it cannot see is the number of workers
         if not -1 <= leader < self.n_workers:
             raise ValueError(f"leader={leader!r} not allowed; allowed -1 (cyclic) or 0..{self.n_workers - 1}")
-        self.sched = Schedule(int(warmup_iterations), int(ae_iters), int(retrain_every),
+        self.sched = Schedule(int(warmup_iterations), int(ae_iterations), int(retrain_every),
                               int(retrain_iters) if retrain_every else 0)
         self.density = float(ratio)
         self.latent_dtype = latent_dtype

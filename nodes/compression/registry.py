@@ -15,6 +15,10 @@ from nodes.compression.base import Scheme
 from schema import Field, OptionError, check_table
 
 METHODS: dict[str, dict[str, Field]] = {}
+# Per method, the experiment-file keys ("compression.ratio", "optim.momentum") it needs other
+# values of than most files carry: what `--set compression.method=NAME` sets on a file written
+# for another method (testbed.config), with a note.
+KNOWN_GOOD: dict[str, dict[str, object]] = {}
 SCHEMES: dict[str, type[Scheme]] = {}
 WIRE_IDS: dict[str, int] = {}
 FIRST_FREE_ID = 64   # ids from here on are handed to methods that do not pick one
@@ -29,10 +33,12 @@ def collective_field(cls: type[Scheme]) -> Field:
                       "gets every message and aggregates locally)")
 
 
-def register(name: str, *, wire_id: int | None = None, **options: Field):
+def register(name: str, *, wire_id: int | None = None, known_good: dict | None = None,
+             **options: Field):
     """Register a Scheme class under `name` with its option fields (plus `collective`, from the
     class's `collectives`) and its wire id byte (shipped methods pin theirs so old recordings
-    stay readable; None: the first free one)."""
+    stay readable; None: the first free one). `known_good`: {"section.key": value} the method
+    trains with where a file written for another method would not (see KNOWN_GOOD)."""
     taken = {i for n, i in WIRE_IDS.items() if n != name}
     if wire_id is None:
         wire_id = next(i for i in range(FIRST_FREE_ID, 255) if i not in taken)
@@ -44,13 +50,14 @@ def register(name: str, *, wire_id: int | None = None, **options: Field):
         SCHEMES[name] = cls
         METHODS[name] = {**options, "collective": collective_field(cls)}
         WIRE_IDS[name] = wire_id
+        KNOWN_GOOD[name] = dict(known_good or {})
         return cls
     return deco
 
 
 def unregister(name: str) -> None:
     """Forget a method (tests that register a toy one clean up with this)."""
-    for table in (SCHEMES, METHODS, WIRE_IDS):
+    for table in (SCHEMES, METHODS, WIRE_IDS, KNOWN_GOOD):
         table.pop(name, None)
 
 

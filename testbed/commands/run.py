@@ -54,12 +54,16 @@ def build_experiment(cfg, store):
 
 def run_failures() -> tuple[type, ...]:
     """Errors with which a started run fails for a reason it names (exit 1, one line); any
-    other exception in a run is a bug and stays a traceback."""
+    other exception in a run is a bug and stays a traceback. An OptionError here is a setting
+    the link layer finds it cannot carry only once the run sends (e.g. network.engine = "fast"
+    for a multi-hop call over a fading link): the run was made, so it failed (exit 1)."""
     from channels.errors import DeliveryError
     from nodes.compression.base import GradientError
+    from schema import OptionError
     from testbed.experiment import ExperimentError
+    from testbed.transport import TransportError
 
-    return (ExperimentError, DeliveryError, GradientError)
+    return (ExperimentError, DeliveryError, GradientError, TransportError, OptionError)
 
 
 @contextlib.contextmanager

@@ -86,7 +86,11 @@ def live(tmp_path_factory):
 
     from dashboards.app import create_app
 
-    app = create_app(store_path, live_interval_ms=1000, runs_interval_ms=1000)
+    # The page shows the store path as given: a user's `testbed dashboard --store runs.db` gives a
+    # name in the working directory, so the app is given that (the README's screenshots show it).
+    cwd = os.getcwd()
+    os.chdir(tmp)
+    app = create_app(Path(store_path.name), live_interval_ms=1000, runs_interval_ms=1000)
     server = make_server("127.0.0.1", 0, app.server, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -106,6 +110,7 @@ def live(tmp_path_factory):
         thread.join(timeout=10)
         app.board.close()
         reader.close()
+        os.chdir(cwd)
 
 
 @pytest.fixture(scope="module")
@@ -286,7 +291,7 @@ def test_compare_view_with_two_runs(live, browser):
 # The shipped LGC-PS file, shortened, with the MLP (4x less wall time than its CNN here), over
 # Rayleigh-fading links whose rate follows their SNR (an MCS table) and lose packets.
 LGC_SETS = ["run.iterations=60", "run.eval_every=10", "run.device=cpu", "network.workers=4",
-            "model.name=mlp", "compression.warmup_iterations=25", "compression.ae_iters=10",
+            "model.name=mlp", "compression.warmup_iterations=25", "compression.ae_iterations=10",
             "compression.ae_steps=5",
             'network.link.loss={ model = "fading", fading = "rayleigh", distance_m = 40.0, '
             'rate = "mcs", coherence_ms = 5.0 }']

@@ -57,10 +57,10 @@ delay_ms = 1.0
 delivery = "best_effort"
 loss = {{ model = "bernoulli", p = 0.05 }}
 """
-LGC = "ratio = 0.05\nwarmup_iterations = 3\nae_iters = 3\nae_steps = 5"  # the lgc stage from iteration 6
+LGC = "ratio = 0.05\nwarmup_iterations = 3\nae_iterations = 3\nae_steps = 5"  # the lgc stage from iteration 6
 OPTIONS = {"topk": "ratio = 0.05", "dgc": "ratio = 0.05\nwarmup_iterations = 4",
            "lgc_ps": LGC, "lgc_rar": LGC, "scalecom": "ratio = 0.05",
-           "lgc_ablation": "ratio = 0.05\nwarmup_iterations = 3\nae_iters = 3",
+           "lgc_ablation": "ratio = 0.05\nwarmup_iterations = 3\nae_iterations = 3",
            # "method:collective": the method on another of its collectives
            "topk:allgather": 'ratio = 0.05\ncollective = "allgather"'}
 

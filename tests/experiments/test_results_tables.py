@@ -135,9 +135,9 @@ def test_timed_experiment_pieces_add_up_to_no_more_than_the_wall_time():
 
 def test_refused_combination_is_reported_not_raised():
     spec = harness.RunSpec("ring-ps", "experiments/results_ring.toml",
-                           ["compression.method=topk", "run.iterations=1"])
+                           ["compression.method=lgc_ps", "run.iterations=1"])
     r = harness.execute(spec)
-    assert r.status == "n/a" and "parameter server" in r.note and r.iterations == 0
+    assert r.status == "n/a" and "parameter server" in r.note and r.iterations == 0 and r.method == "lgc_ps"
 
 
 def test_generated_cifar_format_loads_with_the_cifar10_loader(tmp_path):

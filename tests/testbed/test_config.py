@@ -105,6 +105,36 @@ def test_switching_method_sets_other_methods_options_aside(tmp_path, capsys):
         load_config(path, ["compression.method=none", "compression.downlnk='f16'"])
 
 
+def test_switching_to_randomk_takes_its_known_good_values(tmp_path, capsys):
+    """Issue 23: randomk's docstring says ratio 0.1 and momentum <= 0.5; a top-k file's 0.01 and
+    the optimizer's default 0.9 are replaced on the switch, one note each, unless the command
+    line names them; a file written for randomk keeps what it says."""
+    path = write(tmp_path, GOOD)
+    cfg = load_config(path, ["compression.method=randomk"])
+    assert cfg.compression.options["ratio"] == 0.1 and cfg.optim.momentum == 0.5
+    notes = capsys.readouterr().err.strip().splitlines()
+    assert [n.split()[1] for n in notes] == ["compression.ratio", "optim.momentum"]
+    assert "= 0.01 (the file's, written for 'topk') replaced by 0.1" in notes[0]
+    cfg = load_config(path, ["compression.method=randomk", "optim.momentum=0.3"])
+    assert cfg.optim.momentum == 0.3 and cfg.compression.options["ratio"] == 0.1
+    assert capsys.readouterr().err.count("note:") == 1
+    own = write(tmp_path, GOOD.replace('method = "topk"', 'method = "randomk"'), "own.toml")
+    cfg = load_config(own)
+    assert cfg.compression.options["ratio"] == 0.01 and cfg.optim.momentum == 0.9
+    assert not capsys.readouterr().err
+
+
+def test_the_collective_is_the_first_the_topology_can_carry(tmp_path):
+    ring = write(tmp_path, GOOD.replace('topology = "star"', 'topology = "ring"'))
+    assert load_config(ring).compression.options["collective"] == "allgather"   # topk: ps, allgather
+    assert "collective" not in load_config(write(tmp_path, GOOD, "star.toml")).compression.options
+    assert load_config(ring, ["compression.method=randomk"]).compression.options["collective"] == "allreduce"
+    with pytest.raises(ConfigError, match="'lgc_ps' only exchanges through a server"):
+        load_config(ring, ["compression.method=lgc_ps"])
+    with pytest.raises(ConfigError, match="compression.collective 'ps' .* needs a parameter server"):
+        load_config(ring, ["compression.collective='ps'"])
+
+
 def test_missing_file_is_named(tmp_path, capsys):
     assert main(["run", str(tmp_path / "nope.toml"), "--quiet"]) == 2
     assert "nope.toml: no such experiment file" in capsys.readouterr().err

@@ -162,18 +162,18 @@ def test_one_way_control_changes_only_that_direction(tiny_experiment, tmp_path):
 
 
 def test_a_server_method_on_a_ring_names_the_methods_that_can_run_there(tiny_experiment, tmp_path):
-    from testbed.experiment import ExperimentError
+    from testbed.config import NoServerError
 
-    # topk can all-gather instead: the line says which collective to set
-    with pytest.raises(ExperimentError) as err:
-        Experiment(load_config(tiny_experiment(), ["network.topology=ring"]), Store(tmp_path / "s.db"))
+    # topk asked for 'ps' on a ring can all-gather instead: the line says which collective to set
+    with pytest.raises(NoServerError) as err:
+        load_config(tiny_experiment(), ["network.topology=ring", "compression.collective='ps'"])
     message = str(err.value)
     assert "compression.collective 'ps' (method 'topk') needs a parameter server" in message
     assert "set compression.collective to 'allgather'" in message
     # lgc_ps only knows the server: the line names the methods that run without one
     path = tiny_experiment(method="lgc_ps", compression="")
-    with pytest.raises(ExperimentError) as err:
-        Experiment(load_config(path, ["network.topology=ring"]), Store(tmp_path / "s.db"))
+    with pytest.raises(NoServerError) as err:
+        load_config(path, ["network.topology=ring"])
     message = str(err.value)
     assert "'lgc_ps' only exchanges through a server" in message
     assert "lgc_rar" in message and "powersgd" in message and "randomk" in message
@@ -278,7 +278,7 @@ def test_lgc_in_use_figures_reach_the_evals_from_the_lgc_stage_on(tiny_experimen
     its lgc_ columns empty; the second holds the means over iterations 6-9, as the scheme's
     own figures say (lgc_common.InUse; checked by hand in test_lgc.py)."""
     path = tiny_experiment(method="lgc_ablation",
-                           compression="ratio = 0.05\nwarmup_iterations = 3\nae_iters = 3")
+                           compression="ratio = 0.05\nwarmup_iterations = 3\nae_iterations = 3")
     store, rid, exp = run_file(path, tmp_path / "s.db")
     first, second = store.evals(rid)
     assert first["lgc_beta"] is None and first["lgc_coder_error"] is None

@@ -217,7 +217,10 @@ def test_export_of_an_unknown_run_is_exit_2(tmp_path, capsys):
     (["run", "{dir}/absent.toml"], "no such experiment file"),
     (["run", "{file}", "--set", "run.iterations=0"], "run.iterations = 0: must be an integer >= 1"),
     (["run", "{file}", "--set", "nonsense"], "must be of the form key.path=value"),
-    (["run", "{file}", "--set", "network.topology=\"ring\""], "needs a parameter server, but network.topology 'ring' has no server node"),
+    (["run", "{file}", "--set", "network.topology=\"ring\"", "--set", "compression.method=\"lgc_ps\""],
+     "needs a parameter server, but network.topology 'ring' has no server node"),
+    (["run", "{file}", "--set", "network.topology=\"ring\"", "--set", "compression.collective=\"ps\""],
+     "needs a parameter server, but network.topology 'ring' has no server node"),
     (["run", "{file}", "--nproc", "3", "--launcher", "torchrun"], "--nproc = 3: must be 2, the file's number of workers"),
     (["dashboard", "--port", "70000"], "--port = 70000: must be in 1..65535"),
     (["run"], "the following arguments are required: file"),
@@ -234,6 +237,32 @@ def test_other_mistakes_are_one_line_exit_2_and_no_store_is_made(tiny_experiment
     assert code == 2
     assert words in one_line(err), err
     assert not db.exists()  # a refused run leaves no store behind
+
+
+CERTAIN_LOSS = '{ model = "bernoulli", p = 1.0 }'
+
+
+@pytest.mark.parametrize("delivery,loss,sets,words", [
+    ("best_effort", CERTAIN_LOSS, [], "still missed packets at w0, w1 after 50 resends"),
+    ("reliable", CERTAIN_LOSS, [], "reliable delivery"),
+    ("reliable", '{ model = "fading" }', ["network.topology=\"ring\"", "network.workers=4",
+                                          "network.engine=\"fast\""], "network.engine = 'fast'"),
+], ids=["best_effort-100%", "reliable-100%", "fast-engine-multi-hop-fading"])
+def test_a_setting_the_link_cannot_carry_fails_the_run_in_one_line_exit_1(
+        tiny_experiment, tmp_path, capsys, delivery, loss, sets, words):
+    """Issue 23: 100% Bernoulli loss on every link. Reliable delivery gives up after its retry
+    limit; best-effort loses every update, and the model broadcast, which is resent until whole,
+    never is. And the fast engine asked for a relayed all-gather over fading links, which only
+    the first call shows. Each: one line, exit 1, the run `failed` with that line's reason."""
+    path = tiny_experiment(iterations=3, delivery=delivery, loss=loss)
+    db = tmp_path / "lossy.db"
+    code, _, err = cli(["run", path, "--store", db, "--quiet", *sum((["--set", s] for s in sets), [])],
+                       capsys)
+    line = one_line(err)
+    assert code == 1 and line.startswith("testbed: error: run 1 failed: ") and words in line, err
+    with Store(db, readonly=True) as s:
+        run = s.run(1)
+    assert run["status"] == "failed" and run["error"].split(": ", 1)[1] in line
 
 
 def test_a_bug_stays_a_traceback(tmp_path, monkeypatch):

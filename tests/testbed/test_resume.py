@@ -25,7 +25,7 @@ from testbed.store import Store
 ROOT = Path(__file__).resolve().parents[2]
 GE = '{ model = "gilbert_elliott", p_good_to_bad = 0.1, p_bad_to_good = 0.4, loss_good = 0.02, loss_bad = 0.5 }'
 # LGC-PS: warm-up 0-2, autoencoder training 3-5, the LGC stage from iteration 6
-LGC = "ratio = 0.05\nwarmup_iterations = 3\nae_iters = 3\nae_steps = 5"
+LGC = "ratio = 0.05\nwarmup_iterations = 3\nae_iterations = 3\nae_steps = 5"
 METHODS = {"none": ("none", ""), "dgc": ("dgc", "ratio = 0.05\nwarmup_iterations = 4"),
            "lgc_ps": ("lgc_ps", LGC)}
 # checkpoints after iterations 3 and 7; killed once 6 are done: the resume starts at iteration 4

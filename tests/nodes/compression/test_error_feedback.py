@@ -39,7 +39,7 @@ def options(method):
     out = {**({"downlink": "f32"} if "downlink" in fields else {}),
            **({"beta": 1.0} if "beta" in fields else {})}
     if method.startswith("lgc_"):  # reach the LGC stage at iteration 2
-        out.update(warmup_iterations=1, ae_iters=1)
+        out.update(warmup_iterations=1, ae_iterations=1)
         out.update({k: v for k, v in (("ae_steps", 2), ("latent_dtype", "f32")) if k in fields})
     return out
 

@@ -74,7 +74,7 @@ def test_dgc_sends_the_small_layers_whole_and_keeps_nothing_of_them():
 
 
 def lgc(method, **over):
-    opts = dict(ratio=0.2, warmup_iterations=1, ae_iters=1, momentum=0.0, clip_norm=0.0,
+    opts = dict(ratio=0.2, warmup_iterations=1, ae_iterations=1, momentum=0.0, clip_norm=0.0,
                 dense_below=5, **over)
     if method != "lgc_ablation":
         opts.update(ae_steps=2, latent_dtype="f32", ae_channels="4", latent_ratio=0.5)

@@ -41,7 +41,7 @@ def grads(t: int, correlated: bool, sigma: float = 0.03) -> list[torch.Tensor]:
     return [bumps(gen) for _ in range(N_WORKERS)]
 
 
-LGC_OPTS = dict(ratio=0.05, warmup_iterations=0, ae_iters=10, ae_steps=40, momentum=0.0, clip_norm=0.0,
+LGC_OPTS = dict(ratio=0.05, warmup_iterations=0, ae_iterations=10, ae_steps=40, momentum=0.0, clip_norm=0.0,
                 ae_channels="16,16", latent_ratio=0.25, innovation_ratio=0.02, latent_dtype="f16")
 
 
@@ -179,7 +179,7 @@ def test_lgc_rar_warms_up_as_dgc_itself():
     through DGC's sparsity warm-up (iterations 0-3) and AE training (4-5), and so is the
     aggregate. Shared positions (a Broadcast from the leader) only from the LGC stage."""
     common = dict(ratio=0.05, momentum=0.9, clip_norm=10.0, warmup_iterations=4)
-    rar = scheme("lgc_rar", **common, ae_iters=2, ae_steps=2)
+    rar = scheme("lgc_rar", **common, ae_iterations=2, ae_steps=2)
     dgc = build_scheme("dgc", {**common, "collective": "allgather"}, n_workers=N_WORKERS,
                        shapes=[(N_COORD,)], payload_bytes=PAYLOAD, seed=0)
     ids = {codec.method_id("lgc_rar"), codec.method_id("dgc")}
@@ -226,7 +226,7 @@ def drive(sch, it, gs, record):
 
 
 def test_lgc_rar_decodes_the_sum_of_the_latents_that_travelled_the_ring():
-    sch = scheme("lgc_rar", ratio=0.05, ae_iters=3, ae_steps=10)
+    sch = scheme("lgc_rar", ratio=0.05, ae_iterations=3, ae_steps=10)
     for it in range(3):
         drive(sch, it, grads(it, True), [])
     assert sch.stage(3) == "lgc" and sch.worker_ae is not None
@@ -256,7 +256,7 @@ def test_lgc_rar_decodes_the_sum_of_the_latents_that_travelled_the_ring():
 def test_lgc_rar_trains_without_extra_traffic_and_ships_the_whole_ae_once():
     """AE training is DGC's all-gather (lgc_common.Schedule, as LGC-PS's); w0 trains on what it
     received and broadcasts the AE after the last AE-training iteration; then the ring."""
-    sch = scheme("lgc_rar", ae_iters=2, ae_steps=5)
+    sch = scheme("lgc_rar", ae_iterations=2, ae_steps=5)
     seen = []
     for it in range(4):
         rec = []
@@ -280,7 +280,7 @@ def test_stages_switch_at_the_configured_iterations():
     sched = Schedule(warmup_iters=3, ae_iters=2, retrain_every=4, retrain_iters=1)
     expect = ["warmup"] * 3 + ["ae_train"] * 2 + ["lgc"] * 3 + ["ae_train"] + ["lgc"] * 3 + ["ae_train"]
     assert [sched.stage(i) for i in range(13)] == expect
-    sch = scheme(warmup_iterations=3, ae_iters=2, retrain_every=4, retrain_iters=1, ae_steps=2)
+    sch = scheme(warmup_iterations=3, ae_iterations=2, retrain_every=4, retrain_iters=1, ae_steps=2)
     kinds = []
     for it in range(13):
         _, st = run_exchange(sch, it, grads(it, True))
@@ -298,7 +298,7 @@ def test_stages_switch_at_the_configured_iterations():
 
 def test_ae_training_time_is_its_flops_over_ae_gflops():
     sch = scheme(ae_channels="4", ae_kernel=3, latent_ratio=0.5, ae_steps=3, ae_batch=2,
-                 ae_gflops=2.0, ae_iters=2)
+                 ae_gflops=2.0, ae_iterations=2)
     _, st = run_exchange(sch, 0, grads(0, True))
     k = round(0.05 * N_COORD)  # 200, a multiple of the stride: no padding
     h = k // 2
@@ -313,7 +313,7 @@ def test_ae_training_time_is_its_flops_over_ae_gflops():
                                           ("lgc_ps", dict(decoders="per_node", latent_pull=1.0)),
                                           ("lgc_ps", dict(ae_refresh_every=2, ae_refresh_steps=2))])
 def test_state_dict_round_trip_mid_run_reproduces_the_continuation(method, extra):
-    opts = dict(warmup_iterations=2, ae_iters=3, ae_steps=5, momentum=0.9, clip_norm=10.0,
+    opts = dict(warmup_iterations=2, ae_iterations=3, ae_steps=5, momentum=0.9, clip_norm=10.0,
                 retrain_every=3, retrain_iters=1, **extra)
     a = scheme(method, **opts)
     outs = {}
@@ -354,7 +354,7 @@ def test_in_use_figures_by_hand():
     """lgc_ablation credits every node with the leader's f16 values at its positions: beta, the
     scalar fit's error and the credit's error against the nodes' mean memory there, by hand
     from the memories before the exchange (momentum 0, no clipping: v + g)."""
-    sch = build_scheme("lgc_ablation", dict(ratio=0.05, warmup_iterations=1, ae_iters=1,
+    sch = build_scheme("lgc_ablation", dict(ratio=0.05, warmup_iterations=1, ae_iterations=1,
                                             momentum=0.0, clip_norm=0.0, leader=1),
                        n_workers=N_WORKERS, shapes=[(N_COORD,)], payload_bytes=PAYLOAD, seed=0)
     for it in range(3):
@@ -382,7 +382,7 @@ def test_lgc_ps_refresh_sends_the_memories_at_the_leaders_positions_and_trains_o
     leader's positions (before crediting); at t + 1 each sends it (k f16 values, counted in its
     uplink bits), the server trains on (leader's / s -> mean / s) alone (AE training's pairs are
     dropped) and ships the AE after the aggregate. t + 1 keeps nothing (not a refresh iteration)."""
-    sch = scheme(ae_iters=3, ae_steps=5, leader=2, ae_refresh_every=2, ae_refresh_steps=3)
+    sch = scheme(ae_iterations=3, ae_steps=5, leader=2, ae_refresh_every=2, ae_refresh_steps=3)
     for it in range(3):
         run_exchange(sch, it, grads(it, True))
     t = sch.sched.lgc_start
@@ -391,7 +391,7 @@ def test_lgc_ps_refresh_sends_the_memories_at_the_leaders_positions_and_trains_o
     _, st = run_exchange(sch, t, gs)
     ordered, s = sch.read_positions(by_kind(st.uplinks[0][2].packets)[KIND_INDICES])
     k = ordered.numel()
-    twin = scheme(ae_iters=3, ae_steps=5, leader=2, ae_refresh_every=2, ae_refresh_steps=3)
+    twin = scheme(ae_iterations=3, ae_steps=5, leader=2, ae_refresh_every=2, ae_refresh_steps=3)
     twin.load_state_dict(sch.state_dict())   # a checkpoint holds the kept memories
     plain, st2 = run_exchange(sch, t + 1, grads(t + 1, True))
     assert torch.equal(run_exchange(twin, t + 1, grads(t + 1, True))[0], plain)

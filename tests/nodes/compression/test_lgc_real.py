@@ -32,7 +32,7 @@ FAMILY = {"lgc_ps": dict(latent_dtype="f32"), "lgc_ablation": {},
 
 
 def family_scheme(method, shapes):
-    opts = dict(ratio=0.01, warmup_iterations=2, ae_iters=2, momentum=0.9, clip_norm=0.0,
+    opts = dict(ratio=0.01, warmup_iterations=2, ae_iterations=2, momentum=0.9, clip_norm=0.0,
                 **FAMILY[method])
     if method != "lgc_ablation":
         opts.update(ae_steps=5, ae_channels="8,8", latent_ratio=0.25)
@@ -98,7 +98,7 @@ def trained_ps():
     """A real LGC-PS run through DGC warm-up and AE training (4 workers, Fashion-MNIST subset);
     the server's training pairs of 3 further iterations are held out of the AE's training."""
     warmup, train, held = 10, 24, 3
-    opts = dict(ratio=0.01, warmup_iterations=warmup, ae_iters=train + held, ae_steps=25, clip_norm=0.0)
+    opts = dict(ratio=0.01, warmup_iterations=warmup, ae_iterations=train + held, ae_steps=25, clip_norm=0.0)
     run = real_run("lgc_ps", opts, warmup + train, workers=WORKERS, max_train=2048)
     x, t = collect_held_out(run, warmup + train, held)
     grads = [run.pool.gradients()[0] for _ in range(3)]  # real gradients of the next iterations
@@ -142,7 +142,7 @@ def test_lgc_ps_needs_fewer_uplink_bits_than_the_ablation_for_the_same_error(tra
     lgc_err, lgc_bits = sum(e for e, _ in lgc) / 3, sum(b for _, b in lgc) / 3
     for ratio in (0.0, 0.05, 0.2, 0.5, 1.0):
         abl = build_scheme("lgc_ablation", dict(ratio=0.01, warmup_iterations=sch.sched.warmup_iters,
-                                                ae_iters=sch.sched.ae_iters, clip_norm=0.0,
+                                                ae_iterations=sch.sched.ae_iters, clip_norm=0.0,
                                                 innovation_ratio=ratio),
                            n_workers=WORKERS, shapes=run.shapes, payload_bytes=1470, seed=0)
         abl_state = {**abl.state_dict(), "dgc": state["dgc"]}
@@ -160,7 +160,7 @@ def in_use():
     replayed from the LGC stage's first state with the coder frozen. Figures (InUse) over the
     last 8 LGC iterations of each."""
     warm, train, lgc = 6, 8, 16
-    opts = dict(ratio=0.01, warmup_iterations=warm, ae_iters=train, ae_steps=25, clip_norm=0.0,
+    opts = dict(ratio=0.01, warmup_iterations=warm, ae_iterations=train, ae_steps=25, clip_norm=0.0,
                 ae_refresh_every=1, ae_refresh_steps=25)
     run = real_run("lgc_ps", opts, warm + train, workers=WORKERS, max_train=2048)
     sch, start = run.scheme, warm + train

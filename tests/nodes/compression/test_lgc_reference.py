@@ -14,7 +14,7 @@ N, n = 3, 200
 
 
 def per_node_scheme(**over):
-    opts = dict(ratio=0.05, innovation_ratio=0.2, warmup_iterations=1, ae_iters=1, ae_steps=0,
+    opts = dict(ratio=0.05, innovation_ratio=0.2, warmup_iterations=1, ae_iterations=1, ae_steps=0,
                 momentum=0.0, clip_norm=0.0, latent_dtype="f32", ae_channels="4", latent_ratio=0.5,
                 ae_kernel=3, decoders="per_node", **over)
     return build_scheme("lgc_ps", opts, n_workers=N, shapes=[(n,)], payload_bytes=1400, seed=0)

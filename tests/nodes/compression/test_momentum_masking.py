@@ -45,7 +45,7 @@ def grads(it, n=2000):
 def build(method, masking):
     opts = dict(ratio=0.02, momentum_masking=masking)
     if method != "dgc":
-        opts.update(warmup_iterations=1, ae_iters=1)
+        opts.update(warmup_iterations=1, ae_iterations=1)
     if method in ("lgc_ps", "lgc_rar"):
         opts.update(ae_steps=2, ae_channels="8,8", latent_ratio=0.25)
     return build_scheme(method, opts, n_workers=W, shapes=SHAPES, payload_bytes=500, seed=3)
