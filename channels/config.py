@@ -84,6 +84,7 @@ NODE_EXTRA_KEYS: dict[str, Field] = {
     "role": Field(None, str, choices=("worker", "server", "relay")),
     "compute_speed": Field(None, float, min=0, min_open=True),
     "gflops": Field(None, float, min=0, min_open=True),
+    "energy_profile": Field(None, str, noun="a device profile name", help="channels/energy.py"),
 }
 
 NETWORK_KEYS: dict[str, Field] = {
@@ -99,6 +100,10 @@ NETWORK_KEYS: dict[str, Field] = {
     "csma": Field(None, dict),
     "nodes": Field(None, dict),
     "links": Field(None, list),
+    # Energy (channels/energy.py): every node's device profile unless [network.nodes.X] names
+    # its own, and a TOML file of profiles adding to the packaged ones.
+    "energy_profile": Field("rpi4", str, noun="a device profile name"),
+    "energy_profiles": Field(None, str, noun="a file path"),
 }
 _TABLES = ("link", "csma", "nodes", "links", "loss")
 
@@ -172,6 +177,17 @@ def validate_csma(table: Any, path: str = "network.csma") -> dict:
     return out
 
 
+def _check_profiles(out: dict) -> None:
+    """Every device profile named exists (packaged, or in `energy_profiles`)."""
+    from channels.energy import check_profile, load_profiles
+
+    profiles = load_profiles(out["energy_profiles"])
+    check_profile("network.energy_profile", out["energy_profile"], profiles)
+    for name, node in out["nodes"].items():
+        if node.get("energy_profile") is not None:
+            check_profile(f"network.nodes.{name}.energy_profile", node["energy_profile"], profiles)
+
+
 def validate_network(network: Any) -> dict:
     """Check the `[network]` table and return it with every default filled in."""
     if network is None:
@@ -227,6 +243,7 @@ def validate_network(network: Any) -> dict:
         rest = validate_link({k: v for k, v in over.items() if k not in ("src", "dst")}, path, partial=True)
         check_link_consistency({**out["link"], **rest}, path)
         out["links"].append({"src": over["src"], "dst": over["dst"], **rest})
+    _check_profiles(out)
     if any(o.get(k) for o in [out["link"], *out["links"], *out["nodes"].values()] for k in TRACE_KEYS):
         if out["medium"] == "shared":
             raise ChannelConfigError("network.medium", "shared",

@@ -4,6 +4,7 @@ The file (`[run] device_trace = PATH`, JSON, relative paths from the current dir
 
     {"nodes": {
        "w0": {"speed": [[0, 1.0], [30.0, 0.25]],      # from t = 30 s it computes 4x slower
+              "profile": "jetson_nano",                # its energy profile (optional)
               "available": [[0, 12.5], [20.0, null]]},  # away over [12.5, 20) s
        "w3": {"available": [[0, 60]], "period_s": 100}  # repeats every 100 s
     }}
@@ -14,6 +15,8 @@ The file (`[run] device_trace = PATH`, JSON, relative paths from the current dir
   for ever. A node is away outside them. No `available`: always there.
 - `period_s` (optional, per node): the node's trace repeats with this period (FedScale's
   `finish_time`: times are taken modulo it).
+- `profile` (optional, per node): the device's energy profile (channels/energy.py), used
+  unless `[network.nodes.X] energy_profile` names one.
 A worker not named in the file is always available at its own `compute_speed`. Availability
 and speed are read at each iteration's start (virtual seconds).
 
@@ -45,6 +48,7 @@ class NodeTrace:
     speed: list[float] = field(default_factory=list)
     available: list[tuple[float, float]] | None = None   # None: always available
     period_s: float | None = None
+    profile: str | None = None            # the device's energy profile (channels/energy.py)
 
     def _local(self, t: float) -> float:
         return t % self.period_s if self.period_s else t
@@ -75,6 +79,10 @@ class DeviceTrace:
         n = self.nodes.get(node)
         return True if n is None else n.available_at(t)
 
+    def profile(self, node: str) -> str | None:
+        n = self.nodes.get(node)
+        return None if n is None else n.profile
+
 
 def _number(where: str, x, *, positive=False) -> float:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0 \
@@ -92,9 +100,15 @@ def parse_device_trace(data, workers: list[str] | None = None) -> DeviceTrace:
         if workers is not None and name not in workers:
             raise DeviceTraceError(f"node {name!r} is not a worker of this network "
                                    f"(workers: {', '.join(workers)})")
-        if not isinstance(entry, dict) or set(entry) - {"speed", "available", "period_s"}:
-            raise DeviceTraceError(f"nodes.{name}: must be an object with speed, available, period_s")
+        if not isinstance(entry, dict) or set(entry) - {"speed", "available", "period_s", "profile"}:
+            raise DeviceTraceError(f"nodes.{name}: must be an object with speed, available, "
+                                   "period_s, profile")
         nt = NodeTrace()
+        if entry.get("profile") is not None:
+            if not isinstance(entry["profile"], str):
+                raise DeviceTraceError(f"nodes.{name}.profile = {entry['profile']!r}: must be a "
+                                       "device profile name (channels/data/energy_profiles.toml)")
+            nt.profile = entry["profile"]
         if entry.get("period_s") is not None:
             nt.period_s = _number(f"nodes.{name}.period_s", entry["period_s"], positive=True)
         for i, step in enumerate(entry.get("speed", [])):
