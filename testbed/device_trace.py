@@ -153,9 +153,18 @@ def check_device_trace(key: str, path: str, network: dict | None = None,
     from testbed.config import ConfigError
 
     try:
-        return load_device_trace(path, workers)
+        trace = load_device_trace(path, workers)
     except DeviceTraceError as e:
         raise ConfigError(key, path, f"a device trace (testbed/device_trace.py): {e}") from None
+    if network is not None:  # the energy profiles it names exist
+        from channels.energy import load_profiles
+
+        profiles = load_profiles(network.get("energy_profiles"))
+        for name, node in trace.nodes.items():
+            if node.profile is not None and node.profile not in profiles:
+                raise ConfigError(f"{key} nodes.{name}.profile", node.profile,
+                                  "a device profile: " + ", ".join(sorted(profiles)))
+    return trace
 
 
 def from_fedscale(behave: dict, capacity: dict, clients: list, workers: list[str] | None = None) -> dict:

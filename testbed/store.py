@@ -464,7 +464,7 @@ class Store:
                     "config": run["config"], "method": run["method"],
                     "topology": run["topology"], "workers": run["workers"],
                     "started_at": run["started_at"], "ended_at": run["ended_at"],
-                    "error": run["error"]},
+                    "error": run["error"], "energy_j": run.get("energy_j")},
             "iterations": self.iterations(rid),
             "nodes": self.node_iterations(rid),
             "evals": self.evals(rid),
