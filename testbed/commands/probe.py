@@ -44,8 +44,9 @@ def _resolve_paths(net: dict, base: Path) -> dict:
             return str(base / path)
         return path
     net = dict(net)
-    if "file" in net:
-        net["file"] = fix(net["file"])
+    for key in ("file", "energy_profiles"):
+        if key in net:
+            net[key] = fix(net[key])
     def fix_traces(table):
         if not isinstance(table, dict):
             return table
@@ -163,8 +164,29 @@ def probe_report(network: dict, seed: int, args) -> dict:
         "repeats": {"n": len(durations), "mean_s": mean, "std_s": std},
         "seed": seed,
         "topology": network["topology"], "medium": network["medium"], "sharing": network["sharing"],
+        "energy": _energy(rep, network, args),
         **_left_out(rep, network, seed, args),
     }
+
+
+def _energy(rep, network: dict, args) -> dict:
+    """Joules of the probed traffic per node over the call (channels/energy.py): transmit,
+    receive and idle-listen times x its device profile's radio powers; away workers sleep."""
+    from channels.energy import load_profiles, radio_seconds
+
+    profiles = load_profiles(network.get("energy_profiles"))
+    times = radio_seconds(rep, network["medium"] == "shared")
+    trace = getattr(args, "device_trace", None)
+    window = rep.end_s - rep.start_s
+    away = {str(n) for n in (trace.nodes if trace is not None else ()) if not trace.available(str(n), 0.0)}
+    out = {}
+    for node in sorted({*map(str, times), *map(str, rep.nodes), *away}):
+        name = (network["nodes"].get(node, {}).get("energy_profile")
+                or (trace.profile(node) if trace is not None else None) or network["energy_profile"])
+        tx, rx = times.get(node, (0.0, 0.0))
+        out[node] = {"profile": name, "tx_s": tx, "rx_s": rx,
+                     "radio_j": profiles[name].radio_joules(tx, rx, window, away=node in away)}
+    return out
 
 
 def _left_out(rep, network: dict, seed: int, args) -> dict:
@@ -225,6 +247,10 @@ def main(args) -> int:
     for name, s in out["links"].items():
         print(f"  {name:<18} {s['packets']:>8} {s['lost']:>6} {s['collisions']:>6} {s['retries']:>6} "
               f"{s['retransmitted']:>6} {s['busy_s'] * 1e3:>10.3f}")
+    print(f"  {'radio energy':<18} {'profile':>12} {'tx ms':>10} {'rx ms':>10} {'joules':>12}")
+    for n, e in out["energy"].items():
+        print(f"  {n:<18} {e['profile']:>12} {e['tx_s'] * 1e3:>10.3f} {e['rx_s'] * 1e3:>10.3f} "
+              f"{e['radio_j']:>12.6f}")
     r = out["repeats"]
     if r["n"] > 1:
         print(f"{r['n']} repeats: mean {r['mean_s'] * 1e3:.3f} ms, std {r['std_s'] * 1e3:.3f} ms")

@@ -144,3 +144,20 @@ def test_an_older_store_gains_the_energy_columns(tmp_path):
         s.flush()
         assert s.node_iterations(rid)[1]["energy_j"] == 2.5
         assert s.runs()[0]["energy_j"] == 2.5
+
+
+def test_probe_prints_the_joules_of_the_probed_traffic(tmp_path, capsys):
+    # two workers each send 7 packets of 1460 B (1500 B on the wire) at 10 Mb/s, 5 ms delay,
+    # on dedicated links: 8.4 ms of airtime each; the call lasts 8.4 + 5 ms
+    path = tmp_path / "p.toml"
+    path.write_text('[run]\nseed = 0\n[network]\ntopology = "star"\nworkers = 2\nmedium = "dedicated"\n'
+                    '[network.link]\nbandwidth_mbps = 10.0\ndelay_ms = 5.0\n'
+                    '[network.nodes.w1]\nenergy_profile = "phone"\n')
+    assert cli(["probe", str(path), "--payload-bytes", str(7 * 1460), "--pattern", "gather", "--json"]) == 0
+    energy = json.loads(capsys.readouterr().out)["energy"]
+    p = load_profiles()
+    air, window = 7 * 1500 * 8 / 10e6, 7 * 1500 * 8 / 10e6 + 5e-3
+    assert energy["w0"]["tx_s"] == pytest.approx(air)
+    assert energy["w0"]["radio_j"] == pytest.approx(p["rpi4"].tx_w * air + p["rpi4"].idle_w * (window - air))
+    assert energy["w1"]["profile"] == "phone"
+    assert energy["server"]["rx_s"] == pytest.approx(2 * air)
