@@ -249,6 +249,14 @@ class Experiment:
         """Workers available at virtual time t (all of them without a device trace)."""
         return [w for w in self.workers if self.devices is None or self.devices.available(str(w), t)]
 
+    def _device_links(self, t: float) -> None:
+        """A device trace's uplink/downlink rates at virtual time t set the worker's links."""
+        from testbed.device_trace import apply_link_rates
+
+        if self.devices is not None and apply_link_rates(self.devices, self.network, self.workers, t):
+            if self.run_id is not None:
+                self._refresh_graph_json()   # the topology panel shows the rates in force
+
     def _lr(self, it: int) -> float:
         o = self.cfg.optim
         lr = o.lr
@@ -368,6 +376,7 @@ class Experiment:
                 grads, losses, wall_compute = self.gradients()
             check_finite(grads, it)
             present = self._present(t_iter)
+            self._device_links(t_iter)
             ready = {w: t_iter + (self._compute_seconds(w, wall_compute, t_iter) if w in present else 0.0)
                      for w in self.workers}
             away = [r for r, w in enumerate(self.workers) if w not in present]
