@@ -104,8 +104,20 @@ NETWORK_KEYS: dict[str, Field] = {
     # its own, and a TOML file of profiles adding to the packaged ones.
     "energy_profile": Field("rpi4", str, noun="a device profile name"),
     "energy_profiles": Field(None, str, noun="a file path"),
+    "mobility": Field(None, dict),
 }
-_TABLES = ("link", "csma", "nodes", "links", "loss")
+_TABLES = ("link", "csma", "nodes", "links", "loss", "mobility")
+
+# `[network.mobility]`: nodes that move on the virtual clock (channels/mobility.py).
+MOBILITY_KEYS: dict[str, Field] = {
+    "model": Field("random_waypoint", str, choices=("random_waypoint", "path", "trace")),
+    "nodes": Field(None, list, noun="a list of node names", help="random_waypoint: who moves (default: every worker)"),
+    "area_m": Field([-50.0, -50.0, 50.0, 50.0], list, noun="[xmin, ymin, xmax, ymax] in metres"),
+    "speed_mps": Field([0.5, 1.5], list, noun="[min, max] metres per second"),
+    "pause_s": Field(0.0, float, min=0, help="random_waypoint: pause at each waypoint"),
+    "paths": Field(None, dict, help="path: NODE = [[t, x, y], ...]"),
+    "file": Field(None, str, noun="a file path", help="trace: CSV time_s,node,x_m,y_m"),
+}
 
 
 def _unknown(path: str, key: str, known) -> ChannelConfigError:
@@ -210,6 +222,9 @@ def validate_network(network: Any) -> dict:
     out["link"] = validate_link(network.get("link", {}), "network.link", partial=False)
     check_link_consistency(out["link"], "network.link")
     out["csma"] = validate_csma(network.get("csma"))
+    mobility = network.get("mobility")
+    out["mobility"] = None if mobility is None else check_table(
+        "network.mobility", mobility, MOBILITY_KEYS, error=ChannelConfigError)
 
     nodes = network.get("nodes", {}) or {}
     if not isinstance(nodes, dict):

@@ -257,6 +257,16 @@ class Experiment:
             if self.run_id is not None:
                 self._refresh_graph_json()   # the topology panel shows the rates in force
 
+    def _move(self, t: float) -> None:
+        """Moving nodes (channels/mobility.py) where they are at virtual time t, in the run's
+        topology JSON (the topology panel). The link layer reads positions per transmission."""
+        mobility = self.graph.graph.get("mobility")
+        if mobility is None or self.run_id is None:
+            return
+        for n in mobility.tracks:
+            self.graph.nodes[n]["pos"] = tuple(float(x) for x in mobility.position(n, t)[0])
+        self._refresh_graph_json()
+
     def _lr(self, it: int) -> float:
         o = self.cfg.optim
         lr = o.lr
@@ -377,6 +387,7 @@ class Experiment:
             check_finite(grads, it)
             present = self._present(t_iter)
             self._device_links(t_iter)
+            self._move(t_iter)
             ready = {w: t_iter + (self._compute_seconds(w, wall_compute, t_iter) if w in present else 0.0)
                      for w in self.workers}
             away = [r for r, w in enumerate(self.workers) if w not in present]
