@@ -324,6 +324,10 @@ class Dashboard:
             return (F.compare_figure([], x, as_dict=True), [],
                     "Tick one or more runs in the table above to compare them.")
         rows = F.compare_summary(entries, target, baseline)
+        with self.store() as store:  # energy to the target beside the time to it
+            for row in rows:
+                it = row["iterations_to_target"]
+                row["energy_to_target_j"] = None if it is None else Q.energy_to(store.db, row["id"], it)
         if baseline is None:
             note = "No fp32 run (method 'none') in the store: the compression ratio is left blank."
         else:

@@ -72,3 +72,9 @@ def links(db: sqlite3.Connection, run_id: int, after: int, upto: int, stride: in
 def newest_run_id(db: sqlite3.Connection, method: str) -> int | None:
     """The newest run of a compression method (e.g. the fp32 baseline "none"), or None."""
     return db.execute("SELECT MAX(id) FROM runs WHERE method=?", (method,)).fetchone()[0]
+
+
+def energy_to(db: sqlite3.Connection, run_id: int, iteration: int) -> float | None:
+    """Joules of every worker of a run up to and including `iteration` (None: not recorded)."""
+    return db.execute("SELECT SUM(energy_j) FROM iterations WHERE run_id=? AND iteration <= ?",
+                      (run_id, iteration)).fetchone()[0]

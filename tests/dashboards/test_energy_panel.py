@@ -65,3 +65,21 @@ def test_live_ticks_append_energy_points_equal_to_a_fresh_drawing(tmp_path, smoo
         cum_w0 = next(t for t in fresh["data"] if t["uid"] == F.series_uid("cumj", "w0"))
         assert cum_w0["y"][-1] == pytest.approx(7 * 1.5)
         board.close()
+
+
+def test_compare_puts_energy_to_the_target_beside_the_time_to_it(tmp_path):
+    with Store(tmp_path / "runs.db") as store:
+        rid = store.create_run("e", {}, method="none", topology="star", workers=2, graph=GRAPH,
+                               pid=os.getpid())
+        write(store, rid, 0, 9)
+        for it, acc in ((4, 0.6), (9, 0.9)):
+            store.append_eval(rid, {"iteration": it, "virtual_time_s": 0.5 * (it + 1), "test_accuracy": acc})
+        store.flush()
+        board = Dashboard(store.path)
+        _, rows, _ = board.compare_view([rid], 0.85, "virtual_time_s")
+        # reached at iteration 9: ten iterations of w0 (1.5 J each) and w1 (0.25, 0.5 alternating)
+        assert rows[0]["iterations_to_target"] == 9
+        assert rows[0]["energy_to_target_j"] == pytest.approx(10 * 1.5 + 5 * 0.25 + 5 * 0.5)
+        _, rows, _ = board.compare_view([rid], 0.95, "virtual_time_s")
+        assert rows[0]["energy_to_target_j"] is None
+        board.close()
