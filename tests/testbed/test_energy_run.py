@@ -188,6 +188,7 @@ def test_resume_restores_moving_nodes_and_their_energy_exactly(tiny_experiment, 
         rid = exp.run()
         ref = rows(ref_store, rid)
         graph = ref_store.run(rid)["graph"]
+        ref_energy = ref_store.run(rid)["energy_j"]
     snr = {r["src"]: [] for r in ref["links"]}
     for r in ref["links"]:
         snr[r["src"]].append(r["snr_db"])
@@ -200,3 +201,5 @@ def test_resume_restores_moving_nodes_and_their_energy_exactly(tiny_experiment, 
     got = killed_and_resumed(path, sets, tmp_path, capsys)
     for table in ("iterations", "nodes", "links", "evals", "summary"):
         assert got[table] == ref[table], table
+    with Store(tmp_path / "victim.db") as store:   # the run's total, recomputed by the rewind
+        assert store.run(1)["energy_j"] == pytest.approx(ref_energy, rel=1e-12)
