@@ -11,7 +11,7 @@ AE training 1/8). A run stops at the target accuracy (`run.stop_at_accuracy`), e
 every 25 iterations. One process, one thread; each finished run is written at once to
 docs/results/table_energy_runs/<method>.json (rerunning skips those).
 
-Per method: the iteration and virtual time of the first evaluation at or above the target,
+Per method: the iterations run and the virtual time at the first evaluation at or above the target,
 the stations' distance then, and each worker's joules up to and including that iteration
 (node_iterations.energy_j summed; mean over the 8 workers, and its radio / compute split).
 """
@@ -77,13 +77,13 @@ def distance_m(t: float) -> float:
 
 
 def table(rows: list[dict]) -> str:
-    out = ["| method | reached 80% | at iteration | virtual time s | distance then m | J per worker (mean) | radio J | compute J | J per worker min-max | bits up+down to it |",
+    out = ["| method | reached 80% | iterations | virtual time s | distance then m | J per worker (mean) | radio J | compute J | J per worker min-max | bits up+down to it |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         e = list(r["energy_j"].values())
         mean = [sum(x[i] for x in e) / len(e) for i in range(3)]
         out.append(f"| {r['method']} | {'yes' if r['reached'] else 'no (' + format(100 * r['accuracy'], '.1f') + '%)'} "
-                   f"| {r['iteration']} | {r['virtual_time_s']:.1f} | {distance_m(r['virtual_time_s']):.1f} "
+                   f"| {r['iteration'] + 1} | {r['virtual_time_s']:.1f} | {distance_m(r['virtual_time_s']):.1f} "
                    f"| {mean[0]:.1f} | {mean[1]:.1f} | {mean[2]:.2f} "
                    f"| {min(x[0] for x in e):.1f}-{max(x[0] for x in e):.1f} | {r['bits']:,} |")
     return "\n".join(out)
