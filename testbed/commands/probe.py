@@ -48,6 +48,8 @@ def _resolve_paths(net: dict, base: Path) -> dict:
     for key in ("file", "energy_profiles"):
         if key in net:
             net[key] = fix(net[key])
+    if isinstance(net.get("mobility"), dict) and "file" in net["mobility"]:
+        net["mobility"] = {**net["mobility"], "file": fix(net["mobility"]["file"])}
     def fix_traces(table):
         if not isinstance(table, dict):
             return table
