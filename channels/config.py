@@ -110,11 +110,12 @@ _TABLES = ("link", "csma", "nodes", "links", "loss", "mobility")
 
 # `[network.mobility]`: nodes that move on the virtual clock (channels/mobility.py).
 MOBILITY_KEYS: dict[str, Field] = {
-    "model": Field("random_waypoint", str, choices=("random_waypoint", "path", "trace")),
+    "model": Field("random_waypoint", str, choices=("random_waypoint", "away", "path", "trace")),
     "nodes": Field(None, list, noun="a list of node names", help="random_waypoint: who moves (default: every worker)"),
     "area_m": Field([-50.0, -50.0, 50.0, 50.0], list, noun="[xmin, ymin, xmax, ymax] in metres"),
     "speed_mps": Field([0.5, 1.5], list, noun="[min, max] metres per second"),
     "pause_s": Field(0.0, float, min=0, help="random_waypoint: pause at each waypoint"),
+    "until_m": Field(None, float, min=0, min_open=True, help="away: where the walk stops (metres from the server)"),
     "paths": Field(None, dict, help="path: NODE = [[t, x, y], ...]"),
     "file": Field(None, str, noun="a file path", help="trace: CSV time_s,node,x_m,y_m"),
 }

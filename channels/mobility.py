@@ -8,6 +8,10 @@ Models (`model`):
                    pauses `pause_s`, and so on. Draws come from a generator seeded by the
                    experiment's seed and the node's name, so a position is a pure function of
                    (seed, node, t): a resumed run, or any order of queries, sees the same path.
+  away             each moving node (`nodes`, default every worker) walks in a straight line
+                   away from the server (the access point) from its topology position, at a
+                   speed drawn uniformly in `speed_mps` (seeded as above), and stops when it is
+                   `until_m` from the server (a node already that far stays put).
   path             `[network.mobility.paths]` NODE = [[t, x, y], ...]: waypoints (t strictly
                    increasing from >= 0), straight lines at constant speed between them; before
                    the first the node is at the first, after the last at the last.
@@ -35,7 +39,7 @@ import numpy as np
 
 from channels.errors import ChannelConfigError
 
-MODELS = ("random_waypoint", "path", "trace")
+MODELS = ("random_waypoint", "away", "path", "trace")
 
 
 class PathTrack:
@@ -169,6 +173,8 @@ def build_mobility(table: dict, graph, seed) -> Mobility:
         if not table.get("file"):
             raise ChannelConfigError("network.mobility.file", None, 'a CSV of positions when model = "trace"')
         tracks = read_position_trace(table["file"])
+    elif model == "away":
+        tracks = _away(table, graph, seed)
     else:
         names = table.get("nodes")
         names = [n for n, a in graph.nodes(data=True) if a.get("role") == "worker"] if names is None else names
@@ -191,6 +197,41 @@ def build_mobility(table: dict, graph, seed) -> Mobility:
                                      f"a node of the topology ({', '.join(map(str, graph.nodes))})")
     static = {n: a["pos"] for n, a in graph.nodes(data=True) if a.get("pos") is not None}
     return Mobility(static, tracks)
+
+
+def _movers(table: dict, graph) -> list:
+    names = table.get("nodes")
+    names = [n for n, a in graph.nodes(data=True) if a.get("role") == "worker"] if names is None else names
+    for n in names:
+        if n not in graph or graph.nodes[n].get("pos") is None:
+            raise ChannelConfigError("network.mobility.nodes", n, "nodes of the topology with a position")
+    return names
+
+
+def _away(table: dict, graph, seed) -> dict:
+    speed = _pair("network.mobility.speed_mps", table["speed_mps"], 2, "[min, max] metres per second")
+    if not 0 < speed[0] <= speed[1]:
+        raise ChannelConfigError("network.mobility.speed_mps", table["speed_mps"], "0 < min <= max")
+    until = table.get("until_m")
+    if until is None:
+        raise ChannelConfigError("network.mobility.until_m", None, 'a distance in metres when model = "away"')
+    hub = next((n for n, a in graph.nodes(data=True) if a.get("role") == "server"), None)
+    if hub is None or graph.nodes[hub].get("pos") is None:
+        raise ChannelConfigError("network.mobility.model", "away", "a topology with a server that has a position")
+    centre = np.asarray(graph.nodes[hub]["pos"], dtype=float)
+    tracks = {}
+    for n in _movers(table, graph):
+        start = np.asarray(graph.nodes[n]["pos"], dtype=float)
+        v = np.random.default_rng([int(seed), 0x30B1, zlib.crc32(str(n).encode())]).uniform(*speed)
+        r0 = float(np.hypot(*(start - centre)))
+        if r0 <= 0:
+            raise ChannelConfigError("network.mobility.nodes", n, "nodes away from the server's position")
+        if until <= r0:
+            tracks[str(n)] = PathTrack([0.0], [start])
+            continue
+        end = centre + (start - centre) * (until / r0)
+        tracks[str(n)] = PathTrack([0.0, (until - r0) / v], [start, end])
+    return tracks
 
 
 def link_distance(mobility: Mobility | None, u, v) -> Distance | None:

@@ -117,3 +117,15 @@ def test_a_position_trace_csv_is_read_and_checked(tmp_path):
         moving_net({"model": "random_waypoint", "speed_mps": [2, 1]})
     with pytest.raises(ChannelConfigError, match="unknown key 'network.mobility.speed'"):
         moving_net({"model": "random_waypoint", "speed": [2, 1]})
+
+
+def test_away_walks_each_worker_straight_out_from_the_access_point_and_stops():
+    net = moving_net({"model": "away", "speed_mps": [2.0, 2.0], "until_m": 30.0}, workers=3)
+    m = net.graph.graph["mobility"]
+    for i in range(3):   # the star puts w_i 10 m out at angle 2 pi i / 3
+        a = 2 * math.pi * i / 3
+        # 10 m + 2 m/s x t until 30 m (t = 10 s), then it stands
+        for t, r in ((0.0, 10.0), (4.0, 18.0), (10.0, 30.0), (50.0, 30.0)):
+            assert m.position(f"w{i}", [t])[0] == pytest.approx([r * math.cos(a), r * math.sin(a)], abs=1e-9)
+    with pytest.raises(ChannelConfigError, match="network.mobility.until_m = None"):
+        moving_net({"model": "away"})
