@@ -94,6 +94,7 @@ NODE_EXTRA_KEYS: dict[str, Field] = {
     "role": Field(None, str, choices=("worker", "server", "relay")),
     "compute_speed": Field(None, float, min=0, min_open=True),
     "gflops": Field(None, float, min=0, min_open=True),
+    "energy_profile": Field(None, str, noun="a device profile name", help="channels/energy.py"),
 }
 
 NETWORK_KEYS: dict[str, Field] = {
@@ -109,8 +110,25 @@ NETWORK_KEYS: dict[str, Field] = {
     "csma": Field(None, dict),
     "nodes": Field(None, dict),
     "links": Field(None, list),
+    # Energy (channels/energy.py): every node's device profile unless [network.nodes.X] names
+    # its own, and a TOML file of profiles adding to the packaged ones.
+    "energy_profile": Field("rpi4", str, noun="a device profile name"),
+    "energy_profiles": Field(None, str, noun="a file path"),
+    "mobility": Field(None, dict),
 }
-_TABLES = ("link", "csma", "nodes", "links", "loss")
+_TABLES = ("link", "csma", "nodes", "links", "loss", "mobility")
+
+# `[network.mobility]`: nodes that move on the virtual clock (channels/mobility.py).
+MOBILITY_KEYS: dict[str, Field] = {
+    "model": Field("random_waypoint", str, choices=("random_waypoint", "away", "path", "trace")),
+    "nodes": Field(None, list, noun="a list of node names", help="random_waypoint: who moves (default: every worker)"),
+    "area_m": Field([-50.0, -50.0, 50.0, 50.0], list, noun="[xmin, ymin, xmax, ymax] in metres"),
+    "speed_mps": Field([0.5, 1.5], list, noun="[min, max] metres per second"),
+    "pause_s": Field(0.0, float, min=0, help="random_waypoint: pause at each waypoint"),
+    "until_m": Field(None, float, min=0, min_open=True, help="away: where the walk stops (metres from the server)"),
+    "paths": Field(None, dict, help="path: NODE = [[t, x, y], ...]"),
+    "file": Field(None, str, noun="a file path", help="trace: CSV time_s,node,x_m,y_m"),
+}
 
 
 def _unknown(path: str, key: str, known) -> ChannelConfigError:
@@ -182,6 +200,17 @@ def validate_csma(table: Any, path: str = "network.csma") -> dict:
     return out
 
 
+def _check_profiles(out: dict) -> None:
+    """Every device profile named exists (packaged, or in `energy_profiles`)."""
+    from channels.energy import check_profile, load_profiles
+
+    profiles = load_profiles(out["energy_profiles"])
+    check_profile("network.energy_profile", out["energy_profile"], profiles)
+    for name, node in out["nodes"].items():
+        if node.get("energy_profile") is not None:
+            check_profile(f"network.nodes.{name}.energy_profile", node["energy_profile"], profiles)
+
+
 def validate_network(network: Any) -> dict:
     """Check the `[network]` table and return it with every default filled in."""
     if network is None:
@@ -204,6 +233,9 @@ def validate_network(network: Any) -> dict:
     out["link"] = validate_link(network.get("link", {}), "network.link", partial=False)
     check_link_consistency(out["link"], "network.link")
     out["csma"] = validate_csma(network.get("csma"))
+    mobility = network.get("mobility")
+    out["mobility"] = None if mobility is None else check_table(
+        "network.mobility", mobility, MOBILITY_KEYS, error=ChannelConfigError)
 
     nodes = network.get("nodes", {}) or {}
     if not isinstance(nodes, dict):
@@ -237,6 +269,7 @@ def validate_network(network: Any) -> dict:
         rest = validate_link({k: v for k, v in over.items() if k not in ("src", "dst")}, path, partial=True)
         check_link_consistency({**out["link"], **rest}, path)
         out["links"].append({"src": over["src"], "dst": over["dst"], **rest})
+    _check_profiles(out)
     if any(o.get(k) for o in [out["link"], *out["links"], *out["nodes"].values()] for k in TRACE_KEYS):
         if out["medium"] == "shared":
             raise ChannelConfigError("network.medium", "shared",

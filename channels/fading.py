@@ -68,12 +68,16 @@ def mean_snr_db(p: dict, distance_m: float, shadow_db: float) -> float:
 
 
 class FadingChannel:
-    def __init__(self, params: dict, distance_m: float, seed: int):
+    def __init__(self, params: dict, distance_m: float, seed: int, distance_at=None):
+        """`distance_at(t)`: the distance between the link's ends at times t when one moves
+        (channels/mobility.py); the mean SNR then follows it, taken at each coherence block's
+        start (one SNR per block, as without movement)."""
         self.p = params
         self.coherence_s = params["coherence_ms"] / 1000.0
         self.bandwidth_hz = params["channel_bandwidth_mhz"] * 1e6
-        shadow = float(np.random.default_rng(seed).standard_normal()) * params["shadowing_db"]
-        self.mean_snr_db = mean_snr_db(params, distance_m, shadow)
+        self.shadow_db = float(np.random.default_rng(seed).standard_normal()) * params["shadowing_db"]
+        self.distance_at = distance_at
+        self.mean_snr_db = mean_snr_db(params, distance_m, self.shadow_db)
         self.mean_snr = 10 ** (self.mean_snr_db / 10)
         self._gains = IndexedStream(seed + 1, "normal", width=2)
         self.mcs = load_mcs_table(params.get("mcs_table")) if params["rate"] == "mcs" else None
@@ -97,7 +101,16 @@ class FadingChannel:
 
     def snr(self, t) -> np.ndarray:
         t = np.atleast_1d(np.asarray(t, dtype=float))
-        return self.mean_snr * self.gain(self.block(t))
+        blocks = self.block(t)
+        if self.distance_at is None:
+            return self.mean_snr * self.gain(blocks)
+        d = np.maximum(self.distance_at(blocks * self.coherence_s), 1e-3)
+        p = self.p
+        # mean_snr_db's formula, per block, at the distance at the block's start
+        mean_db = (p["tx_power_dbm"] - p["reference_loss_db"] - 10 * p["path_loss_exponent"] * np.log10(d)
+                   - self.shadow_db - (p["noise_dbm_per_hz"] + 10 * math.log10(p["channel_bandwidth_mhz"] * 1e6)
+                                       + p["noise_figure_db"]))
+        return 10 ** (mean_db / 10) * self.gain(blocks)
 
     def _mcs_index(self, snr_db):
         i = np.searchsorted(self.mcs.min_snr_db, snr_db, side="right") - 1

@@ -21,6 +21,7 @@ from channels.config import LINK_KEYS, NETWORK_KEYS, validate_link
 from channels.csma import CsmaParams
 from channels.errors import ChannelConfigError
 from channels.link import LinkSpec
+from channels.mobility import link_distance
 from channels.report import CollectiveReport, FlowReport, LinkStats, build_report
 from channels.sim import SimEngine
 from channels.state import FlowAcc, LinkState, Medium, TxQueue
@@ -41,7 +42,9 @@ class Network:
         pairs = sorted(((u, v) for a, b in graph.edges for u, v in ((a, b), (b, a))),
                        key=lambda p: (str(p[0]), str(p[1])))
         seeds = rng.integers(0, 2 ** 40, size=len(pairs))
-        self._links = {(u, v): LinkState(u, v, link_spec(graph, u, v), int(s) * 16)
+        mobility = graph.graph.get("mobility")   # moving nodes: distance over time per link
+        self._links = {(u, v): LinkState(u, v, link_spec(graph, u, v), int(s) * 16,
+                                         distance_at=link_distance(mobility, u, v))
                        for (u, v), s in zip(pairs, seeds)}
         # 802.11 DCF parameters: given here, else the graph's (build_topology puts the validated
         # [network.csma] table there), else the 802.11a defaults. Drawn after the links' seeds.

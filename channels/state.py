@@ -33,9 +33,10 @@ from channels.trace import Trace
 
 
 class LinkState:
-    def __init__(self, u: str, v: str, spec: LinkSpec, seed: int):
+    def __init__(self, u: str, v: str, spec: LinkSpec, seed: int, distance_at=None):
         self.u, self.v = u, v
         self.seed = seed
+        self.distance_at = distance_at   # ends that move (channels/mobility.py): distance(t)
         self.set_spec(spec, reset_loss=True)
 
     def set_spec(self, spec: LinkSpec, *, reset_loss: bool) -> None:
@@ -44,7 +45,8 @@ class LinkState:
         self.fading = None
         if spec.loss["model"] == "fading":
             dist = spec.distance_m if spec.distance_m is not None else spec.loss["distance_m"]
-            self.fading = FadingChannel(spec.loss, dist, self.seed + 7)
+            self.fading = FadingChannel(spec.loss, dist, self.seed + 7,
+                                        distance_at=getattr(self, "distance_at", None))
         if reset_loss or spec.loss != old_loss:
             self.loss = build_loss(spec.loss, self.seed, self.fading)
         elif self.fading is not None:

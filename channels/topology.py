@@ -151,6 +151,10 @@ def build_topology(network: dict, seed) -> nx.Graph:
         g.edges[u, v]["directed"][(u, v)] = spec.with_changes(**changes)
     _check_connected(g, net["topology"])
     g.graph["csma"] = net["csma"]
+    if net["mobility"] is not None:  # who moves, and where each node is at a virtual time
+        from channels.mobility import build_mobility
+
+        g.graph["mobility"] = build_mobility(net["mobility"], g, seed)
     return g
 
 

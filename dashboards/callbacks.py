@@ -26,8 +26,8 @@ from dashboards import queries as Q
 from testbed.controls import ControlError, link_targets, validate_control
 from testbed.store import RunNotFound, Store
 
-LIVE_FIGURES = ["accuracy", "rate", "latency", "channel", "topology"]
-SERIES_FIGURES = ["accuracy", "rate", "latency", "channel"]
+LIVE_FIGURES = ["accuracy", "rate", "latency", "channel", "energy", "topology"]
+SERIES_FIGURES = ["accuracy", "rate", "latency", "channel", "energy"]
 NO_EVAL_TEXT = "No evaluation yet: accuracy appears after the first test pass."
 NO_AXIS = "-"   # the sweep view's "no second axis" choice (one row)
 
@@ -161,6 +161,7 @@ class Dashboard:
         evals = store.evals(rid)
         events = store.events(rid)
         note = f"mean per {stride} iterations" if stride > 1 else ""
+        times = {r["iteration"]: r["virtual_time_s"] for r in its}
         figs = {
             "accuracy": F.accuracy_figure(its, evals, events, x, uirevision=rid, note=note,
                                           smoothing=sm, as_dict=True),
@@ -170,6 +171,8 @@ class Dashboard:
                                         as_dict=True, nodes=nodes),
             "channel": F.channel_figure(links, None, events, uirevision=rid, note=note,
                                         smoothing=sm, as_dict=True),
+            "energy": F.energy_figure(nodes, times, events, uirevision=rid, note=note,
+                                      smoothing=sm, as_dict=True),
             "topology": self._topology(store, run, upto),
         }
         cum = F.rate_series(its, ())
@@ -179,6 +182,7 @@ class Dashboard:
             "eval": evals[-1]["iteration"] if evals else -1,
             "event": max((e["id"] for e in events), default=0),
             "cum_bytes": {part: (cum[f"cum_{part}"][1] or [0.0])[-1] for part in ("up", "down")},
+            "cum_energy": F.energy_totals(nodes, times),
             "has_iter": bool(its), "has_eval": bool(evals), "has_links": bool(links),
             "rows": sorted(F.channel_rows_present(links)),
             "uids": {name: [t["uid"] for t in figs[name]["data"]] for name in SERIES_FIGURES},
@@ -204,6 +208,7 @@ class Dashboard:
         new_events = [e for e in events if e["id"] > state["event"]]
         # A figure drawn with a "no data yet" note is redrawn whole when its data arrives, and
         # the channel figure when its first SNR or collision arrives (a row of its own).
+        times = {r["iteration"]: r["virtual_time_s"] for r in its}
         if ((its and not state["has_iter"]) or (evals and not state["has_eval"])
                 or (links and not state["has_links"])
                 or not F.channel_rows_present(links) <= set(state["rows"])):
@@ -213,6 +218,7 @@ class Dashboard:
             "rate": F.rate_series(its, nodes, start_bytes=state["cum_bytes"]),
             "latency": F.latency_series(its),
             "channel": F.channel_series(links),
+            "energy": F.energy_series(nodes, times, start=state.get("cum_energy")),
         }
         for name, s in series.items():
             if any(xy[0] and uid not in state["uids"][name] for uid, xy in s.items()):
@@ -224,7 +230,7 @@ class Dashboard:
         # Stage bands stretch to the newest point: redraw the marks when rows or events arrive.
         remark = bool(new_events) or (new and bool(F.stage_bands(events)))
         ends = {"accuracy": upto if x == "iteration" else end_vt, "rate": upto, "latency": upto,
-                "channel": end_vt}
+                "channel": end_vt, "energy": end_vt}
         out: dict[str, Any] = {}
         for name, s in series.items():
             patch, changed = Patch(), False
@@ -238,7 +244,8 @@ class Dashboard:
                         patch["data"][i]["text"].extend(F.left_out_text(its, nodes))
                     changed = True
             if remark:
-                mark_x = x if name == "accuracy" else "virtual_time_s" if name == "channel" else "iteration"
+                mark_x = (x if name == "accuracy" else "virtual_time_s" if name in ("channel", "energy")
+                          else "iteration")
                 shapes, notes = F.event_marks(events, mark_x, ends[name])
                 if name == "accuracy" and not (state["has_eval"] or evals):
                     notes = [F.placeholder_note(NO_EVAL_TEXT)] + notes
@@ -252,6 +259,7 @@ class Dashboard:
                      event=max([state["event"]] + [e["id"] for e in new_events]), end_vt=end_vt,
                      cum_bytes={part: (cum[f"cum_{part}"][1] or [state["cum_bytes"][part]])[-1]
                                 for part in ("up", "down")},
+                     cum_energy=F.energy_totals(nodes, times, state.get("cum_energy")),
                      has_eval=state["has_eval"] or bool(evals), carry=carry)
         msg, level = self._message(run, state["has_iter"], state["has_eval"], upto)
         return tuple(out[n] for n in LIVE_FIGURES), state, msg, level
@@ -316,6 +324,10 @@ class Dashboard:
             return (F.compare_figure([], x, as_dict=True), [],
                     "Tick one or more runs in the table above to compare them.")
         rows = F.compare_summary(entries, target, baseline)
+        with self.store() as store:  # energy to the target beside the time to it
+            for row in rows:
+                it = row["iterations_to_target"]
+                row["energy_to_target_j"] = None if it is None else Q.energy_to(store.db, row["id"], it)
         if baseline is None:
             note = "No fp32 run (method 'none') in the store: the compression ratio is left blank."
         else:

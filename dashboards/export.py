@@ -1,6 +1,6 @@
 """A run's dashboard figures as one file (`testbed export RUN --format html|png`).
 
-HTML: every figure of the live view (accuracy and loss, rate, latency, the channel per link, topology)
+HTML: every figure of the live view (accuracy and loss, rate, latency, the channel per link, energy per node, topology)
 in one self-contained page (plotly.js inlined once, so it opens offline). PNG: that page
 rendered by a headless Chromium (the system's; nothing is downloaded).
 """
@@ -40,6 +40,8 @@ def run_figures(store, run_ref) -> tuple[dict, list]:
             F.rate_figure(its, store.node_iterations(rid), events),
             F.latency_figure(its, events, nodes=store.node_iterations(rid)),
             F.channel_figure(links, {r["iteration"]: r["virtual_time_s"] for r in its}, events),
+            F.energy_figure(store.node_iterations(rid), {r["iteration"]: r["virtual_time_s"] for r in its},
+                            events),
             F.topology_figure(run.get("graph"), [r for r in links if r["iteration"] > last - 10],
                               f"over the last 10 iterations (to {last})" if last >= 0 else ""),
         ]

@@ -43,6 +43,7 @@ COMPARE_COLUMNS = [
     {"name": "compression ×", "id": "compression_ratio", **_num(1)},
     {"name": "iterations to target", "id": "iterations_to_target", "type": "numeric"},
     {"name": "virtual time to target (s)", "id": "time_to_target_s", **_num(2)},
+    {"name": "energy to target (J, all workers)", "id": "energy_to_target_j", **_num(1)},
 ]
 
 CONTROL_COLUMNS = [{"name": n, "id": i} for n, i in (

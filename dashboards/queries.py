@@ -46,7 +46,8 @@ def node_iterations(db: sqlite3.Connection, run_id: int, after: int, upto: int, 
     return _rows(db, """
         SELECT MAX(iteration) AS iteration, node, AVG(bits_up) AS bits_up,
                AVG(bits_down) AS bits_down, AVG(compute_s) AS compute_s,
-               MAX(left_out) AS left_out, COUNT(*) AS n
+               MAX(left_out) AS left_out, AVG(radio_j) AS radio_j, AVG(compute_j) AS compute_j,
+               AVG(energy_j) AS energy_j, SUM(energy_j) AS energy_j_sum, COUNT(*) AS n
         FROM node_iterations WHERE run_id=? AND iteration > ? AND iteration <= ?
         GROUP BY iteration / ?, node ORDER BY 1, node""", (run_id, after, upto, stride))
 
@@ -71,3 +72,9 @@ def links(db: sqlite3.Connection, run_id: int, after: int, upto: int, stride: in
 def newest_run_id(db: sqlite3.Connection, method: str) -> int | None:
     """The newest run of a compression method (e.g. the fp32 baseline "none"), or None."""
     return db.execute("SELECT MAX(id) FROM runs WHERE method=?", (method,)).fetchone()[0]
+
+
+def energy_to(db: sqlite3.Connection, run_id: int, iteration: int) -> float | None:
+    """Joules of every worker of a run up to and including `iteration` (None: not recorded)."""
+    return db.execute("SELECT SUM(energy_j) FROM iterations WHERE run_id=? AND iteration <= ?",
+                      (run_id, iteration)).fetchone()[0]

@@ -4,6 +4,7 @@ The file (`[run] device_trace = PATH`, JSON, relative paths from the current dir
 
     {"nodes": {
        "w0": {"speed": [[0, 1.0], [30.0, 0.25]],      # from t = 30 s it computes 4x slower
+              "profile": "jetson_nano",                # its energy profile (optional)
               "available": [[0, 12.5], [20.0, null]]},  # away over [12.5, 20) s
        "w3": {"available": [[0, 60]], "period_s": 100}  # repeats every 100 s
     }}
@@ -14,6 +15,14 @@ The file (`[run] device_trace = PATH`, JSON, relative paths from the current dir
   for ever. A node is away outside them. No `available`: always there.
 - `period_s` (optional, per node): the node's trace repeats with this period (FedScale's
   `finish_time`: times are taken modulo it).
+- `profile` (optional, per node): the device's energy profile (channels/energy.py), used
+  unless `[network.nodes.X] energy_profile` names one.
+- `uplink_mbps`, `downlink_mbps` (optional, per node): steps `[t, Mb/s]` like `speed`; the
+  device's own link rate. At each iteration's start the rate in force becomes the
+  `bandwidth_mbps` of the worker's links out (uplink) and in (downlink), one way each
+  (`apply_link_rates`), so every transmission of that iteration runs at it. It replaces the
+  [network] bandwidth of those links (a Mahimahi trace or a fading model still sets their
+  rate where the link has one).
 A worker not named in the file is always available at its own `compute_speed`. Availability
 and speed are read at each iteration's start (virtual seconds).
 
@@ -22,7 +31,7 @@ FedScale ships the same facts as two pickled dicts keyed by client id: `client_b
 inactive[i]) modulo T) and `client_device_capacity` ({"computation": ms per sample,
 "communication": kbit/s}). `from_fedscale` turns chosen clients into this format (speed =
 the median computation of those clients / the client's own, so the median device runs at 1;
-communication is left to the [network] links). `python -m testbed.device_trace BEHAVE CAPACITY
+communication, kbit/s, becomes the client's `uplink_mbps` and `downlink_mbps`). `python -m testbed.device_trace BEHAVE CAPACITY
 --clients ID,ID,... -o trace.json` converts the pickles (open only files you trust).
 """
 from __future__ import annotations
@@ -45,6 +54,9 @@ class NodeTrace:
     speed: list[float] = field(default_factory=list)
     available: list[tuple[float, float]] | None = None   # None: always available
     period_s: float | None = None
+    profile: str | None = None            # the device's energy profile (channels/energy.py)
+    # the device's own link rates, steps (t, Mb/s): uplink = its links out, downlink = in
+    rates: dict = field(default_factory=dict)   # "uplink_mbps" | "downlink_mbps" -> (ts, values)
 
     def _local(self, t: float) -> float:
         return t % self.period_s if self.period_s else t
@@ -53,6 +65,12 @@ class NodeTrace:
         if not self.speed_t:
             return None
         return self.speed[bisect.bisect_right(self.speed_t, self._local(t)) - 1]
+
+    def rate_at(self, key: str, t: float) -> float | None:
+        if key not in self.rates:
+            return None
+        ts, values = self.rates[key]
+        return values[bisect.bisect_right(ts, self._local(t)) - 1]
 
     def available_at(self, t: float) -> bool:
         if self.available is None:
@@ -75,12 +93,61 @@ class DeviceTrace:
         n = self.nodes.get(node)
         return True if n is None else n.available_at(t)
 
+    def profile(self, node: str) -> str | None:
+        n = self.nodes.get(node)
+        return None if n is None else n.profile
+
+    def rate(self, node: str, key: str, t: float) -> float | None:
+        """The node's `uplink_mbps` / `downlink_mbps` at virtual time t (None: not traced)."""
+        n = self.nodes.get(node)
+        return None if n is None else n.rate_at(key, t)
+
+
+RATE_KEYS = ("uplink_mbps", "downlink_mbps")
+
+
+def apply_link_rates(trace: DeviceTrace | None, network, workers, t: float) -> list[str]:
+    """Each traced worker's uplink / downlink rate at virtual time t becomes the bandwidth of
+    its links out / in (`Network.set_link`, one way); only links whose rate changes are set.
+    Returns the links changed ("u->v")."""
+    changed = []
+    if trace is None:
+        return changed
+    for w in workers:
+        for key in RATE_KEYS:
+            mbps = trace.rate(str(w), key, t)
+            if mbps is None:
+                continue
+            for u, v, spec in network.links():
+                mine = u == w if key == "uplink_mbps" else v == w
+                if mine and spec.bandwidth_mbps != mbps:
+                    network.set_link(u, v, one_way=True, bandwidth_mbps=mbps)
+                    changed.append(f"{u}->{v}")
+    return changed
+
 
 def _number(where: str, x, *, positive=False) -> float:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0 \
             or (positive and x == 0):
         raise DeviceTraceError(f"{where} = {x!r}: must be a {'positive' if positive else 'non-negative'} number")
     return float(x)
+
+
+def _steps(where: str, steps, form: str) -> tuple[list[float], list[float]]:
+    """Steps [[t, value], ...]: t strictly increasing from 0, value > 0."""
+    if not isinstance(steps, list):
+        raise DeviceTraceError(f"{where} = {steps!r}: must be a list of {form}")
+    ts, values = [], []
+    for i, step in enumerate(steps):
+        at = f"{where}[{i}]"
+        if not isinstance(step, list) or len(step) != 2:
+            raise DeviceTraceError(f"{at} = {step!r}: must be {form}")
+        t, v = _number(at, step[0]), _number(at, step[1], positive=True)
+        if (i == 0 and t != 0) or (i and t <= ts[-1]):
+            raise DeviceTraceError(f"{at} = {step!r}: times must start at 0 and increase")
+        ts.append(t)
+        values.append(v)
+    return ts, values
 
 
 def parse_device_trace(data, workers: list[str] | None = None) -> DeviceTrace:
@@ -92,20 +159,21 @@ def parse_device_trace(data, workers: list[str] | None = None) -> DeviceTrace:
         if workers is not None and name not in workers:
             raise DeviceTraceError(f"node {name!r} is not a worker of this network "
                                    f"(workers: {', '.join(workers)})")
-        if not isinstance(entry, dict) or set(entry) - {"speed", "available", "period_s"}:
-            raise DeviceTraceError(f"nodes.{name}: must be an object with speed, available, period_s")
+        if not isinstance(entry, dict) or set(entry) - {"speed", "available", "period_s", "profile", *RATE_KEYS}:
+            raise DeviceTraceError(f"nodes.{name}: must be an object with speed, available, "
+                                   "period_s, profile, uplink_mbps, downlink_mbps")
         nt = NodeTrace()
+        if entry.get("profile") is not None:
+            if not isinstance(entry["profile"], str):
+                raise DeviceTraceError(f"nodes.{name}.profile = {entry['profile']!r}: must be a "
+                                       "device profile name (channels/data/energy_profiles.toml)")
+            nt.profile = entry["profile"]
         if entry.get("period_s") is not None:
             nt.period_s = _number(f"nodes.{name}.period_s", entry["period_s"], positive=True)
-        for i, step in enumerate(entry.get("speed", [])):
-            where = f"nodes.{name}.speed[{i}]"
-            if not isinstance(step, list) or len(step) != 2:
-                raise DeviceTraceError(f"{where} = {step!r}: must be [t, factor]")
-            t, f = _number(where, step[0]), _number(where, step[1], positive=True)
-            if (i == 0 and t != 0) or (i and t <= nt.speed_t[-1]):
-                raise DeviceTraceError(f"{where} = {step!r}: times must start at 0 and increase")
-            nt.speed_t.append(t)
-            nt.speed.append(f)
+        nt.speed_t, nt.speed = _steps(f"nodes.{name}.speed", entry.get("speed", []), "[t, factor]")
+        for key in RATE_KEYS:
+            if key in entry:
+                nt.rates[key] = _steps(f"nodes.{name}.{key}", entry[key], "[t, Mb/s]")
         if "available" in entry:
             nt.available = []
             for i, iv in enumerate(entry["available"]):
@@ -139,9 +207,18 @@ def check_device_trace(key: str, path: str, network: dict | None = None,
     from testbed.config import ConfigError
 
     try:
-        return load_device_trace(path, workers)
+        trace = load_device_trace(path, workers)
     except DeviceTraceError as e:
         raise ConfigError(key, path, f"a device trace (testbed/device_trace.py): {e}") from None
+    if network is not None:  # the energy profiles it names exist
+        from channels.energy import load_profiles
+
+        profiles = load_profiles(network.get("energy_profiles"))
+        for name, node in trace.nodes.items():
+            if node.profile is not None and node.profile not in profiles:
+                raise ConfigError(f"{key} nodes.{name}.profile", node.profile,
+                                  "a device profile: " + ", ".join(sorted(profiles)))
+    return trace
 
 
 def from_fedscale(behave: dict, capacity: dict, clients: list, workers: list[str] | None = None) -> dict:
@@ -153,7 +230,10 @@ def from_fedscale(behave: dict, capacity: dict, clients: list, workers: list[str
     nodes = {}
     for w, c in zip(workers, clients):
         b = behave[c]
+        # FedScale's "communication" (kbit/s) is the client's own link rate, both directions
+        mbps = float(capacity[c]["communication"]) / 1000.0
         nodes[w] = {"speed": [[0, median / float(capacity[c]["computation"])]],
+                    "uplink_mbps": [[0, mbps]], "downlink_mbps": [[0, mbps]],
                     "available": [[float(a), float(e)] for a, e in zip(b["active"], b["inactive"]) if e > a],
                     "period_s": float(b["finish_time"])}
     return {"nodes": nodes}

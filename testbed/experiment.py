@@ -170,10 +170,38 @@ class Experiment:
 
             self.devices = check_device_trace("run.device_trace", cfg.run.device_trace,
                                               workers=[str(w) for w in self.workers])
+        self.energy = self._energy_profiles()
         self.clock = 0.0
         self.gradients = (self._gradients_factory or LocalGradients)(self)
         self.transport = (self._transport_factory(self) if self._transport_factory
                           else self.emulated_transport())
+
+    def _energy_profiles(self) -> dict:
+        """Each worker's device profile (channels/energy.py): its `[network.nodes.X]
+        energy_profile`, else the one its device trace names, else `[network] energy_profile`."""
+        from channels.energy import check_profile, load_profiles
+
+        net = self.cfg.network
+        profiles = load_profiles(net.get("energy_profiles"))
+        out = {}
+        for w in self.workers:
+            name = self.graph.nodes[w].get("energy_profile")
+            key = f"network.nodes.{w}.energy_profile"
+            if name is None and self.devices is not None and self.devices.profile(str(w)):
+                name, key = self.devices.profile(str(w)), f"run.device_trace nodes.{w}.profile"
+            if name is None:
+                name, key = net.get("energy_profile", "rpi4"), "network.energy_profile"
+            out[w] = profiles[check_profile(key, name, profiles)]
+        return out
+
+    def node_energy(self, w, window_s: float, compute_s: float, away: bool, radio: dict) -> dict:
+        """A worker's joules over one iteration's window: radio (its state times on the virtual
+        clock x its profile's powers; asleep if away) and compute (power x compute time)."""
+        prof = self.energy[w]
+        tx, rx = radio.get(w, (0.0, 0.0))
+        radio_j = prof.radio_joules(tx, rx, window_s, away=away)
+        compute_j = prof.compute_joules(compute_s)
+        return {"radio_j": radio_j, "compute_j": compute_j, "energy_j": radio_j + compute_j}
 
     def emulated_transport(self, link=None) -> EmulatedTransport:
         """The transport over this run's emulated network (`link`: who runs the link layer)."""
@@ -219,6 +247,24 @@ class Experiment:
     def _present(self, t: float) -> list:
         """Workers available at virtual time t (all of them without a device trace)."""
         return [w for w in self.workers if self.devices is None or self.devices.available(str(w), t)]
+
+    def _device_links(self, t: float) -> None:
+        """A device trace's uplink/downlink rates at virtual time t set the worker's links."""
+        from testbed.device_trace import apply_link_rates
+
+        if self.devices is not None and apply_link_rates(self.devices, self.network, self.workers, t):
+            if self.run_id is not None:
+                self._refresh_graph_json()   # the topology panel shows the rates in force
+
+    def _move(self, t: float) -> None:
+        """Moving nodes (channels/mobility.py) where they are at virtual time t, in the run's
+        topology JSON (the topology panel). The link layer reads positions per transmission."""
+        mobility = self.graph.graph.get("mobility")
+        if mobility is None or self.run_id is None:
+            return
+        for n in mobility.tracks:
+            self.graph.nodes[n]["pos"] = tuple(float(x) for x in mobility.position(n, t)[0])
+        self._refresh_graph_json()
 
     def _lr(self, it: int) -> float:
         o = self.cfg.optim
@@ -345,6 +391,8 @@ class Experiment:
                 grads, losses, wall_compute = self.gradients()
             check_finite(grads, it)
             present = self._present(t_iter)
+            self._device_links(t_iter)
+            self._move(t_iter)
             ready = {w: t_iter + (self._compute_seconds(w, wall_compute, t_iter) if w in present else 0.0)
                      for w in self.workers}
             away = [r for r, w in enumerate(self.workers) if w not in present]
@@ -369,17 +417,19 @@ class Experiment:
             train_loss = float(np.mean(losses))
             bits_up = sum(traffic.bits_up.values())
             bits_down = sum(traffic.bits_down.values())
+            energy = {w: self.node_energy(w, self.clock - t_iter, ready[w] - t_iter, w not in present,
+                                          traffic.radio) for w in self.workers}
             self.store.append_iteration(
                 self.run_id,
                 {"iteration": it, "stage": stage, "virtual_time_s": self.clock,
                  "wall_time_s": time.perf_counter() - wall0, "train_loss": train_loss,
                  "bits_up": bits_up, "bits_down": bits_down, "left_out": len(left_out),
-                 **vars(timing)},
+                 "energy_j": sum(e["energy_j"] for e in energy.values()), **vars(timing)},
                 nodes=[{"iteration": it, "node": w, "bits_up": traffic.bits_up.get(w, 0),
                         "bits_down": traffic.bits_down.get(w, 0),
                         "compute_s": ready[w] - t_iter,
                         "uplink_done_s": traffic.uplink_done.get(w),
-                        "left_out": left_out.get(w)} for w in self.workers],
+                        "left_out": left_out.get(w), **energy[w]} for w in self.workers],
                 links=[{"iteration": it, "src": u, "dst": v, **row}
                        for (u, v), row in traffic.links.items()])
             last = it == self.iterations - 1

@@ -7,8 +7,10 @@ Schema (virtual-time columns end in `_s`; `wall_time_s` is this machine's clock)
        bits_down, compute_s, uplink_s, aggregation_s, downlink_s, left_out)   bits summed over
        nodes; left_out: how many workers the aggregate went without
   node_iterations(run_id, iteration, node, bits_up, bits_down, compute_s, uplink_done_s,
-       left_out)   left_out: NULL when the node's update counted, else "deadline" (not arrived
-       by run.deadline_s) or "unavailable" (away in the device trace)
+       left_out, radio_j, compute_j, energy_j)   left_out: NULL when the node's update counted,
+       else "deadline" (not arrived by run.deadline_s) or "unavailable" (away in the device
+       trace); energy_j = radio_j + compute_j, the node's joules in the iteration
+       (channels/energy.py); iterations.energy_j sums the workers', runs.energy_j the run's
   links(run_id, iteration, src, dst, bytes, packets, lost, retransmitted, busy_s, snr_db,
        collisions, retries)
            snr_db: mean SNR of the iteration's transmissions on a fading link, else NULL
@@ -98,9 +100,9 @@ CREATE INDEX IF NOT EXISTS events_run ON events (run_id, iteration);
 
 ITERATION_COLUMNS = ["iteration", "stage", "virtual_time_s", "wall_time_s", "train_loss",
                      "bits_up", "bits_down", "compute_s", "uplink_s", "aggregation_s",
-                     "downlink_s", "left_out"]
+                     "downlink_s", "left_out", "energy_j"]
 NODE_COLUMNS = ["iteration", "node", "bits_up", "bits_down", "compute_s", "uplink_done_s",
-                "left_out"]
+                "left_out", "radio_j", "compute_j", "energy_j"]
 LINK_COLUMNS = ["iteration", "src", "dst", "bytes", "packets", "lost", "retransmitted", "busy_s",
                 "snr_db", "collisions", "retries"]
 # Columns added to a table after stores were first written: a store made before gets them
@@ -108,12 +110,15 @@ LINK_COLUMNS = ["iteration", "src", "dst", "bytes", "packets", "lost", "retransm
 # of such a store reads the default instead.
 ADDED_COLUMNS = {"links": {"snr_db": "REAL", "collisions": "INTEGER DEFAULT 0",
                            "retries": "INTEGER DEFAULT 0"},
-                 "iterations": {"left_out": "INTEGER"}, "node_iterations": {"left_out": "TEXT"},
+                 "iterations": {"left_out": "INTEGER", "energy_j": "REAL"},
+                 "node_iterations": {"left_out": "TEXT", "radio_j": "REAL", "compute_j": "REAL",
+                                     "energy_j": "REAL"},
+                 "runs": {"energy_j": "REAL"},
                  "evals": {"lgc_beta": "REAL", "lgc_scalar_error": "REAL", "lgc_coder_error": "REAL"}}
 LINK_DEFAULTS = {"collisions": 0, "retries": 0}    # what a link row without them records
 EVAL_COLUMNS = ["iteration", "virtual_time_s", "test_loss", "test_accuracy", "lgc_beta",
                 "lgc_scalar_error", "lgc_coder_error"]
-SUMMARY_COLUMNS = ["last_iteration", "virtual_time_s", "total_bits", "best_accuracy"]
+SUMMARY_COLUMNS = ["last_iteration", "virtual_time_s", "total_bits", "best_accuracy", "energy_j"]
 ALLOWED_STORE = ("a SQLite store written by testbed, or a new file name, in a folder this user "
                  "can write")
 TABLES = {"runs", "iterations", "node_iterations", "links", "evals", "events", "controls"}
@@ -291,16 +296,20 @@ class Store:
 
     def _summarise(self, run_id: int, **values) -> None:
         """Fold queued rows into the run's summary (bits add up; the rest keep their max)."""
-        s = self._summary.setdefault(run_id, {"bits": 0, "it": None, "vt": None, "acc": None})
+        s = self._summary.setdefault(run_id, {"bits": 0, "energy": None, "it": None, "vt": None, "acc": None})
         for key, value in values.items():
             if value is None:
                 continue
-            s[key] = s[key] + value if key == "bits" else max(value, value if s[key] is None else s[key])
+            if key == "energy":
+                s[key] = value if s[key] is None else s[key] + value
+            else:
+                s[key] = s[key] + value if key == "bits" else max(value, value if s[key] is None else s[key])
 
     def append_iteration(self, run_id: int, row: dict, nodes: list[dict] = (),
                          links: list[dict] = ()) -> None:
         self._summarise(run_id, bits=(row.get("bits_up") or 0) + (row.get("bits_down") or 0),
-                        it=row.get("iteration"), vt=row.get("virtual_time_s"))
+                        energy=row.get("energy_j"), it=row.get("iteration"),
+                        vt=row.get("virtual_time_s"))
         self._queue(f"INSERT INTO iterations (run_id, {', '.join(ITERATION_COLUMNS)}) VALUES "
                     f"({', '.join('?' * (len(ITERATION_COLUMNS) + 1))})",
                     [(run_id, *[row.get(c) for c in ITERATION_COLUMNS])])
@@ -334,6 +343,9 @@ class Store:
                     self.db.executemany(sql, rows)
                 for run_id, s in self._summary.items():
                     sets, args = ["total_bits = total_bits + ?"], [s["bits"]]
+                    if s["energy"] is not None:
+                        sets.append("energy_j = COALESCE(energy_j, 0) + ?")
+                        args.append(s["energy"])
                     for col, key in (("last_iteration", "it"), ("virtual_time_s", "vt"),
                                      ("best_accuracy", "acc")):
                         if s[key] is not None:  # SQLite's MAX(a, NULL) is NULL: skip the unknown
@@ -365,7 +377,8 @@ class Store:
                 "ORDER BY iteration DESC LIMIT 1), "
                 "total_bits=(SELECT COALESCE(SUM(bits_up + bits_down), 0) FROM iterations "
                 "WHERE run_id=:id), "
-                "best_accuracy=(SELECT MAX(test_accuracy) FROM evals WHERE run_id=:id) "
+                "best_accuracy=(SELECT MAX(test_accuracy) FROM evals WHERE run_id=:id), "
+                "energy_j=(SELECT SUM(energy_j) FROM iterations WHERE run_id=:id) "
                 "WHERE id=:id".replace("?, host=?", ":pid, host=:host"),
                 {"id": run_id, "pid": os.getpid(), "host": os.uname().nodename})
 
@@ -402,8 +415,9 @@ class Store:
     # ---------------------------------------------------------------- reading
     def runs(self) -> list[dict]:
         """All runs with summary columns the run table shows."""
-        rows = self.db.execute(
-            f"SELECT {', '.join(RUN_COLUMNS + SUMMARY_COLUMNS)} FROM runs ORDER BY id").fetchall()
+        cols = [f"{self._missing[('runs', c)]} AS {c}" if ("runs", c) in self._missing else c
+                for c in RUN_COLUMNS + SUMMARY_COLUMNS]
+        rows = self.db.execute(f"SELECT {', '.join(cols)} FROM runs ORDER BY id").fetchall()
         return [dict(r) for r in rows]
 
     def run(self, ref: int | str) -> dict:
@@ -461,7 +475,7 @@ class Store:
                     "config": run["config"], "method": run["method"],
                     "topology": run["topology"], "workers": run["workers"],
                     "started_at": run["started_at"], "ended_at": run["ended_at"],
-                    "error": run["error"]},
+                    "error": run["error"], "energy_j": run.get("energy_j")},
             "iterations": self.iterations(rid),
             "nodes": self.node_iterations(rid),
             "evals": self.evals(rid),

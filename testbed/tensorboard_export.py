@@ -8,8 +8,11 @@ said otherwise):
   rate/bits_up, rate/bits_down            bits of that iteration (summed over nodes)
   rate/cumulative_bits                    up + down since the start
   time/virtual_s, time/wall_s             the two clocks at the end of the iteration
-  by_virtual_ms/test_accuracy, by_virtual_ms/train_loss, by_virtual_ms/cumulative_bits
-                                          the same against virtual time: step = virtual
+  energy/total_j, energy/cumulative_j     joules of the iteration (all workers) and since
+                                          the start; energy/NODE_j each worker's
+                                          (channels/energy.py)
+  by_virtual_ms/test_accuracy, by_virtual_ms/train_loss, by_virtual_ms/cumulative_bits,
+  by_virtual_ms/cumulative_energy_j       the same against virtual time: step = virtual
                                           milliseconds (TensorBoard steps are integers)
 
 Every event's wall time is the run's start plus the iteration's wall time, so TensorBoard's
@@ -41,7 +44,12 @@ def write_tensorboard(data: dict, out: str | Path) -> Path:
     wall = {r["iteration"]: start + (r.get("wall_time_s") or 0.0) for r in data["iterations"]}
     writer = SummaryWriter(log_dir=str(folder))
     try:
+        for n in data.get("nodes", []):
+            if n.get("energy_j") is not None:
+                writer.add_scalar(f"energy/{n['node']}_j", n["energy_j"], n["iteration"],
+                                  walltime=wall.get(n["iteration"], start))
         cumulative = 0
+        joules = 0.0
         for r in data["iterations"]:
             it, t = r["iteration"], wall[r["iteration"]]
             up, down = r.get("bits_up") or 0, r.get("bits_down") or 0
@@ -50,11 +58,16 @@ def write_tensorboard(data: dict, out: str | Path) -> Path:
             scalars = {"rate/bits_up": up, "rate/bits_down": down, "rate/cumulative_bits": cumulative,
                        "train/loss": r.get("train_loss"), "time/virtual_s": r.get("virtual_time_s"),
                        "time/wall_s": r.get("wall_time_s")}
+            if r.get("energy_j") is not None:
+                joules += r["energy_j"]
+                scalars.update({"energy/total_j": r["energy_j"], "energy/cumulative_j": joules})
             for tag, value in scalars.items():
                 if value is not None:
                     writer.add_scalar(tag, value, it, walltime=t)
             if vms is not None:
                 writer.add_scalar("by_virtual_ms/cumulative_bits", cumulative, vms, walltime=t)
+                if r.get("energy_j") is not None:
+                    writer.add_scalar("by_virtual_ms/cumulative_energy_j", joules, vms, walltime=t)
                 if r.get("train_loss") is not None:
                     writer.add_scalar("by_virtual_ms/train_loss", r["train_loss"], vms, walltime=t)
         for e in data["evals"]:

@@ -50,6 +50,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from channels.energy import radio_seconds
 from nodes.compression import phases as ph
 from nodes.compression.ring import allreduce_bytes_per_node, ring_sum
 from nodes.compression.transport import Transport
@@ -80,6 +81,14 @@ class Traffic:
     bits_down: dict[str, int] = field(default_factory=dict)
     uplink_done: dict[str, float] = field(default_factory=dict)
     links: dict[tuple[str, str], dict] = field(default_factory=dict)
+    radio: dict[str, list[float]] = field(default_factory=dict)   # node -> [tx_s, rx_s]
+
+    def add_radio(self, report, shared: bool) -> None:
+        """Each node's transmit and receive seconds of one call (channels/energy.py)."""
+        for node, (tx, rx) in radio_seconds(report, shared).items():
+            acc = self.radio.setdefault(node, [0.0, 0.0])
+            acc[0] += tx
+            acc[1] += rx
 
     def add_bits(self, table: dict[str, int], node: str, bits: int) -> None:
         table[node] = table.get(node, 0) + int(bits)
@@ -182,6 +191,7 @@ class EmulatedTransport(Transport):
         self.clock = max(self.clock, end)
         for r in reports:
             self.traffic.add_links(r)
+            self.traffic.add_radio(r, self.net.shared)
         self.first = False
 
     # ------------------------------------------------------------------ compute phases

@@ -4,7 +4,8 @@ experiment file (`--set` overrides keys as in run and sweep).
 Users tune channel parameters with it before spending training time; it is also how the link
 layer is checked from outside. Only `[run] seed` and `[network]` are read, and `[run]
 deadline_s` and `device_trace`: workers away at t = 0 take no part (they send and receive
-nothing; a ring is formed without them), and each worker's row says whether it would be left
+nothing; a ring is formed without them), a traced worker's `uplink_mbps` / `downlink_mbps` at
+t = 0 is its links' rate, and each worker's row says whether it would be left
 out of the iteration's aggregate ("unavailable" | "deadline"). Every sender is ready at t = 0,
 so the deadline counts only for what arrives: a gather's update not at the server by then, an
 all-gather's message not at every other present worker by then (in this one call: what a
@@ -47,8 +48,11 @@ def _resolve_paths(net: dict, base: Path) -> dict:
             return str(base / path)
         return path
     net = dict(net)
-    if "file" in net:
-        net["file"] = fix(net["file"])
+    for key in ("file", "energy_profiles"):
+        if key in net:
+            net[key] = fix(net[key])
+    if isinstance(net.get("mobility"), dict) and "file" in net["mobility"]:
+        net["mobility"] = {**net["mobility"], "file": fix(net["mobility"]["file"])}
     def fix_traces(table):
         if not isinstance(table, dict):
             return table
@@ -107,6 +111,9 @@ def _one(network: dict, seed: int, args):
     edge = build_network(network, seed)
     net, workers, server = edge.network, edge.workers, edge.server
     N = args.payload_bytes
+    from testbed.device_trace import apply_link_rates
+
+    apply_link_rates(getattr(args, "device_trace", None), net, workers, 0.0)  # each device's own rate
 
     def packets(src, dst):
         per = net.payload_bytes(src, dst)
@@ -175,8 +182,29 @@ def probe_report(network: dict, seed: int, args) -> dict:
         "repeats": {"n": len(durations), "mean_s": mean, "std_s": std},
         "seed": seed,
         "topology": network["topology"], "medium": network["medium"], "sharing": network["sharing"],
+        "energy": _energy(rep, network, args),
         **_left_out(rep, network, seed, args),
     }
+
+
+def _energy(rep, network: dict, args) -> dict:
+    """Joules of the probed traffic per node over the call (channels/energy.py): transmit,
+    receive and idle-listen times x its device profile's radio powers; away workers sleep."""
+    from channels.energy import load_profiles, radio_seconds
+
+    profiles = load_profiles(network.get("energy_profiles"))
+    times = radio_seconds(rep, network["medium"] == "shared")
+    trace = getattr(args, "device_trace", None)
+    window = rep.end_s - rep.start_s
+    away = {str(n) for n in (trace.nodes if trace is not None else ()) if not trace.available(str(n), 0.0)}
+    out = {}
+    for node in sorted({*map(str, times), *map(str, rep.nodes), *away}):
+        name = (network["nodes"].get(node, {}).get("energy_profile")
+                or (trace.profile(node) if trace is not None else None) or network["energy_profile"])
+        tx, rx = times.get(node, (0.0, 0.0))
+        out[node] = {"profile": name, "tx_s": tx, "rx_s": rx,
+                     "radio_j": profiles[name].radio_joules(tx, rx, window, away=node in away)}
+    return out
 
 
 def _left_out(rep, network: dict, seed: int, args) -> dict:
@@ -238,6 +266,10 @@ def main(args) -> int:
     for name, s in out["links"].items():
         print(f"  {name:<18} {s['packets']:>8} {s['lost']:>6} {s['collisions']:>6} {s['retries']:>6} "
               f"{s['retransmitted']:>6} {s['busy_s'] * 1e3:>10.3f}")
+    print(f"  {'radio energy':<18} {'profile':>12} {'tx ms':>10} {'rx ms':>10} {'joules':>12}")
+    for n, e in out["energy"].items():
+        print(f"  {n:<18} {e['profile']:>12} {e['tx_s'] * 1e3:>10.3f} {e['rx_s'] * 1e3:>10.3f} "
+              f"{e['radio_j']:>12.6f}")
     r = out["repeats"]
     if r["n"] > 1:
         print(f"{r['n']} repeats: mean {r['mean_s'] * 1e3:.3f} ms, std {r['std_s'] * 1e3:.3f} ms")

@@ -30,8 +30,8 @@ def store_with_run(tmp_path):
 def test_html_export_is_one_offline_page(store_with_run, tmp_path):
     out = export_html(store_with_run, "exported", tmp_path / "out" / "run.html")
     text = out.read_text()
-    assert text.count("class='fig'") == 6
-    assert text.count("Plotly.newPlot") == 6
+    assert text.count("class='fig'") == 7   # with the energy panel
+    assert text.count("Plotly.newPlot") == 7
     assert "<script src=\"https://cdn.plot.ly" not in text  # plotly.js inlined: opens offline
     assert len(text) > 1_000_000  # ... and it is the whole library
     assert "7.5 Mb" in text and "Run #1 exported" in text

@@ -6,7 +6,8 @@ loss-free star at 20 Mb/s) writes the store from another process.
   2. a bandwidth change typed into the page becomes a control request, the running experiment
      applies it (control event in the store), the uplink times change by the factor the
      bandwidth did, and the plots mark it;
-  3. the channel panel shows each link's rate falling from 20 to 5 Mb/s at that iteration;
+  3. the channel panel shows each link's rate falling from 20 to 5 Mb/s at that iteration,
+     and the energy panel each worker's cumulative joules as the store has them;
   4. the compare view shows two runs with their compression ratio;
   5. a real LGC-PS run (experiments/lgc_ps_digits.toml, shortened) drawn with its rate on a log
      axis (switchable to linear), its three stages as bands and the cut between them;
@@ -248,6 +249,29 @@ def test_channel_panel_shows_the_new_rate_of_every_link(live, browser):
     marks = js_graph(browser, "channel-graph", "(g.layout.shapes || []).map(s => s.x0)")
     control_vt = [e["virtual_time_s"] for e in store.events(rid) if e["kind"] == "control"]
     assert marks == control_vt
+    assert severe_errors(browser) == []
+
+
+def test_energy_panel_shows_each_workers_cumulative_joules(live, browser):
+    """The energy panel, per worker over virtual time: its cumulative joules are the running
+    sum of the store's node_iterations.energy_j (radio + compute, channels/energy.py)."""
+    from dashboards.figures import series_uid
+
+    store, rid = live["store"], live["run_id"]
+    for w in ("w0", "w1"):
+        uid = series_uid("cumj", w)
+        wait_for(lambda: (link_trace(browser, "energy-graph", uid, "t.x.length") or 0) > 3, 20,
+                 f"energy points of {w}")
+        xs, ys = link_trace(browser, "energy-graph", uid, "[Array.from(t.x), Array.from(t.y)]")
+        vt = {r["iteration"]: r["virtual_time_s"] for r in store.iterations(rid)}
+        joules = {vt[r["iteration"]]: r["energy_j"] for r in store.node_iterations(rid) if r["node"] == w}
+        total, want = 0.0, []
+        for x in sorted(joules):
+            total += joules[x]
+            want.append((x, total))
+        assert [(x, pytest.approx(y)) for x, y in zip(xs, ys)] == want[:len(xs)]
+        assert ys[-1] > 0
+    assert js_graph(browser, "energy-graph", "g.layout.xaxis2.title.text") == "virtual time (s)"
     assert severe_errors(browser) == []
 
 

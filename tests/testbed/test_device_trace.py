@@ -37,8 +37,12 @@ def test_fedscale_clients_become_our_nodes():
     capacity = {7: {"computation": 100.0, "communication": 5000.0},
                 9: {"computation": 300.0, "communication": 800.0}}
     out = from_fedscale(behave, capacity, [7, 9])
+    # communication (kbit/s) becomes the client's own link rate both ways, in Mb/s
     assert out == {"nodes": {
-        "w0": {"speed": [[0, 2.0]], "available": [[0.0, 20.0], [50.0, 90.0]], "period_s": 100.0},
-        "w1": {"speed": [[0, 200.0 / 300.0]], "available": [[10.0, 30.0]], "period_s": 40.0}}}
+        "w0": {"speed": [[0, 2.0]], "uplink_mbps": [[0, 5.0]], "downlink_mbps": [[0, 5.0]],
+               "available": [[0.0, 20.0], [50.0, 90.0]], "period_s": 100.0},
+        "w1": {"speed": [[0, 200.0 / 300.0]], "uplink_mbps": [[0, 0.8]], "downlink_mbps": [[0, 0.8]],
+               "available": [[10.0, 30.0]], "period_s": 40.0}}}
     t = parse_device_trace(out)
+    assert t.rate("w1", "uplink_mbps", 1e6) == 0.8 and t.rate("w0", "downlink_mbps", 0) == 5.0
     assert t.available("w1", 45) is False and t.available("w1", 55) is True  # 55 mod 40 = 15

@@ -1,0 +1,107 @@
+"""Energy from the virtual clock (channels/energy.py) against hand figures: a dedicated link's
+transfer is power x analytic airtime, a 2-station CSMA cell's energy includes the collisions
+its backoff trace shows, an away node sleeps; profiles are data with a source per figure."""
+import numpy as np
+import pytest
+
+from channels.config import validate_network
+from channels.energy import Profile, load_profiles, radio_seconds
+from channels.errors import ChannelConfigError
+from channels_helpers import make_net
+
+P = Profile("hand", compute_w=5.0, tx_w=1.5, rx_w=1.0, idle_w=0.75, sleep_w=0.125)
+
+
+def test_a_transfer_on_a_dedicated_link_costs_power_times_its_airtime():
+    # 10 Mb/s, 5 ms delay, 40-byte headers: 7 packets of 1460 B payload = 1500 B on the wire
+    net = make_net(workers=2, medium="dedicated")
+    rep = net.transfer("w0", "server", [1460] * 7, at=0.0)
+    airtime = 7 * 1500 * 8 / 10e6
+    times = radio_seconds(rep, shared=False)
+    assert times["w0"] == pytest.approx([airtime, 0.0], abs=1e-15)
+    assert times["server"] == pytest.approx([0.0, airtime], abs=1e-15)
+    # over the call (airtime + the last packet's 5 ms flight) the sender idles for the delay
+    window = rep.end_s - rep.start_s
+    assert window == pytest.approx(airtime + 5e-3)
+    assert P.radio_joules(*times["w0"], window) == pytest.approx(1.5 * airtime + 0.75 * 5e-3)
+    assert P.radio_joules(*times["server"], window) == pytest.approx(1.0 * airtime + 0.75 * 5e-3)
+
+
+def test_a_dedicated_broadcast_charges_the_sender_each_link_a_shared_one_once():
+    sizes = [1460] * 3
+    one = 3 * 1500 * 8 / 10e6
+    ded = radio_seconds(make_net(workers=3, medium="dedicated").broadcast("server", ["w0", "w1", "w2"], sizes, at=0.0), False)
+    assert ded["server"][0] == pytest.approx(3 * one)
+    cell = radio_seconds(make_net(workers=3, medium="shared").broadcast("server", ["w0", "w1", "w2"], sizes, at=0.0), True)
+    assert cell["server"][0] == pytest.approx(one)            # one transmission heard by all
+    assert [cell[w][1] for w in ("w0", "w1", "w2")] == pytest.approx([one] * 3)
+
+
+class FixedStream:
+    """A backoff stream with chosen values (as in test_channels_csma)."""
+
+    def __init__(self, values):
+        self.values, self.pos = list(values), 0
+
+    def peek(self, n):
+        return np.array((self.values + [0.999] * n)[self.pos:self.pos + n])
+
+    def take(self, n):
+        self.pos += n
+
+
+def u(b, cw):
+    return (b + 0.5) / (cw + 1)
+
+
+@pytest.mark.parametrize("engine", ["fast", "simpy"])
+def test_a_csma_stations_energy_includes_the_collisions_of_its_backoff_trace(engine):
+    # test_channels_csma's hand trace: 8 Mb/s, 60 + 40 B frames. DATA = 20 + 100 = 120 us,
+    # ACK = 20 + 14 = 34 us. Each station: 3 successes (DATA + SIFS + ACK = 170 us) and 2
+    # collided DATA (120 us, the collisions at #6 and #12 of that trace). w0's last DATA ends
+    # at 1592 us, when the call ends (no delay).
+    net = make_net(workers=2, medium="shared", sharing="csma", engine=engine, bandwidth_mbps=8.0, delay_ms=0.0)
+    cell = net._medium(("cell", "server"))
+    cell.csma_streams["w0"] = FixedStream([u(2, 15), u(5, 31), u(0, 63), u(7, 15), u(1, 15)])
+    cell.csma_streams["w1"] = FixedStream([u(2, 15), u(1, 31), u(3, 15), u(4, 31), u(0, 15)])
+    rep = net.gather({"w0": [60] * 3, "w1": [60] * 3}, "server", at=0.0)
+    us = 1e-6
+    assert rep.links[("w0", "server")].collisions == 2
+    times = radio_seconds(rep, shared=True)
+    assert times["w0"] == pytest.approx([(3 * 170 + 2 * 120) * us, 0.0])
+    window = rep.end_s - rep.start_s
+    assert window == pytest.approx(1592 * us)
+    joules = P.radio_joules(*times["w0"], window)
+    assert joules == pytest.approx(1.5 * 750 * us + 0.75 * (1592 - 750) * us)
+    # the two collided frames cost their airtime at transmit rather than idle power
+    without = 1.5 * 510 * us + 0.75 * (1592 - 510) * us
+    assert joules - without == pytest.approx((1.5 - 0.75) * 240 * us)
+    # the access point received every attempt addressed to it, collided ones included
+    assert times["server"][1] == pytest.approx(2 * 750 * us)
+
+
+def test_an_away_node_sleeps_the_whole_window():
+    assert P.radio_joules(0.0, 0.0, 2.5, away=True) == pytest.approx(0.125 * 2.5)
+    assert P.radio_joules(0.0, 0.0, 2.5) == pytest.approx(0.75 * 2.5)   # present: idle-listens
+    assert P.radio_joules(2.0, 2.0, 2.5) == pytest.approx(1.5 * 2 + 1.0 * 2)   # full duplex: no idle
+    assert P.compute_joules(0.2) == pytest.approx(1.0)
+
+
+def test_every_packaged_figure_has_a_source_and_profiles_are_checked(tmp_path):
+    profiles = load_profiles()
+    assert {"rpi4", "jetson_nano", "phone"} <= set(profiles)
+    for p in profiles.values():
+        for key in ("compute_w", "tx_w", "rx_w", "idle_w", "sleep_w"):
+            assert p.sources.get(key), (p.name, key)
+        assert 0 < p.sleep_w < p.idle_w < p.rx_w < p.tx_w
+    assert validate_network({})["energy_profile"] == "rpi4"
+    with pytest.raises(ChannelConfigError, match=r"network.nodes.w1.energy_profile = 'toaster': must be a device profile: jetson_nano, phone, rpi4"):
+        validate_network({"nodes": {"w1": {"energy_profile": "toaster"}}})
+    own = tmp_path / "mine.toml"
+    own.write_text('[radios.r]\ntx_w = 2\nrx_w = 1\nidle_w = 0.5\nsleep_w = 0.01\n'
+                   '[devices.toaster]\ncompute_w = 900\nradio = "r"\n')
+    net = validate_network({"energy_profiles": str(own), "nodes": {"w1": {"energy_profile": "toaster"}}})
+    assert load_profiles(net["energy_profiles"])["toaster"].compute_w == 900
+    own.write_text('[devices.toaster]\ncompute_w = 900\nradio = "nope"\n')
+    with pytest.raises(ChannelConfigError, match="devices.toaster.radio = 'nope'"):
+        load_profiles(str(own))

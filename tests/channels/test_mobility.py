@@ -1,0 +1,131 @@
+"""Nodes that move (channels/mobility.py): a node at constant speed crosses an MCS threshold
+when the path-loss formula says, transmissions take the rate of where the node is, random
+waypoint stays in its area at its speeds and is a pure function of (seed, node, t), and a
+checkpointed network carries on exactly."""
+import math
+import pickle
+
+import numpy as np
+import pytest
+
+from channels.errors import ChannelConfigError
+from channels.fading import load_mcs_table
+from channels.mobility import read_position_trace
+from channels.network import Network
+from channels.topology import build_topology
+
+LOSS = {"model": "fading", "fading": "none", "shadowing_db": 0.0, "rate": "mcs", "coherence_ms": 1.0,
+        "tx_power_dbm": 20.0, "reference_loss_db": 40.0, "path_loss_exponent": 3.0,
+        "noise_dbm_per_hz": -174.0, "noise_figure_db": 7.0, "channel_bandwidth_mhz": 20.0}
+D0, SPEED = 5.0, 1.0      # w0 leaves 5 m from the AP at t = 0, walking away at 1 m/s
+
+
+def moving_net(mobility, workers=1, delivery="best_effort", seed=0):
+    table = {"topology": "star", "workers": workers, "medium": "dedicated",
+             "link": {"bandwidth_mbps": 20.0, "delay_ms": 0.0, "delivery": delivery, "loss": LOSS},
+             "mobility": mobility}
+    g = build_topology(table, seed)
+    return Network(g, medium="dedicated", rng=np.random.default_rng(seed))
+
+
+def walk():
+    return moving_net({"model": "path", "paths": {"w0": [[0, D0, 0], [100, D0 + 100 * SPEED, 0]]}})
+
+
+def test_a_node_at_constant_speed_crosses_an_mcs_threshold_when_path_loss_says():
+    # SNR(d) = P - (L_ref + 10 n log10 d) - (N0 + 10 log10 B + NF): solved for each threshold
+    noise = -174.0 + 10 * math.log10(20e6) + 7.0
+    table = load_mcs_table()
+    d_of = {float(s): 10 ** ((20.0 - 40.0 - noise - s) / 30.0) for s in table.min_snr_db}
+    crossings = [(s, d) for s, d in d_of.items() if D0 < d < D0 + 100 * SPEED]
+    assert crossings, "no MCS threshold crossed on the walk"
+    net = walk()
+    link = net.link_state("w0", "server")
+    coh = 1e-3
+    for snr_thr, d in crossings:
+        t_cross = (d - D0) / SPEED
+        k = int(np.flatnonzero(table.min_snr_db == snr_thr)[0])
+        # the SNR is taken at each 1 ms block's start: the last block starting before the
+        # crossing still has MCS k, the first starting after it has a lower one
+        # (queried mid-block, away from float rounding at the boundaries)
+        b = math.floor(t_cross / coh)
+        assert b * coh <= t_cross < (b + 1) * coh
+        assert link.rate_at((b + 0.5) * coh) == pytest.approx(table.rate_mbps[k] * 1e6)
+        assert link.rate_at((b + 1.5) * coh) < table.rate_mbps[k] * 1e6
+        snr_db = 10 * math.log10(link.fading.snr((b + 0.5) * coh)[0])
+        assert snr_db == pytest.approx(20.0 - 40.0 - 30 * math.log10(D0 + SPEED * b * coh) - noise)
+
+
+def test_each_transmission_runs_at_the_rate_of_where_the_node_is():
+    net = walk()
+    table = load_mcs_table()
+    noise = -174.0 + 10 * math.log10(20e6) + 7.0
+    snr_at = lambda t: 20.0 - 40.0 - 30 * math.log10(D0 + SPEED * t) - noise   # noqa: E731
+    for t in (0.5, 20.25, 70.5):    # block starts: the distance there sets the packet's rate
+        rep = net.transfer("w0", "server", [1460], at=t)
+        k = np.searchsorted(table.min_snr_db, snr_at(t), side="right") - 1
+        rate = table.rate_mbps[max(k, 0)] * 1e6
+        assert rep.links[("w0", "server")].busy_s == pytest.approx(1500 * 8 / rate)
+        assert rep.links[("w0", "server")].snr_db == pytest.approx(snr_at(t))
+
+
+def test_random_waypoint_stays_in_its_area_at_its_speeds_and_is_pure():
+    mob = {"model": "random_waypoint", "area_m": [-20, -10, 20, 10], "speed_mps": [1.0, 2.0], "pause_s": 0.5}
+    net = moving_net(mob, workers=3, seed=4)
+    m = net.graph.graph["mobility"]
+    t = np.linspace(0, 300, 3001)
+    for w in ("w0", "w1", "w2"):
+        xy = m.position(w, t)
+        assert np.allclose(xy[0], net.graph.nodes[w]["pos"])       # starts where the topology put it
+        later = xy[t > 60]
+        assert (later[:, 0] >= -20 - 1e-9).all() and (later[:, 0] <= 20 + 1e-9).all()
+        assert (later[:, 1] >= -10 - 1e-9).all() and (later[:, 1] <= 10 + 1e-9).all()
+        speed = np.hypot(*np.diff(xy, axis=0).T) / np.diff(t)
+        assert speed.max() <= 2.0 + 1e-9 and (speed < 1e-9).any()  # never faster; pauses
+    # a fresh model queried backwards agrees (positions depend on seed, node and t only)
+    other = moving_net(mob, workers=3, seed=4).graph.graph["mobility"]
+    assert np.array_equal(other.position("w1", t[::-1])[::-1], m.position("w1", t))
+    assert not np.array_equal(moving_net(mob, workers=3, seed=5).graph.graph["mobility"].position("w1", t),
+                              m.position("w1", t))
+
+
+def test_a_checkpointed_network_carries_on_with_the_same_positions_and_rates():
+    mob = {"model": "random_waypoint", "area_m": [-60, -60, 60, 60], "speed_mps": [5.0, 10.0]}
+    a = moving_net(mob, workers=2, delivery="reliable")
+    a.gather({"w0": [1460] * 20, "w1": [1460] * 20}, "server", at=0.0)
+    state = a.state_dict()
+    b = moving_net(mob, workers=2, delivery="reliable")
+    b.load_state_dict(state)
+    for at in (3.0, 11.0):
+        ra = a.gather({"w0": [1460] * 20, "w1": [1460] * 20}, "server", at=at)
+        rb = b.gather({"w0": [1460] * 20, "w1": [1460] * 20}, "server", at=at)
+        assert ra.links == rb.links and ra.end_s == rb.end_s
+    assert pickle.loads(pickle.dumps(a.graph.graph["mobility"])).position("w0", [7.5]).tolist() == \
+        a.graph.graph["mobility"].position("w0", [7.5]).tolist()
+
+
+def test_a_position_trace_csv_is_read_and_checked(tmp_path):
+    f = tmp_path / "pos.csv"
+    f.write_text("# walk\ntime_s,node,x_m,y_m\n0,w0,10,0\n10,w0,30,0\n")
+    net = moving_net({"model": "trace", "file": str(f)})
+    assert net.graph.graph["mobility"].position("w0", [5.0]).tolist() == [[20.0, 0.0]]
+    assert read_position_trace(str(f))["w0"].at([99.0]).tolist() == [[30.0, 0.0]]
+    f.write_text("time_s,node,x_m,y_m\n0,w0,10,0\n0,w0,30,0\n")
+    with pytest.raises(ChannelConfigError, match="times >= 0 and strictly increasing"):
+        moving_net({"model": "trace", "file": str(f)})
+    with pytest.raises(ChannelConfigError, match=r"network.mobility.speed_mps = \[2, 1\]: must be 0 < min <= max"):
+        moving_net({"model": "random_waypoint", "speed_mps": [2, 1]})
+    with pytest.raises(ChannelConfigError, match="unknown key 'network.mobility.speed'"):
+        moving_net({"model": "random_waypoint", "speed": [2, 1]})
+
+
+def test_away_walks_each_worker_straight_out_from_the_access_point_and_stops():
+    net = moving_net({"model": "away", "speed_mps": [2.0, 2.0], "until_m": 30.0}, workers=3)
+    m = net.graph.graph["mobility"]
+    for i in range(3):   # the star puts w_i 10 m out at angle 2 pi i / 3
+        a = 2 * math.pi * i / 3
+        # 10 m + 2 m/s x t until 30 m (t = 10 s), then it stands
+        for t, r in ((0.0, 10.0), (4.0, 18.0), (10.0, 30.0), (50.0, 30.0)):
+            assert m.position(f"w{i}", [t])[0] == pytest.approx([r * math.cos(a), r * math.sin(a)], abs=1e-9)
+    with pytest.raises(ChannelConfigError, match="network.mobility.until_m = None"):
+        moving_net({"model": "away"})
