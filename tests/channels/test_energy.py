@@ -56,28 +56,29 @@ def u(b, cw):
 
 @pytest.mark.parametrize("engine", ["fast", "simpy"])
 def test_a_csma_stations_energy_includes_the_collisions_of_its_backoff_trace(engine):
-    # test_channels_csma's hand trace: 8 Mb/s, 60 + 40 B frames. DATA = 20 + 100 = 120 us,
-    # ACK = 20 + 14 = 34 us. Each station: 3 successes (DATA + SIFS + ACK = 170 us) and 2
-    # collided DATA (120 us, the collisions at #6 and #12 of that trace). w0's last DATA ends
-    # at 1592 us, when the call ends (no delay).
+    # test_channels_csma's hand trace (test_two_stations_backoff_trace_by_hand): 8 Mb/s, 60 + 40 B
+    # frames in 4 us OFDM symbols, DATA = 124 us, the ACK at 6 Mb/s = 44 us. Each station: 3
+    # successes (DATA + SIFS + ACK = 184 us, the ACK charged to the sender) and 1 collided DATA
+    # (124 us, the collision at 54 us of that trace). w0's last DATA ends at 1579 us, when the call
+    # ends (no delay).
     net = make_net(workers=2, medium="shared", sharing="csma", engine=engine, bandwidth_mbps=8.0, delay_ms=0.0)
     cell = net._medium(("cell", "server"))
-    cell.csma_streams["w0"] = FixedStream([u(2, 15), u(5, 31), u(0, 63), u(7, 15), u(1, 15)])
-    cell.csma_streams["w1"] = FixedStream([u(2, 15), u(1, 31), u(3, 15), u(4, 31), u(0, 15)])
+    cell.csma_streams["w0"] = FixedStream([u(2, 15), u(5, 31), u(0, 15), u(7, 15)])
+    cell.csma_streams["w1"] = FixedStream([u(2, 15), u(1, 31), u(3, 15), u(2, 15)])
     rep = net.gather({"w0": [60] * 3, "w1": [60] * 3}, "server", at=0.0)
     us = 1e-6
-    assert rep.links[("w0", "server")].collisions == 2
+    assert rep.links[("w0", "server")].collisions == 1
     times = radio_seconds(rep, shared=True)
-    assert times["w0"] == pytest.approx([(3 * 170 + 2 * 120) * us, 0.0])
+    assert times["w0"] == pytest.approx([(3 * 184 + 124) * us, 0.0])
     window = rep.end_s - rep.start_s
-    assert window == pytest.approx(1592 * us)
+    assert window == pytest.approx(1579 * us)
     joules = P.radio_joules(*times["w0"], window)
-    assert joules == pytest.approx(1.5 * 750 * us + 0.75 * (1592 - 750) * us)
-    # the two collided frames cost their airtime at transmit rather than idle power
-    without = 1.5 * 510 * us + 0.75 * (1592 - 510) * us
-    assert joules - without == pytest.approx((1.5 - 0.75) * 240 * us)
+    assert joules == pytest.approx(1.5 * 676 * us + 0.75 * (1579 - 676) * us)
+    # the collided frame costs its airtime at transmit rather than idle power
+    without = 1.5 * 552 * us + 0.75 * (1579 - 552) * us
+    assert joules - without == pytest.approx((1.5 - 0.75) * 124 * us)
     # the access point received every attempt addressed to it, collided ones included
-    assert times["server"][1] == pytest.approx(2 * 750 * us)
+    assert times["server"][1] == pytest.approx(2 * 676 * us)
 
 
 def test_an_away_node_sleeps_the_whole_window():
