@@ -30,7 +30,7 @@ from nodes.compression.templates import k_of, leader_among, ring_mean
 from schema import Field
 
 
-@register("scalecom",
+@register("scalecom", wire_id=64,  # the id it was handed before ids were pinned: old recordings decode
           ratio=Field(0.01, float, min=1e-6, max=1.0, help="fraction of coordinates sent (k / n)"),
           beta=Field(0.1, float, min=0.0, max=1.0, min_open=True,
                      help="low-pass filter of the error memory, m <- (1-beta) m + beta (m + g - sent); "

@@ -263,8 +263,11 @@ def test_energy_panel_shows_each_workers_cumulative_joules(live, browser):
         wait_for(lambda: (link_trace(browser, "energy-graph", uid, "t.x.length") or 0) > 3, 20,
                  f"energy points of {w}")
         xs, ys = link_trace(browser, "energy-graph", uid, "[Array.from(t.x), Array.from(t.y)]")
+        # the run is live: read the node rows first, so every iteration they name has its row
+        # (both are committed in one transaction) when the iterations are read after them
+        nodes = [r for r in store.node_iterations(rid) if r["node"] == w]
         vt = {r["iteration"]: r["virtual_time_s"] for r in store.iterations(rid)}
-        joules = {vt[r["iteration"]]: r["energy_j"] for r in store.node_iterations(rid) if r["node"] == w}
+        joules = {vt[r["iteration"]]: r["energy_j"] for r in nodes}
         total, want = 0.0, []
         for x in sorted(joules):
             total += joules[x]
