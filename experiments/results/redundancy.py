@@ -25,6 +25,8 @@ positions I (exact top-k of |v_L|, k = density * n):
   (x = v_L[I] / s -> t = mean_j v_j[I] / s, in LGC's "sign" order) of a stage's first two
   thirds of iterations, evaluated on its last third (held out), against the scalar beta fitted
   on the same training pairs, and against 1/N.
+- the same beta and overlap on the iteration's raw gradients (before clipping, momentum and
+  error feedback): whether the nodes share anything before the memory mixes iterations.
 Stages: the iterations after the warm-up cut into thirds (early, mid, late).
 
 Each finished point is written at once to docs/results/redundancy/<point>.json; a rerun skips
@@ -84,6 +86,16 @@ def overlap(sets: torch.Tensor, n: int) -> tuple[float, float]:
     off = ~torch.eye(N, dtype=torch.bool)
     inter = C[off]
     return float((inter / k).mean()), float((inter / (2 * k - inter)).mean())
+
+
+def leader_pairs(V: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each node of V (N, n) as the leader: its top-k set (N, k), its values there x and the
+    mean over all N nodes there t, both divided by the RMS of x (LGC's normalisation)."""
+    sets = topk_sets(V, k)
+    X = torch.gather(V, 1, sets)
+    T = torch.stack([V[:, s].mean(0) for s in sets])
+    scale = X.pow(2).mean(1, keepdim=True).sqrt().clamp_min(1e-30)
+    return sets, X / scale, T / scale
 
 
 def chance_overlap(k: int, n: int) -> tuple[float, float]:
@@ -189,6 +201,7 @@ def run_point(p: Point, data=None) -> dict:
     k = max(1, int(round(p.density * n)))
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     sums = [[0.0, 0.0, 0.0] for _ in STAGES]          # sxx, sxt, stt of the normalised pairs
+    gsums = [[0.0, 0.0, 0.0] for _ in STAGES]         # the same of the raw gradients
     per_it: list[dict] = []
     pairs: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in STAGES]   # per iteration
     losses = []
@@ -203,18 +216,20 @@ def run_point(p: Point, data=None) -> dict:
         if st is None:
             continue
         V = torch.stack([captured[w] for w in range(p.workers)])
-        sets = topk_sets(V, k)
-        X = torch.gather(V, 1, sets)                         # (N, k): each leader's values
-        T = torch.stack([V[:, s].mean(0) for s in sets])     # the mean over all nodes there
-        scale = X.pow(2).mean(1, keepdim=True).sqrt().clamp_min(1e-30)
-        X, T = X / scale, T / scale
+        sets, X, T = leader_pairs(V, k)
         sxx, sxt, stt = float((X * X).sum()), float((X * T).sum()), float((T * T).sum())
         for i, v in enumerate((sxx, sxt, stt)):
             sums[st][i] += v
         share, jac = overlap(sets, n)
         beta, err = fit_from_sums(sxx, sxt, stt)
+        # the same on this iteration's raw gradients: is anything shared before error feedback?
+        gsets, GX, GT = leader_pairs(torch.stack([g.reshape(-1).float() for g in grads]), k)
+        gs = (float((GX * GX).sum()), float((GX * GT).sum()), float((GT * GT).sum()))
+        for i, v in enumerate(gs):
+            gsums[st][i] += v
         per_it.append({"it": it, "stage": STAGES[st], "beta": beta, "fit_err": err,
-                       "share": share, "jaccard": jac})
+                       "share": share, "jaccard": jac, "beta_grad": fit_from_sums(*gs)[0],
+                       "share_grad": overlap(gsets, n)[0]})
         orders = [sign_order(x) for x in X]
         pairs[st].append((torch.stack([x[o] for x, o in zip(X, orders)]),
                           torch.stack([t[o] for t, o in zip(T, orders)])))
@@ -233,6 +248,8 @@ def run_point(p: Point, data=None) -> dict:
             "beta_others": (p.workers * beta - 1) / (p.workers - 1), "fit_err": err,
             "share": sum(r["share"] for r in rows) / len(rows),
             "jaccard": sum(r["jaccard"] for r in rows) / len(rows),
+            "beta_grad": fit_from_sums(*gsums[st])[0], "fit_err_grad": fit_from_sums(*gsums[st])[1],
+            "share_grad": sum(r["share_grad"] for r in rows) / len(rows),
             **coder_errors(pairs[st], p),
         }
     share0, jac0 = chance_overlap(k, n)
@@ -292,7 +309,8 @@ def describe(p: dict) -> str:
 
 def table(recs: list[dict]) -> str:
     head = ("| point | setting | stage | beta | 1/N | N*beta | beta_others | fit err | "
-            "top-k share | chance | x chance | coder err (held out) | scalar err | 1/N err | acc % |")
+            "top-k share | chance | x chance | coder err (held out) | scalar err | 1/N err | "
+            "grad N*beta | grad share x chance | acc % |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in recs:
         p = r["point"]
@@ -308,6 +326,7 @@ def table(recs: list[dict]) -> str:
                 f"{s['fit_err']:.3f} | {s['share']:.4f} | {r['chance_share']:.4f} | "
                 f"{s['share'] / r['chance_share']:.1f} | {s.get('coder_err', float('nan')):.3f} | "
                 f"{s.get('scalar_err', float('nan')):.3f} | {s.get('inv_n_err', float('nan')):.3f} | "
+                f"{p['workers'] * s['beta_grad']:.2f} | {s['share_grad'] / r['chance_share']:.1f} | "
                 f"{100 * r['final_test_acc']:.1f} |")
     return "\n".join(lines)
 
