@@ -131,13 +131,13 @@ BASE = Point("base")
 # one core here, B=512 2.8, N=32 0.46, ResNet-20 0.7; the base point ~50 s of CPU in all)
 POINTS = [
     BASE, replace(BASE, name="base_s1", seed=1), replace(BASE, name="base_s2", seed=2),
-    replace(BASE, name="b128", batch=128), replace(BASE, name="b512", batch=512, iterations=150),   # 2.8 s/it here
+    replace(BASE, name="b128", batch=128), replace(BASE, name="b512", batch=512, iterations=100),   # 2.8 s/it here
     replace(BASE, name="n4", workers=4), replace(BASE, name="n16", workers=16),
     replace(BASE, name="n32", workers=32),
     replace(BASE, name="d0.1pct", density=0.001),
     replace(BASE, name="dirichlet", partition="dirichlet"),
     replace(BASE, name="w32", model="cnn_fc_w32"),
-    replace(BASE, name="resnet20", model="resnet20", iterations=240),
+    replace(BASE, name="resnet20", model="resnet20", iterations=150),
     replace(BASE, name="lgc_stage", driver="lgc_ablation"),
     replace(BASE, name="long", iterations=1200),
 ]
