@@ -332,23 +332,25 @@ def table(recs: list[dict]) -> str:
 
 
 def svg(recs: list[dict]) -> str:
-    """Two panels, one line per point over the stages: N*beta (1 = nothing shared) and the
-    top-k share over chance."""
-    W, H, pad, gap = 960, 420, 60, 80
-    pw = (W - 2 * pad - gap) / 2
+    """Three panels, one line per point over the stages: N*beta of the memories (1 = nothing
+    shared), N*beta of the raw gradients, and the memories' top-k share over chance."""
+    W, H, pad, gap = 1260, 420, 60, 70
+    pw = (W - 2 * pad - 2 * gap) / 3
     ph = H - 2 * pad - 20
     palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39"]
-    panels = [("N x beta (1 = no shared information)", lambda r, s: r["point"]["workers"] * s["beta"]),
-              ("top-k share / chance share", lambda r, s: s["share"] / r["chance_share"])]
+    panels = [("memories v: N x beta (1 = nothing shared)", lambda r, s: r["point"]["workers"] * s["beta"]),
+              ("raw gradients: N x beta", lambda r, s: r["point"]["workers"] * s["beta_grad"]),
+              ("memories v: top-k share / chance", lambda r, s: s["share"] / r["chance_share"])]
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H + 14 * ((len(recs) + 3) // 4)}" '
            f'font-family="sans-serif" font-size="11">', f'<rect width="100%" height="100%" fill="white"/>']
     for pi, (title, f) in enumerate(panels):
         x0 = pad + pi * (pw + gap)
         vals = [f(r, s) for r in recs for s in r["stages"].values()] or [1.0]
         lo, hi = min(0.0, min(vals)), max(vals) * 1.1 or 1.0
-        if pi == 0:
-            hi = max(hi, 2.0)
+        if pi < 2:   # both N x beta panels on one scale
+            hi = max([2.0] + [r["point"]["workers"] * s[key] * 1.1 for r in recs
+                              for s in r["stages"].values() for key in ("beta", "beta_grad")])
 
         def y(v, lo=lo, hi=hi):
             return pad + ph - (v - lo) / (hi - lo) * ph
