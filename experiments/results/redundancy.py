@@ -30,8 +30,8 @@ positions I (exact top-k of |v_L|, k = density * n):
 Stages: the iterations after the warm-up cut into thirds (early, mid, late).
 
 Each finished point is written at once to docs/results/redundancy/<point>.json; a rerun skips
-it. `--report` builds the table (table.md) and the plot (redundancy.svg, written here: no
-matplotlib in the venv) from whatever is on disk.
+it. `--report` builds the tables (summary.md: one row per point; table.md: every stage) and
+the plot (redundancy.svg, written here: no matplotlib in the venv) from whatever is on disk.
 """
 from __future__ import annotations
 
@@ -331,6 +331,27 @@ def table(recs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def summary(recs: list[dict]) -> str:
+    """One row per point: N*beta per stage (memories, then raw gradients), the late stage's
+    top-k share over chance, the held-out coder against the scalar, final accuracy."""
+    head = ("| point | setting | N*beta v: early / mid / late | N*beta grad: early / mid / late | "
+            "beta_others late | top-k share x chance, v / grad (late) | late held-out err: coder / "
+            "scalar / 1/N | acc % | wall s |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in recs:
+        p, st, N = r["point"], r["stages"], r["point"]["workers"]
+        late = st[STAGES[-1]]
+        nb = " / ".join(f"{N * st[n]['beta']:.2f}" for n in STAGES if n in st)
+        ng = " / ".join(f"{N * st[n]['beta_grad']:.2f}" for n in STAGES if n in st)
+        lines.append(
+            f"| {p['name']} | {describe(p)} | {nb} | {ng} | {late['beta_others']:+.3f} | "
+            f"{late['share'] / r['chance_share']:.1f} / {late['share_grad'] / r['chance_share']:.1f} | "
+            f"{late.get('coder_err', float('nan')):.3f} / {late.get('scalar_err', float('nan')):.3f} / "
+            f"{late.get('inv_n_err', float('nan')):.3f} | {100 * r['final_test_acc']:.1f} | "
+            f"{r['seconds']:.0f} |")
+    return "\n".join(lines)
+
+
 def svg(recs: list[dict]) -> str:
     """Three panels, one line per point over the stages: N*beta of the memories (1 = nothing
     shared), N*beta of the raw gradients, and the memories' top-k share over chance."""
@@ -386,8 +407,10 @@ def report(out: Path) -> str:
     recs = load_all(out)
     text = table(recs)
     (out / "table.md").write_text(text + "\n")
+    short = summary(recs)
+    (out / "summary.md").write_text(short + "\n")
     (out / "redundancy.svg").write_text(svg(recs))
-    return text
+    return short + "\n\n" + text
 
 
 def main(argv=None) -> int:
