@@ -25,6 +25,8 @@ positions I (exact top-k of |v_L|, k = density * n):
   (x = v_L[I] / s -> t = mean_j v_j[I] / s, in LGC's "sign" order) of a stage's first two
   thirds of iterations, evaluated on its last third (held out), against the scalar beta fitted
   on the same training pairs, and against 1/N.
+- beta_cyclic: beta with only the leader LGC's cyclic default uses (it % N), one pair per
+  iteration (the pooled beta takes every node as a would-be leader);
 - the same beta and overlap on the iteration's raw gradients (before clipping, momentum and
   error feedback): whether the nodes share anything before the memory mixes iterations.
 Stages: the iterations after the warm-up cut into thirds (early, mid, late).
@@ -202,6 +204,7 @@ def run_point(p: Point, data=None) -> dict:
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     sums = [[0.0, 0.0, 0.0] for _ in STAGES]          # sxx, sxt, stt of the normalised pairs
     gsums = [[0.0, 0.0, 0.0] for _ in STAGES]         # the same of the raw gradients
+    csums = [[0.0, 0.0, 0.0] for _ in STAGES]         # only the cyclic leader (it % N)
     per_it: list[dict] = []
     pairs: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in STAGES]   # per iteration
     losses = []
@@ -222,6 +225,10 @@ def run_point(p: Point, data=None) -> dict:
             sums[st][i] += v
         share, jac = overlap(sets, n)
         beta, err = fit_from_sums(sxx, sxt, stt)
+        lead = it % p.workers   # the leader LGC's cyclic default really uses this iteration
+        cyc = (float((X[lead] ** 2).sum()), float((X[lead] * T[lead]).sum()), float((T[lead] ** 2).sum()))
+        for i, v in enumerate(cyc):
+            csums[st][i] += v
         # the same on this iteration's raw gradients: is anything shared before error feedback?
         gsets, GX, GT = leader_pairs(torch.stack([g.reshape(-1).float() for g in grads]), k)
         gs = (float((GX * GX).sum()), float((GX * GT).sum()), float((GT * GT).sum()))
@@ -248,6 +255,7 @@ def run_point(p: Point, data=None) -> dict:
             "beta_others": (p.workers * beta - 1) / (p.workers - 1), "fit_err": err,
             "share": sum(r["share"] for r in rows) / len(rows),
             "jaccard": sum(r["jaccard"] for r in rows) / len(rows),
+            "beta_cyclic": fit_from_sums(*csums[st])[0], "fit_err_cyclic": fit_from_sums(*csums[st])[1],
             "beta_grad": fit_from_sums(*gsums[st])[0], "fit_err_grad": fit_from_sums(*gsums[st])[1],
             "share_grad": sum(r["share_grad"] for r in rows) / len(rows),
             **coder_errors(pairs[st], p),
@@ -310,7 +318,7 @@ def describe(p: dict) -> str:
 def table(recs: list[dict]) -> str:
     head = ("| point | setting | stage | beta | 1/N | N*beta | beta_others | fit err | "
             "top-k share | chance | x chance | coder err (held out) | scalar err | 1/N err | "
-            "grad N*beta | grad share x chance | acc % |")
+            "grad N*beta | grad share x chance | cyclic leader only: N*beta, fit err | acc % |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in recs:
         p = r["point"]
@@ -327,15 +335,31 @@ def table(recs: list[dict]) -> str:
                 f"{s['share'] / r['chance_share']:.1f} | {s.get('coder_err', float('nan')):.3f} | "
                 f"{s.get('scalar_err', float('nan')):.3f} | {s.get('inv_n_err', float('nan')):.3f} | "
                 f"{p['workers'] * s['beta_grad']:.2f} | {s['share_grad'] / r['chance_share']:.1f} | "
+                f"{p['workers'] * s.get('beta_cyclic', float('nan')):.2f}, "
+                f"{s.get('fit_err_cyclic', float('nan')):.3f} | "
                 f"{100 * r['final_test_acc']:.1f} |")
     return "\n".join(lines)
+
+
+SAME = (70, 99)   # iterations every point measures (b512's late stage): stage-free comparison
+
+
+def same_iterations(r: dict) -> tuple[float, float]:
+    """N*beta of the memories and of the raw gradients, mean of the per-iteration values over
+    the iterations SAME (nan when the run has none of them)."""
+    rows = [x for x in r["per_iteration"] if SAME[0] <= x["it"] <= SAME[1]]
+    if not rows:
+        return float("nan"), float("nan")
+    N = r["point"]["workers"]
+    return (N * sum(x["beta"] for x in rows) / len(rows),
+            N * sum(x["beta_grad"] for x in rows) / len(rows))
 
 
 def summary(recs: list[dict]) -> str:
     """One row per point: N*beta per stage (memories, then raw gradients), the late stage's
     top-k share over chance, the held-out coder against the scalar, final accuracy."""
     head = ("| point | setting | N*beta v: early / mid / late | N*beta grad: early / mid / late | "
-            "beta_others late | top-k share x chance, v / grad (late) | late held-out err: coder / "
+            f"N*beta v / grad, it {SAME[0]}-{SAME[1]} | beta_others late | top-k share x chance, v / grad (late) | late held-out err: coder / "
             "scalar / 1/N | acc % | wall s |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in recs:
@@ -343,8 +367,9 @@ def summary(recs: list[dict]) -> str:
         late = st[STAGES[-1]]
         nb = " / ".join(f"{N * st[n]['beta']:.2f}" for n in STAGES if n in st)
         ng = " / ".join(f"{N * st[n]['beta_grad']:.2f}" for n in STAGES if n in st)
+        same = " / ".join(f"{v:.2f}" for v in same_iterations(r))
         lines.append(
-            f"| {p['name']} | {describe(p)} | {nb} | {ng} | {late['beta_others']:+.3f} | "
+            f"| {p['name']} | {describe(p)} | {nb} | {ng} | {same} | {late['beta_others']:+.3f} | "
             f"{late['share'] / r['chance_share']:.1f} / {late['share_grad'] / r['chance_share']:.1f} | "
             f"{late.get('coder_err', float('nan')):.3f} / {late.get('scalar_err', float('nan')):.3f} / "
             f"{late.get('inv_n_err', float('nan')):.3f} | {100 * r['final_test_acc']:.1f} | "
