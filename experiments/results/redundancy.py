@@ -378,25 +378,26 @@ def summary(recs: list[dict]) -> str:
 
 
 def svg(recs: list[dict]) -> str:
-    """Three panels, one line per point over the stages: N*beta of the memories (1 = nothing
-    shared), N*beta of the raw gradients, and the memories' top-k share over chance."""
+    """Three panels, one line per point over the stages: beta_others of the memories (0 =
+    nothing shared), of the raw gradients, and the memories' top-k share over chance."""
     W, H, pad, gap = 1260, 420, 60, 70
     pw = (W - 2 * pad - 2 * gap) / 3
     ph = H - 2 * pad - 20
     palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39"]
-    panels = [("memories v: N x beta (1 = nothing shared)", lambda r, s: r["point"]["workers"] * s["beta"]),
-              ("raw gradients: N x beta", lambda r, s: r["point"]["workers"] * s["beta_grad"]),
-              ("memories v: top-k share / chance", lambda r, s: s["share"] / r["chance_share"])]
+    def others(r, beta):   # what one other node holds of the leader's value: 0 = nothing shared
+        N = r["point"]["workers"]
+        return (N * beta - 1) / (N - 1)
+    panels = [("memories v: beta_others (0 = nothing shared)", lambda r, s: others(r, s["beta"]), 0.0),
+              ("raw gradients: beta_others", lambda r, s: others(r, s["beta_grad"]), 0.0),
+              ("memories v: top-k share / chance (1 = chance)", lambda r, s: s["share"] / r["chance_share"], 1.0)]
+    both = [others(r, s[key]) for r in recs for s in r["stages"].values() for key in ("beta", "beta_grad")]
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H + 14 * ((len(recs) + 3) // 4)}" '
            f'font-family="sans-serif" font-size="11">', f'<rect width="100%" height="100%" fill="white"/>']
-    for pi, (title, f) in enumerate(panels):
+    for pi, (title, f, ref) in enumerate(panels):
         x0 = pad + pi * (pw + gap)
-        vals = [f(r, s) for r in recs for s in r["stages"].values()] or [1.0]
-        lo, hi = min(0.0, min(vals)), max(vals) * 1.1 or 1.0
-        if pi < 2:   # both N x beta panels on one scale
-            hi = max([2.0] + [r["point"]["workers"] * s[key] * 1.1 for r in recs
-                              for s in r["stages"].values() for key in ("beta", "beta_grad")])
+        vals = (both if pi < 2 else [f(r, s) for r in recs for s in r["stages"].values()]) or [1.0]
+        lo, hi = min(0.0, min(vals)), max(vals) * 1.1 or 1.0   # both beta panels on one scale
 
         def y(v, lo=lo, hi=hi):
             return pad + ph - (v - lo) / (hi - lo) * ph
@@ -411,7 +412,7 @@ def svg(recs: list[dict]) -> str:
                        f'<text x="{x0 - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.2f}</text>')
         for i, name in enumerate(STAGES):
             out.append(f'<text x="{x(i):.1f}" y="{pad + ph + 16}" text-anchor="middle">{name}</text>')
-        out.append(f'<line x1="{x0}" x2="{x0 + pw}" y1="{y(1.0):.1f}" y2="{y(1.0):.1f}" '
+        out.append(f'<line x1="{x0}" x2="{x0 + pw}" y1="{y(ref):.1f}" y2="{y(ref):.1f}" '
                    f'stroke="black" stroke-dasharray="4,3"/>')
         for ri, r in enumerate(recs):
             c = palette[ri % len(palette)]
