@@ -25,3 +25,21 @@ def identical(a, b):
                (fb.packets_sent, fb.packets_lost, fb.retransmissions, fb.bytes_on_wire)
     assert a.links == b.links       # every LinkStats field, busy_s included, exactly
     assert a.nodes == b.nodes
+
+
+class FixedStream:
+    """A backoff stream with chosen values (the `peek` / `take` of `channels.randomness.Stream`)."""
+
+    def __init__(self, values):
+        self.values, self.pos = list(values), 0
+
+    def peek(self, n):
+        return np.array((self.values + [0.999] * n)[self.pos:self.pos + n])
+
+    def take(self, n):
+        self.pos += n
+
+
+def u(b, cw):
+    """A uniform that draws counter b from [0, cw]."""
+    return (b + 0.5) / (cw + 1)

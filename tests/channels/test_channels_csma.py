@@ -12,7 +12,7 @@ from channels.config import validate_network
 from channels.errors import ChannelConfigError, DeliveryError
 from channels.network import Network
 from channels.topology import build_topology
-from channels_helpers import identical, make_net
+from channels_helpers import FixedStream, identical, make_net, u
 from testbed.commands.probe import load_probe_config, probe_report
 
 # 802.11a defaults, as [network.csma] documents them
@@ -98,22 +98,6 @@ def test_collisions_per_success_rise_with_n_as_the_analysis_says(saturated):
     assert ratios[0] == 0 and all(a < b for a, b in zip(ratios, ratios[1:]))
 
 
-class FixedStream:
-    """A backoff stream with chosen values (the `peek` / `take` of `channels.randomness.Stream`)."""
-
-    def __init__(self, values):
-        self.values, self.pos = list(values), 0
-
-    def peek(self, n):
-        return np.array((self.values + [0.999] * n)[self.pos:self.pos + n])
-
-    def take(self, n):
-        self.pos += n
-
-
-def u(b, cw):
-    """A uniform that draws counter b from [0, cw]."""
-    return (b + 0.5) / (cw + 1)
 
 
 @pytest.mark.parametrize("engine", ["fast", "simpy"])

@@ -1,5 +1,4 @@
 """Transfer times against figures worked out by hand (no loss)."""
-import math
 
 import numpy as np
 import pytest

@@ -1,13 +1,12 @@
 """Energy from the virtual clock (channels/energy.py) against hand figures: a dedicated link's
 transfer is power x analytic airtime, a 2-station CSMA cell's energy includes the collisions
 its backoff trace shows, an away node sleeps; profiles are data with a source per figure."""
-import numpy as np
 import pytest
 
 from channels.config import validate_network
 from channels.energy import Profile, load_profiles, radio_seconds
 from channels.errors import ChannelConfigError
-from channels_helpers import make_net
+from channels_helpers import FixedStream, make_net, u
 
 P = Profile("hand", compute_w=5.0, tx_w=1.5, rx_w=1.0, idle_w=0.75, sleep_w=0.125)
 
@@ -37,21 +36,6 @@ def test_a_dedicated_broadcast_charges_the_sender_each_link_a_shared_one_once():
     assert [cell[w][1] for w in ("w0", "w1", "w2")] == pytest.approx([one] * 3)
 
 
-class FixedStream:
-    """A backoff stream with chosen values (as in test_channels_csma)."""
-
-    def __init__(self, values):
-        self.values, self.pos = list(values), 0
-
-    def peek(self, n):
-        return np.array((self.values + [0.999] * n)[self.pos:self.pos + n])
-
-    def take(self, n):
-        self.pos += n
-
-
-def u(b, cw):
-    return (b + 0.5) / (cw + 1)
 
 
 @pytest.mark.parametrize("engine", ["fast", "simpy"])
