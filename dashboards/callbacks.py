@@ -370,9 +370,11 @@ class Dashboard:
             for run, params in members:
                 evals = store.evals(run["id"])
                 accs = [e["test_accuracy"] for e in evals if e["test_accuracy"] is not None]
+                it, t = (None, None) if bad_target else F.time_to_accuracy(evals, target)
                 cells.append({"params": params, "final_accuracy": accs[-1] if accs else None,
-                              "time_to_target_s": None if bad_target else
-                              F.time_to_accuracy(evals, target)[1]})
+                              "time_to_target_s": t,
+                              "energy_to_target_j": None if it is None else
+                              Q.energy_to(store.db, run["id"], it)})
         y = None if y_key == NO_AXIS else y_key
         others = [k for k in varying if k not in (x_key, y)]
         title = f"Sweep {base}: {len(members)} runs"

@@ -282,9 +282,12 @@ def test_stage_bands_follow_the_newest_iteration(store):
     board.close()
 
 
-def sweep_run(store, name, accuracies, times):
+def sweep_run(store, name, accuracies, times, joules=None):
+    """An evaluation per iteration; `joules`: every worker's energy in each iteration."""
     rid = store.create_run(name, {}, method="topk")
     for i, (acc, t) in enumerate(zip(accuracies, times)):
+        if joules is not None:
+            store.append_iteration(rid, {"iteration": i, "virtual_time_s": t, "energy_j": joules[i]})
         store.append_eval(rid, {"iteration": i, "virtual_time_s": t, "test_accuracy": acc})
     store.finish_run(rid, "completed")
     return rid
@@ -293,10 +296,11 @@ def sweep_run(store, name, accuracies, times):
 def test_sweep_view_averages_seeds_over_the_grid(store):
     new_run(store, "not-a-sweep")
     # accuracy over (bandwidth, ratio, seed); time to 90% only where a run reaches it
-    sweep_run(store, "qs[bandwidth_mbps=2,ratio=0.01,seed=0]", [0.5, 0.8], [1.0, 2.0])
-    sweep_run(store, "qs[bandwidth_mbps=2,ratio=0.01,seed=1]", [0.6, 0.9], [1.0, 3.0])
-    sweep_run(store, "qs[bandwidth_mbps=20,ratio=0.01,seed=0]", [0.7, 0.95], [0.1, 0.2])
-    sweep_run(store, "qs[bandwidth_mbps=20,ratio=0.01,seed=1]", [0.91, 0.97], [0.1, 0.2])
+    # energy to 90%: the joules of the iterations up to the evaluation that reached it
+    sweep_run(store, "qs[bandwidth_mbps=2,ratio=0.01,seed=0]", [0.5, 0.8], [1.0, 2.0], [5.0, 7.0])
+    sweep_run(store, "qs[bandwidth_mbps=2,ratio=0.01,seed=1]", [0.6, 0.9], [1.0, 3.0], [4.0, 6.0])
+    sweep_run(store, "qs[bandwidth_mbps=20,ratio=0.01,seed=0]", [0.7, 0.95], [0.1, 0.2], [1.0, 2.0])
+    sweep_run(store, "qs[bandwidth_mbps=20,ratio=0.01,seed=1]", [0.91, 0.97], [0.1, 0.2], [3.0, 9.0])
     sweep_run(store, "qs[bandwidth_mbps=2,ratio=0.1,seed=0]", [0.4], [1.0])
     sweep_run(store, "qs[bandwidth_mbps=2,ratio=0.1,seed=1]", [0.2], [1.0])
     board = Dashboard(store.path)
@@ -305,12 +309,16 @@ def test_sweep_view_averages_seeds_over_the_grid(store):
     assert [k["value"] for k in keys] == ["bandwidth_mbps", "ratio", "seed"]
     assert (x, y) == ("bandwidth_mbps", "ratio")
     assert "each cell averages over seed" in message
-    acc, ttt = fig["data"]
+    acc, ttt, energy = fig["data"]
     assert acc["x"] == ["2", "20"] and acc["y"] == ["0.01", "0.1"]
     assert acc["z"][0] == pytest.approx([(0.8 + 0.9) / 2, (0.95 + 0.97) / 2])
     assert acc["z"][1] == pytest.approx([0.3, None])  # bandwidth 20, ratio 0.1: never run
     assert ttt["z"][0] == pytest.approx([3.0, (0.2 + 0.1) / 2])  # seed 0 at 2 Mb/s never got there
     assert ttt["text"][0][0] == "3.00 s (1/2)" and ttt["text"][1][0] == "never"
+    # 2 Mb/s: only seed 1 reached 90%, at iteration 1 (4 + 6 J); 20 Mb/s: seed 0 at iteration 1
+    # (1 + 2 J), seed 1 at iteration 0 (3 J); ratio 0.1 never reached it: no energy
+    assert energy["z"][0] == pytest.approx([10.0, (3.0 + 3.0) / 2])
+    assert energy["z"][1] == [None, None] and energy["text"][0][0] == "10 J"
     # seeds across, one row
     fig, *_, y, _ = board.sweep_view("qs", "seed", "-", 0.9)
     assert fig["data"][0]["x"] == ["0", "1"] and fig["data"][0]["y"] == ["all"] and y == "-"

@@ -413,12 +413,15 @@ def test_sweep_view_heat_maps(live, browser):
                                          "test_accuracy": acc})
             writer.finish_run(rid, "completed")
     browser.find_element(By.XPATH, "//*[@id='view-tabs']//*[text()='Sweep']").click()
-    acc, ttt = wait_for(lambda: js_graph(browser, "sweep-graph", "g.data.length === 2 && g.data.map(t => t.z)"),
-                        20, "the sweep's heat maps")
+    acc, ttt, energy = wait_for(lambda: js_graph(browser, "sweep-graph",
+                                                 "g.data.length === 3 && g.data.map(t => t.z)"),
+                                20, "the sweep's heat maps")
     assert js_graph(browser, "sweep-graph", "[g.data[0].x, g.data[0].y]") == [["2", "20"], ["0.01", "0.1"]]
     assert acc[0] == [pytest.approx(0.85), pytest.approx(0.96)]
     assert acc[1] == [pytest.approx(0.6), pytest.approx(0.5)]
     # time to 90%: at 2 Mb/s seed 1 only (its 2nd eval, 20 s); at 20 Mb/s seed 0 at 2 s, seed 1 at 1 s
     assert ttt[0] == [pytest.approx(20.0), pytest.approx(1.5)] and ttt[1] == [None, None]
+    # these runs recorded no energy: the energy map is blank (tests/dashboards has the sums)
+    assert energy == [[None, None], [None, None]]
     assert "each cell averages over seed" in text(browser, "sweep-message")
     assert severe_errors(browser) == []
