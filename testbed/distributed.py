@@ -54,9 +54,11 @@ class WorkerFailure(ExperimentError):
 
 
 class NullStore:
-    """What ranks other than 0 write to: nothing (rank 0 owns the store)."""
+    """What ranks other than 0 write to: nothing (rank 0 owns the store). It declares every
+    `Store` method an Experiment calls, and nothing else: a new call fails loudly here."""
 
     db = None
+    path = None
 
     def create_run(self, *a, **k) -> int:
         return 0
@@ -64,8 +66,11 @@ class NullStore:
     def pending_controls(self, run_id) -> list:
         return []
 
-    def __getattr__(self, name):  # append_iteration, append_event, flush, finish_run, close...
-        return lambda *a, **k: None
+    def _nothing(self, *a, **k) -> None:
+        return None
+
+    append_iteration = append_eval = append_event = flush = finish_run = close = _nothing
+    resolve_control = set_graph = rewind_run = _nothing
 
 
 def _first_line(err: BaseException, limit: int = 200) -> str:
