@@ -15,24 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import schema
-from schema import Field, OptionError, unknown_key
+from schema import Field, unknown_key
 
-from testbed.errors import UserError
-
-
-class ConfigError(UserError, OptionError):
-    """One line: `FILE: key.path = value: what is allowed`."""
-
-    def __init__(self, key: str, value: Any = None, allowed: str = "", *, source: str | None = None,
-                 message: str | None = None, problem: str = "range"):
-        self.source = source
-        text = message or f"{key} = {value!r}: must be {allowed}"
-        super().__init__(key, value, allowed, message=f"{source}: {text}" if source else text,
-                         problem=problem)
-
-
-class NoServerError(ConfigError):
-    """A parameter-server exchange asked of a topology without a server (a ring)."""
+from testbed.errors import ConfigError, NoServerError  # noqa: F401 (NoServerError: re-exported for callers)
 
 
 def _unknown(path: str, key: str, known: list[str]) -> ConfigError:

@@ -43,6 +43,8 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from testbed.errors import ConfigError
+
 
 class DeviceTraceError(ValueError):
     """What is wrong with a device trace, in one line (the config turns it into a ConfigError)."""
@@ -204,8 +206,6 @@ def load_device_trace(path: str | Path, workers: list[str] | None = None) -> Dev
 def check_device_trace(key: str, path: str, network: dict | None = None,
                        workers: list[str] | None = None) -> DeviceTrace:
     """Load and check, raising the config's one-line error naming `key`."""
-    from testbed.config import ConfigError
-
     try:
         trace = load_device_trace(path, workers)
     except DeviceTraceError as e:

@@ -13,10 +13,34 @@ not there) are listed beside these in `testbed.cli.EXIT_CODES`: the rooms do not
 from __future__ import annotations
 
 import signal
+from typing import Any
+
+from schema import OptionError
 
 
 class UserError(Exception):
     """One line naming what the user gave, its value and what is allowed (exit 2)."""
+
+
+class ConfigError(UserError, OptionError):
+    """A key of an experiment file or a command-line override; one line: `FILE: key.path =
+    value: what is allowed` (testbed/config.py raises it)."""
+
+    def __init__(self, key: str, value: Any = None, allowed: str = "", *, source: str | None = None,
+                 message: str | None = None, problem: str = "range"):
+        self.source = source
+        text = message or f"{key} = {value!r}: must be {allowed}"
+        super().__init__(key, value, allowed, message=f"{source}: {text}" if source else text,
+                         problem=problem)
+
+
+class NoServerError(ConfigError):
+    """A parameter-server exchange asked of a topology without a server (a ring)."""
+
+
+class SetupError(UserError):
+    """The file is valid key by key but its settings do not make a run (e.g. a parameter-server
+    method on a ring, a dataset folder that is not there, `device = "cuda"` without a GPU)."""
 
 
 class RunFailed(Exception):

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from testbed.errors import RunFailed
+from testbed.errors import ConfigError, RunFailed, SetupError
 from testbed.lifeline import die_with_parent
 
 REPORT_DIR_ENV = "TESTBED_LAUNCH_REPORT_DIR"
@@ -97,7 +97,6 @@ def launch_torchrun(args, cfg, resume: int | None = None) -> int:
     dies with this process (PR_SET_PDEATHSIG) and its ranks with it (testbed.lifeline)."""
     from schema import OptionError
 
-    from testbed.commands.run import SetupError
     from testbed.store import Store
 
     try:
@@ -385,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
 def _rank_main(args, rank: int, local: int, who: str, reporter: _Reporter,
                launcher: _Launcher) -> int:
 
-    from testbed.config import ConfigError, load_config
+    from testbed.config import load_config
 
     overrides = list(args.overrides)
     if args.name:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from testbed.commands import add_store_arg
-from testbed.errors import RunFailed, UserError
+from testbed.errors import RunFailed, SetupError
 from testbed.progress import progress_printer, summary_line
 
 
@@ -35,11 +35,6 @@ def load(args):
     if getattr(args, "name", None):
         overrides.append(f"run.name={args.name!r}".replace("'", '"'))
     return load_config(args.file, overrides)
-
-
-class SetupError(UserError):
-    """The file is valid key by key but its settings do not make a run (e.g. a parameter-server
-    method on a ring, a dataset folder that is not there, `device = "cuda"` without a GPU)."""
 
 
 def build_experiment(cfg, store):
