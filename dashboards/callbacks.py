@@ -25,12 +25,17 @@ from dashboards import compare as C
 from dashboards import queries as Q
 from dashboards import sweep as S
 from dashboards.panel import Rows, View
-from dashboards.panels import PANELS
+from dashboards import panels
 from dashboards.style import PLACEHOLDER, empty_figure, event_marks, smooth, smoothing_carry, stage_bands
 from testbed.controls import ControlError, link_targets, validate_control
 from testbed.store import RunNotFound, Store
 
-LIVE_FIGURES = [p.name for p in PANELS]
+LIVE_FIGURES = [p.name for p in panels.PANELS]  # the figures' order in every answer (as imported)
+
+
+def _names() -> list[str]:
+    """The live figures, read from the registry when used (a test may add a panel to it)."""
+    return [p.name for p in panels.PANELS]
 NO_AXIS = "-"   # the sweep view's "no second axis" choice (one row)
 
 
@@ -119,11 +124,11 @@ class Dashboard:
         return f"{name} {status} after iteration {upto}.{tail}", "info"
 
     def _empty(self, text: str):
-        return tuple(empty_figure(text, as_dict=True) for _ in LIVE_FIGURES)
+        return tuple(empty_figure(text, as_dict=True) for _ in _names())
 
     def live_view(self, run_id: int | None, x: str | None, state: dict | None,
                   scale: str | None = "log", smoothing: float | None = 0.0):
-        """(figures in LIVE_FIGURES order, new state, message, level). `scale`: the rate
+        """(figures in the registry's order (dashboards.panels.PANELS), new state, message, level). `scale`: the rate
         axis ("log" or "linear"); `smoothing`: the EMA weight of noisy curves (0 = raw)."""
         x, scale, smoothing = x or "iteration", scale or "log", float(smoothing or 0.0)
         if run_id is None:
@@ -155,8 +160,8 @@ class Dashboard:
                     evals=[e for e in store.evals(rid) if e["iteration"] <= state["eval"]],
                     events=[e for e in store.events(rid) if e["id"] <= state["event"]])
         view = self._view(run, dict(state, x=x), stride)
-        redrawn = {p.name: p.figure(rows, view, True) for p in PANELS if p.mark_x == "view"}
-        figs = tuple(redrawn.get(name, no_update) for name in LIVE_FIGURES)
+        redrawn = {p.name: p.figure(rows, view, True) for p in panels.PANELS if p.mark_x == "view"}
+        figs = tuple(redrawn.get(name, no_update) for name in _names())
         state = dict(state, x=x, uids={**state["uids"], **{n: _uids(f) for n, f in redrawn.items()}},
                      carry={**state["carry"], **{n: smoothing_carry(f, n) for n, f in redrawn.items()}},
                      notes={**state["notes"], **{n: _placeholders(f) for n, f in redrawn.items()}})
@@ -182,22 +187,22 @@ class Dashboard:
                     links=Q.links(store.db, rid, -1, upto, stride), evals=store.evals(rid),
                     events=store.events(rid), window=window, window_label=label)
         its, evals, events = rows.iterations, rows.evals, rows.events
-        figs = {p.name: p.figure(rows, self._view(run, view, stride), True) for p in PANELS}
-        live = [p for p in PANELS if p.series]
+        figs = {p.name: p.figure(rows, self._view(run, view, stride), True) for p in panels.PANELS}
+        live = [p for p in panels.PANELS if p.series]
         state = {
             "run_id": rid, **view, "stride": stride, "iter": upto,
             "end_vt": its[-1]["virtual_time_s"] if its else None,
             "eval": evals[-1]["iteration"] if evals else -1,
             "event": max((e["id"] for e in events), default=0),
-            "totals": {p.name: p.totals(rows, {}) for p in PANELS if p.totals},
+            "totals": {p.name: p.totals(rows, {}) for p in panels.PANELS if p.totals},
             "has_iter": bool(its), "has_eval": bool(evals), "has_links": bool(rows.links),
-            "parts": {p.name: sorted(p.parts(rows)) for p in PANELS if p.parts},
+            "parts": {p.name: sorted(p.parts(rows)) for p in panels.PANELS if p.parts},
             "uids": {p.name: _uids(figs[p.name]) for p in live},
             "carry": {p.name: smoothing_carry(figs[p.name], p.name) for p in live},
             "notes": {p.name: _placeholders(figs[p.name]) for p in live},
         }
         msg, level = self._message(run, bool(its), bool(evals), upto)
-        return tuple(figs[n] for n in LIVE_FIGURES), state, msg, level
+        return tuple(figs[n] for n in _names()), state, msg, level
 
     def _tick(self, store: Store, run: dict, view: dict, state: dict):
         rid, stride, after = run["id"], state["stride"], state["iter"]
@@ -214,10 +219,10 @@ class Dashboard:
         # (the channel's first SNR or collision: a row of its own).
         if ((its and not state["has_iter"]) or (evals and not state["has_eval"])
                 or (rows.links and not state["has_links"])
-                or any(not p.parts(rows) <= set(state["parts"][p.name]) for p in PANELS if p.parts)):
+                or any(not p.parts(rows) <= set(state["parts"][p.name]) for p in panels.PANELS if p.parts)):
             return self._full(store, run, view)
         v = self._view(run, view, stride)
-        live = [p for p in PANELS if p.series]
+        live = [p for p in panels.PANELS if p.series]
         series = {p.name: p.series(rows, v, state["totals"].get(p.name)) for p in live}
         for name, s in series.items():
             if any(xy[0] and uid not in state["uids"][name] for uid, xy in s.items()):
@@ -250,18 +255,18 @@ class Dashboard:
                 changed = True
             out[p.name] = patch if changed else no_update
         redraw = new or new_events
-        if redraw and any(not p.series for p in PANELS):
+        if redraw and any(not p.series for p in panels.PANELS):
             window, label = self._window(store, rid, upto)
             rows.window, rows.window_label = window, label
-        for p in PANELS:
+        for p in panels.PANELS:
             if not p.series:  # drawn whole: on new rows or events
                 out[p.name] = p.figure(rows, v, True) if redraw else no_update
         state = dict(state, iter=upto, eval=evals[-1]["iteration"] if evals else state["eval"],
                      event=max([state["event"]] + [e["id"] for e in new_events]), end_vt=end_vt,
-                     totals={p.name: p.totals(rows, state["totals"][p.name]) for p in PANELS if p.totals},
+                     totals={p.name: p.totals(rows, state["totals"][p.name]) for p in panels.PANELS if p.totals},
                      has_eval=state["has_eval"] or bool(evals), carry=carry)
         msg, level = self._message(run, state["has_iter"], state["has_eval"], upto)
-        return tuple(out[n] for n in LIVE_FIGURES), state, msg, level
+        return tuple(out[n] for n in _names()), state, msg, level
 
     # ------------------------------------------------------------------ steering
     def controls_view(self, run_id: int | None):
@@ -395,7 +400,7 @@ def _level_class(level: str) -> str:
 
 def register(app, board: Dashboard) -> None:
     """Wire the page's components (dashboards/layout.py ids) to `board`."""
-    live_outputs = [Output(f"{name}-graph", "figure") for name in LIVE_FIGURES]
+    live_outputs = [Output(f"{name}-graph", "figure") for name in _names()]
 
     @app.callback(Output("runs-table", "data"), Output("run-select", "options"),
                   Output("run-select", "value"), Output("runs-message", "children"),

@@ -16,7 +16,7 @@ from pathlib import Path
 import plotly.io as pio
 
 from dashboards.panel import Rows, View
-from dashboards.panels import PANELS
+from dashboards import panels
 from testbed.store import Store
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -39,7 +39,7 @@ def run_figures(store, run_ref) -> tuple[dict, list]:
                     evals=store.evals(rid), events=store.events(rid),
                     window=[r for r in links if r["iteration"] > last - 10],
                     window_label=f"over the last 10 iterations (to {last})" if last >= 0 else "")
-        figs = [p.figure(rows, View(x=x) if x else View(), False) for p in PANELS for x in p.exports]
+        figs = [p.figure(rows, View(x=x) if x else View(), False) for p in panels.PANELS for x in p.exports]
         return run, figs
     finally:
         if owned:

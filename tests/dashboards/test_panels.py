@@ -1,12 +1,16 @@
 """The live panels' contract (dashboards/panel.py), checked on every registered panel: the page
 shows each, each figure draws exactly the series its ticks append to, and a figure's "no data
-yet" note stays when its event marks are redrawn."""
+yet" note stays when its event marks are redrawn; a new panel is one module plus its registry
+line (done here inside one test)."""
 import os
 
+from dashboards import panels
 from dashboards.callbacks import LIVE_FIGURES, Dashboard
+from dashboards.export import run_figures
 from dashboards.layout import build_layout
-from dashboards.panel import Rows, View
+from dashboards.panel import Panel, Rows, View
 from dashboards.panels import PANELS
+from dashboards.style import base_layout, line_trace, make_figure, points
 from testbed.store import Store
 
 GRAPH = {"nodes": [{"id": "server", "role": "server"}, {"id": "w0", "role": "worker"},
@@ -34,7 +38,7 @@ def every_kind_of_row() -> Rows:
                 window=links, window_label="over iterations 0-2")
 
 
-def test_every_panel_is_on_the_page_in_the_registry_order():
+def graph_ids(component) -> list[str]:
     ids = []
 
     def walk(c):
@@ -42,10 +46,48 @@ def test_every_panel_is_on_the_page_in_the_registry_order():
         children = getattr(c, "children", None)
         for child in children if isinstance(children, list) else [children] if children is not None else []:
             walk(child)
-    walk(build_layout("x.db"))
+    walk(component)
+    return [i for i in ids if isinstance(i, str) and i.endswith("-graph")]
+
+
+def test_every_panel_is_on_the_page_in_the_registry_order():
     assert LIVE_FIGURES == [p.name for p in PANELS]
-    assert [i for i in ids if isinstance(i, str) and i.endswith("-graph")][:len(PANELS)] == [
-        f"{p.name}-graph" for p in PANELS]
+    assert graph_ids(build_layout("x.db"))[:len(PANELS)] == [f"{p.name}-graph" for p in PANELS]
+
+
+def test_a_new_panel_is_its_module_and_its_line_in_the_registry(tmp_path, monkeypatch):
+    """What dashboards/panels/NAME.py would hold (a figure, its series, its PANEL), and its line
+    in PANELS: the page shows it, the live view draws it and then appends to it, the offline
+    export draws it; no other file knows of it."""
+    def loss_series(rows, view, totals):
+        return {"loss": points(rows.iterations, "iteration", "train_loss")}
+
+    def loss_figure(rows, view, as_dict):
+        trace = line_trace("loss", "train loss", loss_series(rows, view, {})["loss"])
+        return make_figure([trace], base_layout("Train loss", 300, view.uirevision), as_dict)
+
+    toy = Panel(name="toy_loss", figure=loss_figure, series=loss_series)
+    monkeypatch.setattr(panels, "PANELS", panels.PANELS + (toy,))   # the registry line
+
+    assert graph_ids(build_layout("x.db"))[len(PANELS)] == "toy_loss-graph"
+    with Store(tmp_path / "runs.db") as store:
+        rid = store.create_run("toy", {}, method="none", topology="star", workers=2, graph=GRAPH,
+                               pid=os.getpid())
+        for i in range(3):
+            store.append_iteration(rid, {"iteration": i, "virtual_time_s": 1.0 + i, "train_loss": 1.0 / (i + 1)})
+        store.flush()
+        board = Dashboard(store.path)
+        figs, state, _, _ = board.live_view(rid, "iteration", None)
+        assert len(figs) == len(PANELS) + 1 and figs[-1]["data"][0]["y"] == [1.0, 0.5, 1 / 3]
+        store.append_iteration(rid, {"iteration": 3, "virtual_time_s": 4.0, "train_loss": 0.25})
+        store.flush()
+        figs, state, _, _ = board.live_view(rid, "iteration", state)
+        board.close()
+        (extend,) = [o for o in figs[-1].to_plotly_json()["operations"] if o["location"] == ["data", 0, "y"]]
+        assert extend["params"]["value"] == [0.25]
+        _, exported = run_figures(store, rid)
+    assert len(exported) == sum(len(p.exports) for p in PANELS) + 1
+    assert list(exported[-1].data[0].y) == [1.0, 0.5, 1 / 3, 0.25]
 
 
 def test_each_figure_draws_exactly_the_series_its_ticks_append_to():
