@@ -22,21 +22,21 @@ from typing import Any
 from dash import Input, Output, Patch, State, no_update
 
 from dashboards import compare as C
+from dashboards import panels
 from dashboards import queries as Q
 from dashboards import sweep as S
 from dashboards.panel import Rows, View
-from dashboards import panels
 from dashboards.style import PLACEHOLDER, empty_figure, event_marks, smooth, smoothing_carry, stage_bands
 from testbed.controls import ControlError, link_targets, validate_control
 from testbed.store import RunNotFound, Store
 
 LIVE_FIGURES = [p.name for p in panels.PANELS]  # the figures' order in every answer (as imported)
+NO_AXIS = "-"   # the sweep view's "no second axis" choice (one row)
 
 
 def _names() -> list[str]:
     """The live figures, read from the registry when used (a test may add a panel to it)."""
     return [p.name for p in panels.PANELS]
-NO_AXIS = "-"   # the sweep view's "no second axis" choice (one row)
 
 
 def _uids(fig: dict) -> list[str]:

@@ -58,7 +58,8 @@ class Panel:
     series:  (rows, view, totals) -> {uid: (x, y)} of the new points, for the uids `figure`
              drew; None: the panel is redrawn whole when rows or events arrive (topology).
     noisy:   uids (or prefixes ending in "_") the smoothing applies to.
-    mark_x:  the x of its event marks: "iteration", "virtual_time_s" or "view" (the view's x).
+    mark_x:  the x of its event marks: "iteration", "virtual_time_s" or "view" (the view's x;
+             such a panel is redrawn when the x changes, from iterations, evals and events).
     totals:  (rows, totals before) -> running totals carried from tick to tick (cumulative
              bytes, joules), handed to `series`; None when it keeps none.
     hover:   rows -> {uid: [text per new point]} for traces whose points carry hover text.
