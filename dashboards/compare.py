@@ -2,7 +2,7 @@
 of the chosen runs) and its summary table (compression ratio against fp32, time to a target)."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
 

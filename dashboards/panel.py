@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from dashboards.style import NOISY, Series
 

@@ -16,7 +16,7 @@ newest point; controls and other events as vertical lines.
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import plotly.graph_objects as go
 from plotly.colors import qualitative

@@ -3,7 +3,7 @@ columns) as heat maps over two of its grid keys, averaging the others (seeds).""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
 

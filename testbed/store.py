@@ -50,7 +50,8 @@ import signal
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from testbed.errors import UserError
 from testbed.lifeline import alive
@@ -279,7 +280,7 @@ class Store:
             self.flush()
         self.db.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -1,7 +1,7 @@
 """Accuracy and loss against iteration or virtual time (and LGC's coder error)."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
 

@@ -3,7 +3,7 @@ retransmissions, MAC collisions and retries (CSMA cells) and SNR (fading links).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
 

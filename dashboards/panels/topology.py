@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
+import networkx as nx
 import plotly.graph_objects as go
 from plotly.colors import get_colorscale, sample_colorscale
 
@@ -30,8 +31,6 @@ def _positions(nodes: list[dict], edges: list[dict]) -> dict[str, tuple[float, f
             a = 2 * math.pi * i / max(1, len(others)) + math.pi / 2
             pos[n] = (math.cos(a), math.sin(a))
         return pos
-    import networkx as nx
-
     g = nx.Graph()
     g.add_nodes_from(str(n["id"]) for n in nodes)
     g.add_edges_from((str(e["source"]), str(e["target"])) for e in edges)
