@@ -1,6 +1,9 @@
 """Topologies as networkx graphs: nodes carry `role` (and `pos`), edges carry `link` (LinkSpec).
 
-Per-direction overrides (`[[network.links]]` with src/dst) live in the edge attribute
+Node names: workers `w0..w{N-1}` and the aggregator `server` (on a star, the access point hosts
+it); `role` is "worker", "server" or "relay", `pos` (x, y) in metres. Graphs are undirected and
+each direction of an edge is its own link (own queue, own loss state), with the same spec
+unless overridden. Per-direction overrides (`[[network.links]]` with src/dst) live in the edge attribute
 `directed` = {(src, dst): LinkSpec}; `link_spec(graph, u, v)` resolves one direction.
 """
 from __future__ import annotations

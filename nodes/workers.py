@@ -6,6 +6,9 @@ them, same numbers:
 - "vmap": all workers at once with torch.func (functional_call + grad, vmapped over the stacked
   worker batches); needs a model without buffers or random layers (`models.vmap_safe`).
 "auto" takes vmap where the model allows it and falls back to sequential otherwise.
+"sequential" is the default (`run.workers_mode`): one process and torchrun (one worker per rank)
+then compute the same gradients bit for bit, so a seed has one answer (vmap was measured slower
+for the CNN, benchmarks/bench_workers.py).
 
 Each worker shuffles its own shard once per epoch with its own seeded generator and takes the
 next `batch_size` samples on every call (a shard smaller than `batch_size` is used whole); the

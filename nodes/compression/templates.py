@@ -5,6 +5,9 @@
 - `SparseScheme`: (index, value) messages, the union-sparse mean broadcast back (topk, dgc),
   or all-gathered and averaged at every node.
 - `BucketScheme`: dense b-bit codes with per-bucket scalars (qsgd, terngrad, signsgd).
+Aggregation under loss: dense methods average each coordinate over the workers whose packet for
+it arrived; sparse ones divide the sum of what arrived by the number of workers (an unsent
+coordinate is a zero). Random draws come from generators keyed by (seed, worker, iteration).
 A method subclasses one, registers itself (registry.register) and overrides encode/select/
 quantize. Error memory lives in memory.py, wire precision in precision.py.
 """
