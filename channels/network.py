@@ -26,6 +26,7 @@ from channels.config import LINK_KEYS, NETWORK_KEYS, validate_link
 from channels.csma import CsmaParams
 from channels.errors import ChannelConfigError
 from channels.link import LinkSpec
+from channels.link_layer import LinkLayer
 from channels.mobility import link_distance
 from channels.report import CollectiveReport, FlowReport, LinkStats, build_report
 from channels.sim import SimEngine
@@ -36,7 +37,9 @@ STEERABLE = ("bandwidth_mbps", "delay_ms", "loss", "queue_packets", "delivery", 
              "rto_margin_ms", "ack_bytes")
 
 
-class Network:
+class Network(LinkLayer):
+    """The link layer of one topology (implements `channels.link_layer.LinkLayer`)."""
+
     def __init__(self, graph: nx.Graph, *, medium: str = "dedicated", sharing: str = "tdma",
                  rng: np.random.Generator | None = None, engine: str = "auto", csma: dict | None = None):
         for key, value in (("medium", medium), ("sharing", sharing), ("engine", engine)):
