@@ -308,7 +308,7 @@ def all_arrived(packets: list[bytes]) -> bool:
     return len({codec.read_header(p).index for p in packets}) == codec.read_header(packets[0]).count
 
 
-def indices_message(idx: torch.Tensor, n: int, *, payload_bytes: int, method: str, iteration: int,
+def indices_message(idx: torch.Tensor, n: int, *, payload_bytes: int, method: int, iteration: int,
                     scale: float) -> Message:
     """Positions only (ScaleCom's shared positions): 1-bit codes (the codec needs a value per
     index); the scale the receivers need travels as a per-packet scalar."""
@@ -340,7 +340,7 @@ def order_of(values: torch.Tensor, order: str) -> torch.Tensor:
 
 
 def positions_message(ordered: torch.Tensor, n: int, *, order: str, coding: str, payload_bytes: int,
-                      method: str, iteration: int, scale: float) -> Message:
+                      method: int, iteration: int, scale: float) -> Message:
     """The leader's top-k positions in the order the autoencoder reads them, and the RMS scale.
 
     - order "index": sorted positions, delta varints (the codec wants a value per index: 1 bit);
@@ -388,20 +388,20 @@ def read_positions(packets: list[bytes], n: int, *, order: str, coding: str
     return out, float(d.scalars[0])
 
 
-def weights_message(data: bytes, *, payload_bytes: int, method: str, iteration: int) -> Message:
+def weights_message(data: bytes, *, payload_bytes: int, method: int, iteration: int) -> Message:
     w = torch.frombuffer(bytearray(data), dtype=torch.float32)
     return codec.encode_dense(w, payload_bytes=payload_bytes, dtype="f32", method=method,
                               kind=KIND_WEIGHTS, iteration=iteration)
 
 
-def sparse_message(idx: torch.Tensor, vals: torch.Tensor, n: int, *, payload_bytes: int, method: str,
+def sparse_message(idx: torch.Tensor, vals: torch.Tensor, n: int, *, payload_bytes: int, method: int,
                    iteration: int, kind: int = KIND_SPARSE, dtype: str = "f32",
                    scalars: tuple = ()) -> Message:
     return codec.encode_sparse(idx, vals, n, payload_bytes=payload_bytes, dtype=dtype, method=method,
                                kind=kind, iteration=iteration, scalars=scalars)
 
 
-def aggregate_message(avg: torch.Tensor, *, payload_bytes: int, method: str, iteration: int) -> Message:
+def aggregate_message(avg: torch.Tensor, *, payload_bytes: int, method: int, iteration: int) -> Message:
     """What the server broadcasts back: the sparse average (its non-zero coordinates)."""
     idx = torch.nonzero(avg).reshape(-1)
     return sparse_message(idx, avg[idx], avg.numel(), payload_bytes=payload_bytes, method=method,
@@ -518,7 +518,7 @@ class LGCBase(Scheme):
     def positions_message(self, ordered, iteration, scale) -> Message:
         order = self.order if self.coder == "ae" else "index"
         return positions_message(ordered.cpu(), self.numel, order=order, coding=self.index_coding,
-                                 payload_bytes=self.payload_bytes, method=self.name,
+                                 payload_bytes=self.payload_bytes, method=self.wire_id,
                                  iteration=iteration, scale=scale)
 
     def read_positions(self, packets):
@@ -537,7 +537,7 @@ class LGCBase(Scheme):
         for w, g in enumerate(grads):
             idx, sent = self.workers.select(w, it, g)
             msgs[w] = sparse_message(idx.cpu(), sent.cpu(), self.numel, payload_bytes=self.payload_bytes,
-                                     method=self.name, iteration=it)
+                                     method=self.wire_id, iteration=it)
         return msgs
 
     def k_final(self) -> int:

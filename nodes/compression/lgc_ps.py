@@ -133,7 +133,7 @@ class LGCPS(LGCBase):
             avg = yield from self._lgc(iteration, vs)
             return avg.to(out_device)
         avg = yield from self._sparse(iteration, grads)
-        down = aggregate_message(avg, payload_bytes=self.payload_bytes, method=self.name,
+        down = aggregate_message(avg, payload_bytes=self.payload_bytes, method=self.wire_id,
                                  iteration=iteration)
         yield Downlink(down)
         return codec.decode(down.packets, self.numel).values.to(out_device)
@@ -152,7 +152,7 @@ class LGCPS(LGCBase):
             if self.sched.ships_after(it):
                 # the whole AE: the leader encodes, every node decodes the relayed common code
                 msg = weights_message(self.ae.full_bytes(), payload_bytes=self.payload_bytes,
-                                      method=self.name, iteration=it)
+                                      method=self.wire_id, iteration=it)
                 yield Downlink(msg)
                 self._deploy(self.received_bytes(msg.packets), encoder_only=False)
         return avg.to(self.device)
@@ -196,13 +196,13 @@ class LGCPS(LGCBase):
         idx = self.workers.topk(self.leader_of(it), it, self.density)
         if not self.uses_coder():
             return [sparse_message(idx.cpu(), v[idx].cpu(), n, payload_bytes=self.payload_bytes,
-                                   method=self.name, iteration=it, kind=KIND_COMMON, dtype="f16")]
+                                   method=self.wire_id, iteration=it, kind=KIND_COMMON, dtype="f16")]
         ordered = self.ordered(idx, v[idx])
         s = rms(v[ordered])
         with torch.no_grad():
             z = self.worker_ae.encode((v[ordered].cpu() / s)[None])[0]
         latent = codec.encode_dense(z, payload_bytes=self.payload_bytes, dtype=self.latent_dtype,
-                                    method=self.name, kind=KIND_LATENT, iteration=it)
+                                    method=self.wire_id, kind=KIND_LATENT, iteration=it)
         return [self.positions_message(ordered, it, s), latent]
 
     def _common_packets(self, parts: dict[int, list[bytes]]) -> list[bytes]:
@@ -242,7 +242,7 @@ class LGCPS(LGCBase):
         for w, v in enumerate(vs):
             inn = self.innovation_positions(v, ki)
             own[w] = sparse_message(inn.cpu(), v[inn].cpu(), n, payload_bytes=self.payload_bytes,
-                                    method=self.name, iteration=it, kind=KIND_INNOVATION,
+                                    method=self.wire_id, iteration=it, kind=KIND_INNOVATION,
                                     dtype=self.innovation_dtype)
             if len(own[w].packets) > 24:  # the downlink says which arrived in a 24-bit f32 mask
                 raise ValueError(f"innovation_ratio={self.innovation_ratio}: {len(own[w].packets)} "
@@ -279,7 +279,7 @@ class LGCPS(LGCBase):
         ridx = torch.nonzero(resid).reshape(-1)
         down = join(Message(list(common_pk)),
                     sparse_message(ridx, resid[ridx], n, payload_bytes=self.payload_bytes,
-                                   method=self.name, iteration=it, kind=KIND_AGGREGATE,
+                                   method=self.wire_id, iteration=it, kind=KIND_AGGREGATE,
                                    scalars=tuple(flags)))
         yield Downlink(down)
 
@@ -301,7 +301,7 @@ class LGCPS(LGCBase):
             self._credit(w, credit, credited)
         if refreshed:  # the fine-tuned AE goes down after this iteration's aggregate
             msg = weights_message(self.ae.full_bytes(), payload_bytes=self.payload_bytes,
-                                  method=self.name, iteration=it)
+                                  method=self.wire_id, iteration=it)
             yield Downlink(msg)
             self._deploy(self.received_bytes(msg.packets), encoder_only=False)
         return common + r.values
@@ -328,7 +328,7 @@ class LGCPS(LGCBase):
         if p is None or p["iteration"] != it - 1:
             return []
         return [codec.encode_dense(p["values"][w], payload_bytes=self.payload_bytes,
-                                   dtype=self.innovation_dtype, method=self.name,
+                                   dtype=self.innovation_dtype, method=self.wire_id,
                                    kind=KIND_REFRESH, iteration=it)]
 
     def _refresh(self, it, arrived):
@@ -429,10 +429,10 @@ class LGCPS(LGCBase):
         if code is not None:
             at[code[0]] = True
             down.append(codec.encode_dense(mean[code[0]], payload_bytes=self.payload_bytes, dtype="f32",
-                                           method=self.name, kind=KIND_MEAN_AT_POSITIONS, iteration=it))
+                                           method=self.wire_id, kind=KIND_MEAN_AT_POSITIONS, iteration=it))
         nz = torch.nonzero((mean != 0) & ~at).reshape(-1)
         down = join(*down, sparse_message(nz, mean[nz], n, payload_bytes=self.payload_bytes,
-                                          method=self.name, iteration=it, kind=KIND_AGGREGATE,
+                                          method=self.wire_id, iteration=it, kind=KIND_AGGREGATE,
                                           scalars=tuple(flags)))
         yield Downlink(down)
 

@@ -129,7 +129,7 @@ class LGCRAR(LGCBase):
         # shipped after the last AE-training iteration, or late (the trainer was away then)
         if self.sched.ships_after(it) or stage == "lgc":
             msg = weights_message(self.ae.full_bytes(), payload_bytes=self.payload_bytes,
-                                  method=self.name, iteration=it)
+                                  method=self.wire_id, iteration=it)
             got = yield Broadcast(self.trainer_node, msg)
             self._deploy(self.received_bytes(got), encoder_only=False)
         return avg

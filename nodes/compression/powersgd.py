@@ -64,7 +64,7 @@ class PowerSGD(Scheme):
 
     def _send(self, vec, kind, iteration):
         return codec.encode_dense(vec, payload_bytes=self.payload_bytes, dtype=self.values_dtype,
-                                  method=self.name, kind=kind, iteration=iteration)
+                                  method=self.wire_id, kind=kind, iteration=iteration)
 
     def _wire(self, vec):
         return on_wire(vec, self.values_dtype)

@@ -21,7 +21,7 @@ METHODS: dict[str, dict[str, Field]] = {}
 KNOWN_GOOD: dict[str, dict[str, object]] = {}
 SCHEMES: dict[str, type[Scheme]] = {}
 WIRE_IDS: dict[str, int] = {}
-FIRST_FREE_ID = 64   # ids from here on are handed to methods that do not pick one
+FIRST_FREE_ID = 65   # shipped methods hold 0..12 and 64 (scalecom); new ones pick from here
 _loaded = False
 
 
@@ -33,20 +33,20 @@ def collective_field(cls: type[Scheme]) -> Field:
                       "gets every message and aggregates locally)")
 
 
-def register(name: str, *, wire_id: int | None = None, known_good: dict | None = None,
-             **options: Field):
+def register(name: str, *, wire_id: int, known_good: dict | None = None, **options: Field):
     """Register a Scheme class under `name` with its option fields (plus `collective`, from the
-    class's `collectives`) and its wire id byte (shipped methods pin theirs so old recordings
-    stay readable; None: the first free one). `known_good`: {"section.key": value} the method
-    trains with where a file written for another method would not (see KNOWN_GOOD)."""
-    taken = {i for n, i in WIRE_IDS.items() if n != name}
-    if wire_id is None:
-        wire_id = next(i for i in range(FIRST_FREE_ID, 255) if i not in taken)
-    if not 0 <= wire_id < 255 or wire_id in taken:
-        raise ValueError(f"method {name!r}: wire_id {wire_id} is taken or outside 0..254")
+    class's `collectives`) and its wire id byte, which every method pins (an id handed out by
+    import order would change when a file is added, and old recordings would stop decoding).
+    `known_good`: {"section.key": value} the method trains with where a file written for another
+    method would not (see KNOWN_GOOD)."""
+    taken = {i: n for n, i in WIRE_IDS.items() if n != name}
+    if isinstance(wire_id, bool) or not isinstance(wire_id, int) or not 0 <= wire_id < 255 \
+            or wire_id in taken:
+        raise ValueError(f"method {name!r}: wire_id = {wire_id!r}: must be an integer in 0..254 "
+                         f"not taken (taken: {', '.join(f'{i} {n}' for i, n in sorted(taken.items()))})")
 
     def deco(cls: type[Scheme]) -> type[Scheme]:
-        cls.name = name
+        cls.name, cls.wire_id = name, wire_id
         SCHEMES[name] = cls
         METHODS[name] = {**options, "collective": collective_field(cls)}
         WIRE_IDS[name] = wire_id

@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 
 from nodes.compression import codec
+from nodes.compression.aggregate import mean_over_arrived
 from nodes.compression.base import Scheme, check_finite
 from nodes.compression.lgc_common import indices_message, read_indices, topk_indices
 from nodes.compression.memory import LowPassMemory
@@ -69,7 +70,7 @@ class ScaleCom(Scheme):
                 yield Uplink({})
             return torch.zeros(self.numel, device=dev)
         got = yield Broadcast(L, indices_message(topk_indices(h[L], self.k).cpu(), self.numel,
-                                                 payload_bytes=self.payload_bytes, method=self.name,
+                                                 payload_bytes=self.payload_bytes, method=self.wire_id,
                                                  iteration=iteration, scale=1.0))
         idx = read_indices(got, self.numel)[0].to(dev)  # every node uses the positions it received
         sent = [on_wire(x[idx], self.values_dtype) for x in h]
@@ -77,13 +78,13 @@ class ScaleCom(Scheme):
             mean = yield from ring_mean({w: sent[w] for w in members}, self.values_dtype, self.k)
         else:
             arrived = yield Uplink({w: codec.encode_dense(s.cpu(), payload_bytes=self.payload_bytes,
-                                                          dtype=self.values_dtype, method=self.name,
+                                                          dtype=self.values_dtype, method=self.wire_id,
                                                           iteration=iteration)
                                     for w, s in enumerate(sent)})
-            mean = codec.mean_over_arrived(
+            mean = mean_over_arrived(
                 (codec.decode(arrived.get(w, []), self.k, iteration=iteration) for w in range(N)), self.k)
             down = codec.encode_dense(mean, payload_bytes=self.payload_bytes, dtype=self.values_dtype,
-                                      method=self.name, kind=codec.KIND_AGGREGATE, iteration=iteration)
+                                      method=self.wire_id, kind=codec.KIND_AGGREGATE, iteration=iteration)
             yield Downlink(down)
             mean = codec.decode(down.packets, self.k).values
         for w in range(N):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from nodes.compression import codec
+from nodes.compression.aggregate import mean_over_arrived
 from nodes.compression.base import Message, Scheme, check_finite
 from nodes.compression.codec import Decoded
 from nodes.compression.phases import AllGather, AllReduce, Downlink, Members, Uplink
@@ -94,14 +95,14 @@ class DenseScheme(Scheme):
         msgs = {w: self.encode(w, iteration, g.reshape(-1).float()) for w, g in enumerate(grads)}
         if self.collective == "allgather":
             got = yield AllGather(msgs)
-            mean = codec.mean_over_arrived(
+            mean = mean_over_arrived(
                 (self.decode(w, iteration, got.get(w, [])) for w in range(len(grads))), self.numel)
             return mean.to(out_device)
         arrived = yield Uplink(msgs)
-        mean = codec.mean_over_arrived(
+        mean = mean_over_arrived(
             (self.decode(w, iteration, arrived.get(w, [])) for w in range(len(grads))), self.numel)
         down = codec.encode_dense(mean, payload_bytes=self.payload_bytes, dtype=self.downlink_dtype,
-                                  method=self.name, kind=codec.KIND_AGGREGATE, iteration=iteration)
+                                  method=self.wire_id, kind=codec.KIND_AGGREGATE, iteration=iteration)
         yield Downlink(down)
         return codec.decode(down.packets, self.numel).values.to(out_device)
 
@@ -123,7 +124,7 @@ class SparseScheme(Scheme):
     def encode(self, worker: int, iteration: int, grad: torch.Tensor) -> Message:
         idx, vals = self.select(worker, iteration, grad)
         return codec.encode_sparse(idx, vals, self.numel, payload_bytes=self.payload_bytes,
-                                   dtype=self.values_dtype, method=self.name, iteration=iteration)
+                                   dtype=self.values_dtype, method=self.wire_id, iteration=iteration)
 
     def decode(self, worker: int, iteration: int, packets: list[bytes]) -> torch.Tensor:
         return codec.decode(packets, self.numel, iteration=iteration).values
@@ -146,7 +147,7 @@ class SparseScheme(Scheme):
     def encode_aggregate(self, iteration: int, mean: torch.Tensor) -> Message:
         nz = torch.nonzero(mean, as_tuple=True)[0]
         return codec.encode_sparse(nz, mean[nz], self.numel, payload_bytes=self.payload_bytes,
-                                   dtype=self.downlink_dtype, method=self.name,
+                                   dtype=self.downlink_dtype, method=self.wire_id,
                                    kind=codec.KIND_AGGREGATE, iteration=iteration)
 
 
@@ -196,7 +197,7 @@ class BucketScheme(DenseScheme):
 
     def encode_codes(self, iteration, codes, scalars):
         return codec.encode_dense(codes.cpu().numpy(), payload_bytes=self.payload_bytes,
-                                  dtype="bits", bits=self.bits, method=self.name,
+                                  dtype="bits", bits=self.bits, method=self.wire_id,
                                   iteration=iteration, group=self.bucket,
                                   group_scalars=scalars.float().cpu().numpy())
 
