@@ -196,7 +196,7 @@ def _check_option(path: str, value: Any, field: Field) -> Any:
 
 
 def _check_compression(table: dict, network: dict) -> CompressionConfig:
-    from nodes.compression.registry import methods
+    from nodes.compression.registry import check_options, methods
 
     if not isinstance(table, dict):
         raise ConfigError("compression", table, "a table")
@@ -223,6 +223,7 @@ def _check_compression(table: dict, network: dict) -> CompressionConfig:
         set_aside[key] = value
         print(f"note: compression.{key} = {value!r} set aside: it belongs to "
               f"{', '.join(map(repr, owners))}, not {method!r}", file=sys.stderr)
+    check_options(method, options, ConfigError)   # the rules between its options
     collective = _collective(method, options.get("collective"), network)
     if collective is not None:
         options["collective"] = collective

@@ -12,9 +12,10 @@ import pkgutil
 from typing import Any
 
 from nodes.compression.base import Scheme
-from schema import Field, OptionError, check_table
+from schema import Field, OptionError, Rule, check_rules, check_table, defaults
 
 METHODS: dict[str, dict[str, Field]] = {}
+RULES: dict[str, tuple[Rule, ...]] = {}   # per method, the rules between its options
 # Per method, the experiment-file keys ("compression.ratio", "optim.momentum") it needs other
 # values of than most files carry: what `--set compression.method=NAME` sets on a file written
 # for another method (testbed.config), with a note.
@@ -33,12 +34,13 @@ def collective_field(cls: type[Scheme]) -> Field:
                       "gets every message and aggregates locally)")
 
 
-def register(name: str, *, wire_id: int, known_good: dict | None = None, **options: Field):
+def register(name: str, *, wire_id: int, known_good: dict | None = None, rules: tuple = (),
+             **options: Field):
     """Register a Scheme class under `name` with its option fields (plus `collective`, from the
     class's `collectives`) and its wire id byte, which every method pins (an id handed out by
     import order would change when a file is added, and old recordings would stop decoding).
     `known_good`: {"section.key": value} the method trains with where a file written for another
-    method would not (see KNOWN_GOOD)."""
+    method would not (see KNOWN_GOOD). `rules`: schema.Rule checks between its options."""
     taken = {i: n for n, i in WIRE_IDS.items() if n != name}
     if isinstance(wire_id, bool) or not isinstance(wire_id, int) or not 0 <= wire_id < 255 \
             or wire_id in taken:
@@ -49,6 +51,7 @@ def register(name: str, *, wire_id: int, known_good: dict | None = None, **optio
         cls.name, cls.wire_id = name, wire_id
         SCHEMES[name] = cls
         METHODS[name] = {**options, "collective": collective_field(cls)}
+        RULES[name] = tuple(rules)
         WIRE_IDS[name] = wire_id
         KNOWN_GOOD[name] = dict(known_good or {})
         return cls
@@ -57,7 +60,7 @@ def register(name: str, *, wire_id: int, known_good: dict | None = None, **optio
 
 def unregister(name: str) -> None:
     """Forget a method (tests that register a toy one clean up with this)."""
-    for table in (SCHEMES, METHODS, WIRE_IDS, KNOWN_GOOD):
+    for table in (SCHEMES, METHODS, RULES, WIRE_IDS, KNOWN_GOOD):
         table.pop(name, None)
 
 
@@ -91,6 +94,14 @@ def wire_id(method: str) -> int:
     return WIRE_IDS[method]
 
 
+def check_options(method: str, options: dict, error: type[OptionError] = OptionError) -> dict:
+    """The rules between a method's options, over `options` (checked one by one) and the
+    defaults of those not given (what testbed.config asks after its own key-by-key pass)."""
+    load_all()
+    check_rules("compression", {**defaults(METHODS[method]), **options}, RULES[method], error)
+    return options
+
+
 def build_scheme(method: str, options: dict, *, n_workers: int, shapes, payload_bytes: int,
                  seed: int = 0, device="cpu") -> Scheme:
     """The method's Scheme with `options` checked against its fields (one-line OptionError
@@ -98,6 +109,7 @@ def build_scheme(method: str, options: dict, *, n_workers: int, shapes, payload_
     load_all()
     if method not in SCHEMES:
         raise KeyError(f"unknown compression method {method!r}; known: {', '.join(sorted(SCHEMES))}")
-    full: dict[str, Any] = check_table("compression", options, METHODS[method], error=OptionError)
+    full: dict[str, Any] = check_table("compression", options, METHODS[method], error=OptionError,
+                                       rules=RULES[method])
     return SCHEMES[method](n_workers=n_workers, shapes=shapes, payload_bytes=payload_bytes,
                            seed=seed, device=device, **full)

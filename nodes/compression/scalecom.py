@@ -22,7 +22,8 @@ import torch
 from nodes.compression import codec
 from nodes.compression.aggregate import mean_over_arrived
 from nodes.compression.base import Scheme, check_finite
-from nodes.compression.lgc_common import indices_message, read_indices, topk_indices
+from nodes.compression.lgc_common import topk_indices
+from nodes.compression.lgc_messages import indices_message, read_indices
 from nodes.compression.memory import LowPassMemory
 from nodes.compression.phases import Broadcast, Downlink, Members, Uplink
 from nodes.compression.precision import on_wire, precision

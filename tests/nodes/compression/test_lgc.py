@@ -10,8 +10,9 @@ import torch
 from nodes.compression import codec
 from nodes.compression.ideal import run_exchange
 from nodes.compression.lgc_autoencoder import GradientAutoencoder, n_params
-from nodes.compression.lgc_common import (KIND_COMMON, KIND_INDICES, KIND_LATENT, KIND_REFRESH,
-                                          KIND_WEIGHTS, Schedule, by_kind)
+from nodes.compression.lgc_common import Schedule
+from nodes.compression.lgc_messages import (KIND_COMMON, KIND_INDICES, KIND_LATENT, KIND_REFRESH,
+                                            KIND_WEIGHTS, by_kind)
 from nodes.compression.phases import (AllGather, AllReduce, Broadcast, Members, ServerCompute,
                                      WorkerCompute)
 from nodes.compression.registry import build_scheme, wire_id
@@ -418,7 +419,7 @@ def test_lgc_ps_refresh_sends_the_memories_at_the_leaders_positions_and_trains_o
 @pytest.mark.parametrize("order", ["value", "magnitude", "sign", "index"])
 @pytest.mark.parametrize("coding", ["ordered", "sorted_ranks"])
 def test_positions_travel_in_the_order_the_autoencoder_reads_them(order, coding):
-    from nodes.compression.lgc_common import order_of, positions_message, read_positions
+    from nodes.compression.lgc_messages import order_of, positions_message, read_positions
     gen = torch.Generator().manual_seed(3)
     idx = torch.sort(torch.randperm(5000, generator=gen)[:300]).values
     vals = torch.randn(300, generator=gen)
