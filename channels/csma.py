@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from channels.config import validate_csma
 from channels.errors import DeliveryError
 from channels.loss import NoLoss
 from channels.randomness import Prefetch, Stream
@@ -60,27 +61,28 @@ OK, LOST, COLLIDED = 0, 1, 2
 
 @dataclass(frozen=True)
 class CsmaParams:
-    slot_s: float = 9e-6
-    sifs_s: float = 16e-6
-    difs_s: float = 34e-6
-    phy_header_s: float = 20e-6
-    cw_min: int = 15
-    cw_max: int = 1023
-    ack_bytes: int = 14
-    retry_limit: int = 7
-    basic_rate_bps: float = 24e6
-    symbol_s: float = 4e-6
-    ack_timeout_s: float = 45e-6
-    eifs_s: float = 94e-6
-    cca_s: float = 4e-6
-    eifs_frames: int = 2
-    eifs_share: float = 0.71
+    slot_s: float
+    sifs_s: float
+    difs_s: float
+    phy_header_s: float
+    cw_min: int
+    cw_max: int
+    ack_bytes: int
+    retry_limit: int
+    basic_rate_bps: float
+    symbol_s: float
+    ack_timeout_s: float
+    eifs_s: float
+    cca_s: float
+    eifs_frames: int
+    eifs_share: float
 
     @classmethod
     def from_table(cls, t: dict | None) -> "CsmaParams":
-        """From a validated `[network.csma]` table (times in microseconds)."""
+        """From a validated `[network.csma]` table (times in microseconds); none: the schema's
+        defaults (channels.config.CSMA_KEYS, the one place they are written)."""
         if not t:
-            return cls()
+            t = validate_csma(None)
         return cls(t["slot_us"] * 1e-6, t["sifs_us"] * 1e-6, t["difs_us"] * 1e-6,
                    t["phy_header_us"] * 1e-6, t["cw_min"], t["cw_max"], t["ack_bytes"], t["retry_limit"],
                    t["basic_rate_mbps"] * 1e6, t["symbol_us"] * 1e-6, t["ack_timeout_us"] * 1e-6,

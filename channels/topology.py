@@ -108,7 +108,8 @@ def _read_graph_file(path: str) -> nx.Graph:
 
 
 def build_topology(network: dict, seed) -> nx.Graph:
-    """The `[network]` table -> graph. Validates `network` first (it may be raw or validated)."""
+    """The `[network]` table -> graph. A ValidNetwork (channels.config.validate_network's) is
+    used as it is; a raw table is validated first."""
     net = validate_network(network)
     rng = np.random.default_rng([int(seed), 0x70B0])
     g = _base_graph(net, rng)

@@ -25,6 +25,7 @@ class _Required:
 
 
 REQUIRED: Any = _Required()   # a Field default: the key must be given
+FILE_PATH = "a file path"      # a Field's noun for a file: relative to the experiment file too
 
 _NOUNS = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
           list: "an array", dict: "a table"}
@@ -74,6 +75,10 @@ class Field:
     @property
     def required(self) -> bool:
         return self.default is REQUIRED
+
+    @property
+    def is_file_path(self) -> bool:
+        return self.noun == FILE_PATH
 
     def allowed(self) -> str:
         """What is accepted, in words: "an integer >= 1", "one of 'f32', 'f16'"."""

@@ -65,7 +65,7 @@ def latent_channels_for(ratio: float, n_layers: int) -> int:
 
 
 class GradientAutoencoder(nn.Module):
-    def __init__(self, channels: list[int], kernel: int = 5, latent_ratio: float = 0.125,
+    def __init__(self, channels: list[int], kernel: int, latent_ratio: float,
                  linear_encoder: bool = False, linear: bool = False, nodes: int = 0, seed: int = 0):
         super().__init__()
         # kernel, latent_ratio: the schema's checks (COMMON_OPTIONS, LGC_RULES) have passed

@@ -28,7 +28,8 @@ from nodes.compression.lgc_autoencoder import (GradientAutoencoder, channels_pro
 from nodes.compression.lgc_messages import (INDEX_CODINGS, ORDERS, order_of, positions_message,
                                             read_positions, sparse_message)
 from nodes.compression.lgc_trainer import AETrainer
-from schema import Field, OptionError, Rule
+from nodes.compression.templates import check_leader
+from schema import Field, Rule
 
 STAGES = ("warmup", "ae_train", "lgc")
 
@@ -222,15 +223,11 @@ class LGCBase(Scheme):
         # `decoders` and `latent_pull` are fixed by the classes whose schema has no such option
         super().__init__(**kw)
         self.order, self.index_coding, self.coder = order, index_coding, coder
-        # the schema checked each option; what it cannot see is the number of workers
-        if leader >= self.n_workers:
-            raise OptionError("compression.leader", leader,
-                              f"-1 (cyclic) or in [0, {self.n_workers - 1}] ({self.n_workers} workers)")
         self.sched = Schedule(int(warmup_iterations), int(ae_iterations), int(retrain_every),
                               int(retrain_iters) if retrain_every else 0)
         self.density = float(ratio)
         self.latent_dtype = latent_dtype
-        self.leader = int(leader)
+        self.leader = check_leader(leader, self.n_workers)
         self.ae_steps = int(ae_steps)
         self.ae_gflops, self.worker_gflops = float(ae_gflops), float(worker_gflops)
         self._arch = dict(channels=parse_channels(ae_channels), kernel=int(ae_kernel),

@@ -34,7 +34,7 @@ class PowerSGD(Scheme):
     """P, Q, the dense layers and both means travel at `values` precision."""
     collectives = ("allreduce", "ps")
 
-    def __init__(self, *, rank: int = 2, **kw):
+    def __init__(self, *, rank: int, **kw):
         super().__init__(**kw)
         self.rank = int(rank)
         # layout: per layer (offset, numel, rows, cols, r) with r = 0 for dense layers

@@ -34,7 +34,7 @@ SHARED = 2**20  # the "worker" slot of the shared generator (no real worker has 
 class RandomK(Scheme):
     collectives = ("ps", "allreduce")
 
-    def __init__(self, *, ratio=0.1, **kw):
+    def __init__(self, *, ratio, **kw):
         super().__init__(**kw)
         self.ratio = float(ratio)
         self.k = k_of(self.ratio, self.numel)

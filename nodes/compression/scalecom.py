@@ -28,7 +28,7 @@ from nodes.compression.memory import LowPassMemory
 from nodes.compression.phases import Broadcast, Downlink, Members, Uplink
 from nodes.compression.precision import on_wire, precision
 from nodes.compression.registry import register
-from nodes.compression.templates import k_of, leader_among, ring_mean
+from nodes.compression.templates import check_leader, k_of, leader_among, ring_mean
 from schema import Field
 
 
@@ -42,12 +42,9 @@ from schema import Field
 class ScaleCom(Scheme):
     collectives = ("allreduce", "ps")
 
-    def __init__(self, *, ratio: float = 0.01, beta: float = 0.1, leader: int = -1, **kw):
+    def __init__(self, *, ratio: float, beta: float, leader: int, **kw):
         super().__init__(**kw)
-        if leader >= self.n_workers:  # the schema cannot know the number of workers
-            raise ValueError(f"compression.leader = {leader!r}: must be -1 (cyclic) or in "
-                             f"[0, {self.n_workers - 1}]")
-        self.ratio, self.leader = float(ratio), int(leader)
+        self.ratio, self.leader = float(ratio), check_leader(leader, self.n_workers)
         self.k = k_of(self.ratio, self.numel)
         self.memory = LowPassMemory(self.n_workers, self.device, beta=beta)
 

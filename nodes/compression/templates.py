@@ -17,6 +17,7 @@ from nodes.compression.aggregate import mean_over_arrived
 from nodes.compression.base import Message, Scheme, check_finite
 from nodes.compression.codec import Decoded
 from nodes.compression.phases import AllGather, AllReduce, Downlink, Members, Uplink
+from schema import OptionError
 
 
 def counter_generator(seed: int, worker: int, iteration: int, salt: int = 0) -> torch.Generator:
@@ -49,6 +50,14 @@ def leader_among(members: list[int], preferred: int, n_workers: int) -> int | No
         if (preferred + step) % n_workers in members:
             return (preferred + step) % n_workers
     return None
+
+
+def check_leader(leader: int, n_workers: int) -> int:
+    """`compression.leader` against the number of workers (what its Field cannot know)."""
+    if leader >= n_workers:
+        raise OptionError("compression.leader", leader,
+                          f"-1 (cyclic) or in [0, {n_workers - 1}]")
+    return int(leader)
 
 
 def k_of(ratio: float, n: int) -> int:
@@ -158,7 +167,7 @@ class BucketScheme(DenseScheme):
     bits: int = 1
     nscalars: int = 1
 
-    def __init__(self, *, bucket: int = 512, **kw):
+    def __init__(self, *, bucket: int, **kw):
         super().__init__(**kw)
         self.bucket = int(bucket)
 

@@ -19,11 +19,11 @@ import math
 from pathlib import Path
 
 from schema import OptionError
-from testbed.config import ConfigError, apply_overrides, load_raw
+from testbed.config import RUN_KEYS, ConfigError, apply_overrides, load_raw
 from testbed.errors import RunFailed
+from testbed.paths import resolve_paths
 
 PATTERNS = ("p2p", "gather", "broadcast", "allgather", "allreduce")
-TRACE_KEYS = ("trace", "uplink_trace", "downlink_trace")
 
 
 def register(sub) -> None:
@@ -41,35 +41,12 @@ def register(sub) -> None:
     p.set_defaults(func=main)
 
 
-def _resolve_paths(net: dict, base: Path) -> dict:
-    """Trace and graph files named relative to the experiment file work from any directory."""
-    def fix(path):
-        if path and not Path(path).is_absolute() and not Path(path).exists() and (base / path).exists():
-            return str(base / path)
-        return path
-    net = dict(net)
-    for key in ("file", "energy_profiles"):
-        if key in net:
-            net[key] = fix(net[key])
-    if isinstance(net.get("mobility"), dict) and "file" in net["mobility"]:
-        net["mobility"] = {**net["mobility"], "file": fix(net["mobility"]["file"])}
-    def fix_traces(table):
-        if not isinstance(table, dict):
-            return table
-        return {**table, **{k: fix(table[k]) for k in TRACE_KEYS if k in table}}
-    net["link"] = fix_traces(net.get("link"))
-    if isinstance(net.get("nodes"), dict):
-        net["nodes"] = {n: fix_traces(o) for n, o in net["nodes"].items()}
-    if isinstance(net.get("links"), list):
-        net["links"] = [fix_traces(o) for o in net["links"]]
-    return {k: v for k, v in net.items() if v is not None}
-
-
 def _load(path: Path, overrides: list[str] | None) -> dict:
-    """The file's tables with `--set` overrides applied (testbed.config's mechanism)."""
+    """The file's tables with `--set` overrides applied (testbed.config's mechanism) and its
+    files resolved as `testbed run` resolves them (testbed.paths)."""
     raw = load_raw(path)
     try:
-        return apply_overrides(raw, overrides or [])
+        return resolve_paths(apply_overrides(raw, overrides or []), path.parent, RUN_KEYS)
     except ConfigError as e:
         raise ConfigError(e.key, e.value, e.allowed, source=str(path), message=str(e)) from None
 
@@ -83,20 +60,16 @@ def load_probe_config(path: str, overrides: list[str] | None = None) -> tuple[in
     if isinstance(seed, bool) or not isinstance(seed, int):
         from channels.errors import ChannelConfigError
         raise ChannelConfigError("run.seed", seed, "an integer")
-    return seed, validate_network(_resolve_paths(raw.get("network", {}), p.parent))
+    return seed, validate_network(raw.get("network", {}))
 
 
 def load_participation(path: str, overrides: list[str] | None = None):
     """`[run] deadline_s` and the device trace of the file (None when not set)."""
-    from testbed.config import RUN_KEYS
     from testbed.device_trace import check_device_trace
 
-    p = Path(path)
-    run = _load(p, overrides).get("run", {})
+    run = _load(Path(path), overrides).get("run", {})
     deadline = RUN_KEYS["deadline_s"].validate("run.deadline_s", run.get("deadline_s"), ConfigError)
     trace = RUN_KEYS["device_trace"].validate("run.device_trace", run.get("device_trace"), ConfigError)
-    if trace is not None and not Path(trace).exists() and (p.parent / trace).exists():
-        trace = str(p.parent / trace)
     return deadline, None if trace is None else check_device_trace("run.device_trace", trace)
 
 
