@@ -15,6 +15,7 @@ import numpy as np
 from channels.config import LINK_KEYS, NODE_EXTRA_KEYS, check_link_consistency, validate_link, validate_network
 from channels.errors import ChannelConfigError
 from channels.link import LinkSpec
+from channels.mobility import build_mobility
 
 SERVER = "server"
 
@@ -153,8 +154,6 @@ def build_topology(network: dict, seed) -> nx.Graph:
     _check_connected(g, net["topology"])
     g.graph["csma"] = net["csma"]
     if net["mobility"] is not None:  # who moves, and where each node is at a virtual time
-        from channels.mobility import build_mobility
-
         g.graph["mobility"] = build_mobility(net["mobility"], g, seed)
     return g
 

@@ -141,6 +141,8 @@ class WorkerPool:
                  shards: Sequence[torch.Tensor], batch_size: int, seed: int = 0,
                  device: str | torch.device = "cpu", mode: str = "auto",
                  vmap_chunk: int | None = None):
+        if mode not in MODES:  # the pool is also built without a file (tests, benchmarks)
+            raise ValueError(f"run.workers_mode = {mode!r} is not known; allowed: {', '.join(MODES)}")
         if isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
             raise ValueError(f"batch_size = {batch_size!r}: must be an integer >= 1")
         if not shards:

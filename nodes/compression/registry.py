@@ -1,9 +1,10 @@
 """Methods by name: the one source of truth for `[compression] method = NAME`.
 
-Each method module decorates its Scheme with `@register(name, wire_id=..., **fields)`; every
-module of this package is imported (lazily) to collect them, so a new method is one file.
-What reads the registry: the config validator (option fields), the codec (the method's id byte
-on the wire), the contract tests, the results tables and the benchmarks (`names()`).
+Each method module decorates its Scheme with `@register(name, wire_id=..., rules=..., **fields)`;
+every module of this package is imported (lazily) to collect them, so a new method is one file.
+The wire id is pinned by every method and set on the class (`Scheme.wire_id`), which is what a
+method hands the codec. What reads the registry: the config validator (option fields and
+rules), the contract tests, the results tables and the benchmarks (`names()`).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import importlib
 import pkgutil
 from typing import Any
 
+import nodes.compression
 from nodes.compression.base import Scheme
 from schema import Field, OptionError, Rule, check_rules, check_table, defaults
 
@@ -70,8 +72,7 @@ def load_all() -> None:
     if _loaded:
         return
     _loaded = True
-    import nodes.compression as pkg
-    for mod in pkgutil.iter_modules(pkg.__path__):
+    for mod in pkgutil.iter_modules(nodes.compression.__path__):
         if not mod.name.startswith("_"):
             importlib.import_module(f"nodes.compression.{mod.name}")
 

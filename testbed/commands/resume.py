@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from testbed.commands import add_store_arg, open_store
+from testbed.commands.run import build_experiment, run_experiment
+from testbed.config import config_from_stored
 from testbed.errors import UserError
 
 
@@ -27,9 +29,7 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from testbed import checkpoint
-    from testbed.commands.run import build_experiment, run_experiment
-    from testbed.config import config_from_stored
+    from testbed import checkpoint  # torch: not on the CLI's import path
 
     with open_store(args.store) as store:
         run = store.run(args.run)  # a run left `running` by a dead process is `failed` by now
