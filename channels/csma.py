@@ -59,30 +59,34 @@ from channels.report import LinkStats
 OK, LOST, COLLIDED = 0, 1, 2
 
 
+_DEFAULT = validate_csma(None)   # [network.csma]'s defaults: channels.config.CSMA_KEYS, only there
+
+
 @dataclass(frozen=True)
 class CsmaParams:
-    slot_s: float
-    sifs_s: float
-    difs_s: float
-    phy_header_s: float
-    cw_min: int
-    cw_max: int
-    ack_bytes: int
-    retry_limit: int
-    basic_rate_bps: float
-    symbol_s: float
-    ack_timeout_s: float
-    eifs_s: float
-    cca_s: float
-    eifs_frames: int
-    eifs_share: float
+    """802.11 DCF timings in seconds, rates in bit/s; every default is CSMA_KEYS' (converted:
+    microseconds / 1e6 is the nearest double to the seconds, as the literals were)."""
+    slot_s: float = _DEFAULT["slot_us"] / 1e6
+    sifs_s: float = _DEFAULT["sifs_us"] / 1e6
+    difs_s: float = _DEFAULT["difs_us"] / 1e6
+    phy_header_s: float = _DEFAULT["phy_header_us"] / 1e6
+    cw_min: int = _DEFAULT["cw_min"]
+    cw_max: int = _DEFAULT["cw_max"]
+    ack_bytes: int = _DEFAULT["ack_bytes"]
+    retry_limit: int = _DEFAULT["retry_limit"]
+    basic_rate_bps: float = _DEFAULT["basic_rate_mbps"] * 1e6
+    symbol_s: float = _DEFAULT["symbol_us"] / 1e6
+    ack_timeout_s: float = _DEFAULT["ack_timeout_us"] / 1e6
+    eifs_s: float = _DEFAULT["eifs_us"] / 1e6
+    cca_s: float = _DEFAULT["cca_us"] / 1e6
+    eifs_frames: int = _DEFAULT["eifs_frames"]
+    eifs_share: float = _DEFAULT["eifs_share"]
 
     @classmethod
     def from_table(cls, t: dict | None) -> "CsmaParams":
-        """From a validated `[network.csma]` table (times in microseconds); none: the schema's
-        defaults (channels.config.CSMA_KEYS, the one place they are written)."""
+        """From a validated `[network.csma]` table (times in microseconds); none: the defaults."""
         if not t:
-            t = validate_csma(None)
+            return cls()
         return cls(t["slot_us"] * 1e-6, t["sifs_us"] * 1e-6, t["difs_us"] * 1e-6,
                    t["phy_header_us"] * 1e-6, t["cw_min"], t["cw_max"], t["ack_bytes"], t["retry_limit"],
                    t["basic_rate_mbps"] * 1e6, t["symbol_us"] * 1e-6, t["ack_timeout_us"] * 1e-6,
