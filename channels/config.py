@@ -22,7 +22,7 @@ ENGINES = ("auto", "fast", "simpy")
 LOSS_MODELS = ("none", "bernoulli", "gilbert_elliott", "fading")
 
 # Every key is a schema Field (type, default, bounds, choices); tables and lists are checked
-# by the functions below, a node's position by `_pos`.
+# by the functions below.
 _PROB = dict(min=0.0, max=1.0, noun="a probability")
 LINK_KEYS: dict[str, Field] = {
     "bandwidth_mbps": Field(20.0, float, min=0, min_open=True),
@@ -93,8 +93,13 @@ LOSS_KEYS: dict[str, dict[str, Field]] = {
     },
 }
 
+def _xy(value: list) -> str | None:
+    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value)
+    return None if len(value) == 2 and numbers else "[x, y] in metres"
+
+
 NODE_EXTRA_KEYS: dict[str, Field] = {
-    "pos": Field(None, list, noun="[x, y] in metres"),
+    "pos": Field(None, list, noun="[x, y] in metres", check=_xy),
     "role": Field(None, str, choices=("worker", "server", "relay")),
     "compute_speed": Field(None, float, min=0, min_open=True),
     "gflops": Field(None, float, min=0, min_open=True),
@@ -170,15 +175,9 @@ def _unknown(path: str, key: str, known) -> ChannelConfigError:
 
 def _check(path: str, value: Any, field: Field) -> Any:
     value = field.validate(path, value, ChannelConfigError)
-    if field is NODE_EXTRA_KEYS["pos"]:
-        return _pos(path, value)
+    if field is NODE_EXTRA_KEYS["pos"]:   # checked by its Field: [x, y] as floats
+        return [float(value[0]), float(value[1])]
     return value
-
-
-def _pos(path: str, value: list) -> list[float]:
-    if len(value) != 2 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
-        raise ChannelConfigError(path, value, "[x, y] in metres")
-    return [float(value[0]), float(value[1])]
 
 
 def validate_loss(loss: Any, path: str = "network.link.loss") -> dict:
