@@ -17,7 +17,7 @@ from typing import Any
 import schema
 from channels.config import ValidNetwork, validate_network
 from channels.errors import ChannelConfigError
-from schema import Field, unknown_key
+from schema import Field, Rule, unknown_key
 
 from testbed.device_trace import check_device_trace
 from testbed.errors import ConfigError, NoServerError  # noqa: F401 (NoServerError: re-exported for callers)
@@ -28,9 +28,9 @@ def _unknown(path: str, key: str, known: list[str]) -> ConfigError:
     return unknown_key(path, key, known, ConfigError)
 
 
-def check_table(path: str, table: Any, fields: dict[str, Field]) -> dict:
-    """Validate one table against its fields; fill in defaults."""
-    return schema.check_table(path, table, fields, error=ConfigError)
+def check_table(path: str, table: Any, fields: dict[str, Field], rules: tuple = ()) -> dict:
+    """Validate one table against its fields and rules; fill in defaults."""
+    return schema.check_table(path, table, fields, error=ConfigError, rules=rules)
 
 
 # ----------------------------------------------------------------------------- schemas
@@ -76,6 +76,9 @@ RUN_KEYS = {
     # and when it is available; an away worker skips the iteration.
     "device_trace": Field(None, str, noun=schema.FILE_PATH),
 }
+RUN_RULES = (Rule("epochs", needs=("iterations",),
+                  check=lambda t: None if t["iterations"] is None or t["epochs"] is None
+                  else "left out with run.iterations set (run.iterations or run.epochs, not both)"),)
 DATA_KEYS = {
     "dataset": Field("digits", str),
     "batch_size": Field(32, int, min=1),
@@ -353,10 +356,7 @@ def validate(raw: dict, *, source: str = "<config>", default_name: str = "run") 
         for key in raw:
             if key not in SECTIONS:
                 raise _unknown("", key, list(SECTIONS))
-        run = check_table("run", raw.get("run", {}), RUN_KEYS)
-        if run["iterations"] is not None and run["epochs"] is not None:
-            raise ConfigError("run.epochs", run["epochs"], message=f"run.epochs = {run['epochs']!r}: "
-                              "set either run.iterations or run.epochs, not both")
+        run = check_table("run", raw.get("run", {}), RUN_KEYS, RUN_RULES)
         if run["iterations"] is None and run["epochs"] is None:
             run["iterations"] = 200
         run["name"] = run["name"] or default_name
