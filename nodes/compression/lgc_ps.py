@@ -197,7 +197,7 @@ class LGCPS(LGCBase):
     # ------------------------------------------------------------------ the LGC stage
     def _leader_parts(self, it, v) -> list[Message]:
         """The common part: positions (in the AE's order) + latent, or (coder none) f16 values."""
-        n, k = self.numel, self.k_final()
+        n = self.numel
         idx = self.dgc_state.topk(self.leader_of(it), it, self.density)
         if not self.uses_coder():
             return [sparse_message(idx.cpu(), v[idx].cpu(), n, payload_bytes=self.payload_bytes,
