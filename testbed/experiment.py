@@ -164,12 +164,8 @@ class Experiment:
         self.node_speed = {w: float(self.graph.nodes[w].get("compute_speed", 1.0)) for w in self.workers}
         self.node_gflops = {w: float(self.graph.nodes[w].get("gflops", cfg.run.device_gflops))
                             for w in self.workers}
-        self.devices = None
-        if cfg.run.device_trace is not None:
-            from testbed.device_trace import check_device_trace
-
-            self.devices = check_device_trace("run.device_trace", cfg.run.device_trace,
-                                              workers=[str(w) for w in self.workers])
+        self.devices = None if cfg.devices is None else cfg.devices.check_workers(
+            "run.device_trace", cfg.run.device_trace, [str(w) for w in self.workers])
         self.energy = self._energy_profiles()
         self.clock = 0.0
         self.gradients = (self._gradients_factory or LocalGradients)(self)
