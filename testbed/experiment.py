@@ -169,12 +169,16 @@ class Experiment:
             from testbed.device_trace import check_device_trace
 
             self.devices = check_device_trace("run.device_trace", cfg.run.device_trace,
-                                              workers=[str(w) for w in self.workers])
+                                              workers=self.traced_nodes())
         self.energy = self._energy_profiles()
         self.clock = 0.0
         self.gradients = (self._gradients_factory or LocalGradients)(self)
         self.transport = (self._transport_factory(self) if self._transport_factory
                           else self.emulated_transport())
+
+    def traced_nodes(self) -> list[str]:
+        """The names a device trace may give (federated runs: the clients)."""
+        return [str(w) for w in self.workers]
 
     def _energy_profiles(self) -> dict:
         """Each worker's device profile (channels/energy.py): its `[network.nodes.X]
