@@ -248,6 +248,7 @@ class FederatedExperiment(Experiment):
             return window
 
         pending = refill(self.next_iteration, self.clock, list(range(n)))
+        self.clock = max(self.clock, self.transport.clock)   # the first step starts once they have it
         for it in range(self.next_iteration, self.iterations):
             if self.should_stop():
                 yield it, None
