@@ -1,0 +1,122 @@
+"""Federated rounds at scale (issue 26): 1,000 clients, 50 per round, the CNN on digits, in one
+process with the model held once. Per row: the wall seconds of one round of the federated driver
+(testbed/federated.py: sampling, model download, 50 clients' local steps in turn, the exchange
+over the emulated shared cell, the server step, the store's rows) against 50 x one client's
+local steps alone (`nodes.federated.local_train`, no driver, no network): target within 1.2x.
+And the process's peak resident memory (target under 4 GB), with the per-client error memory
+the run holds (top-k: each client that took part keeps one, the full population's projected).
+
+Digits has 1,437 training images, so 1,000 iid shards hold 1-2 images each (a client's batch is
+its whole shard): the overhead per client is as large as it gets relative to its compute.
+Run: `python -m benchmarks federated` (quick: 4 timed rounds) or `--full` (12).
+"""
+from __future__ import annotations
+
+import resource
+import statistics
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import torch
+
+CLIENTS, PER_ROUND, LOCAL_STEPS = 1000, 50, 5
+
+FILE = """
+[run]
+seed = 0
+iterations = {rounds}
+eval_every = 100000
+[data]
+dataset = "digits"
+batch_size = 32
+[model]
+name = "cnn"
+[optim]
+lr = 0.05
+momentum = 0.0
+[compression]
+method = "{method}"
+[federated]
+clients = {clients}
+clients_per_round = {per_round}
+local_steps = {steps}
+[network]
+topology = "star"
+medium = "shared"
+[network.link]
+bandwidth_mbps = 20.0
+delay_ms = 2.0
+"""
+
+
+def _round_walls(method: str, rounds: int, folder: Path):
+    """Wall seconds of each round but the first (warm-up) and the last (it evaluates)."""
+    from testbed.config import load_config
+    from testbed.federated import FederatedExperiment
+    from testbed.store import Store
+
+    path = folder / f"{method}.toml"
+    path.write_text(textwrap.dedent(FILE.format(rounds=rounds + 2, method=method, clients=CLIENTS,
+                                                per_round=PER_ROUND, steps=LOCAL_STEPS)))
+    store = Store(folder / f"{method}.db")
+    exp = FederatedExperiment(load_config(path), store)
+    marks = [time.perf_counter()]
+    exp.progress = lambda p: marks.append(time.perf_counter())
+    exp.run()
+    store.close()
+    walls = [b - a for a, b in zip(marks, marks[1:])][1:-1]
+    return walls, exp
+
+
+def _alone(exp, reps: int) -> float:
+    """Wall seconds of 50 clients' local steps run alone, one after another (best of reps)."""
+    from nodes.federated import local_train
+
+    best = float("inf")
+    for r in range(reps):
+        t = time.perf_counter()
+        for c in range(PER_ROUND):
+            local_train(exp.model, exp.weights, exp.clients.sampler(r * PER_ROUND + c),
+                        exp.data.train_x, exp.data.train_y, LOCAL_STEPS, 0.05)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def run(quick: bool = True) -> list[dict]:
+    rounds = 4 if quick else 12
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        for method in ("none", "topk"):
+            walls, exp = _round_walls(method, rounds, Path(d))
+            alone = _alone(exp, 3)
+            per_client = exp.memory.nbytes() / max(1, len(exp.memory.kept))
+            rows.append({"method": method, "round_s": statistics.median(walls),
+                         "best_round_s": min(walls), "alone_s": alone,
+                         "ratio": statistics.median(walls) / alone,
+                         "memory_clients": len(exp.memory.kept),
+                         "memory_mb": exp.memory.nbytes() / 2**20,
+                         "memory_all_mb": per_client * CLIENTS / 2**20,
+                         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+    return rows
+
+
+def format_table(rows: list[dict]) -> str:
+    head = (f"{'method':>6}  {'round s (median)':>16}  {'best':>6}  {'50 x alone s':>12}  {'ratio':>6}  "
+            f"{'EF memory: clients, MB (all 1,000)':>35}  {'peak RSS MB':>11}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['method']:>6}  {r['round_s']:>16.3f}  {r['best_round_s']:>6.3f}  "
+                     f"{r['alone_s']:>12.3f}  {r['ratio']:>5.2f}x  "
+                     f"{r['memory_clients']:>12}, {r['memory_mb']:>7.1f} ({r['memory_all_mb']:>7.1f})  "
+                     f"{r['peak_mb']:>11.0f}")
+    return "\n".join(lines)
+
+
+def main(quick: bool = True) -> None:
+    rows = run(quick)   # the run sets its threads (run.threads = 0: one)
+    print(f"federated rounds: {CLIENTS} clients, {PER_ROUND} per round, {LOCAL_STEPS} local steps, "
+          f"CNN on digits, shared 20 Mbit/s cell, {torch.get_num_threads()} torch thread(s); "
+          "targets: round within 1.2x of 50 x one client alone, peak memory under 4 GB")
+    print(format_table(rows))
