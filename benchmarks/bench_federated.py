@@ -12,6 +12,7 @@ Run: `python -m benchmarks federated` (quick: 4 timed rounds) or `--full` (12).
 """
 from __future__ import annotations
 
+import itertools
 import resource
 import statistics
 import tempfile
@@ -66,7 +67,7 @@ def _round_walls(method: str, rounds: int, folder: Path):
     exp.progress = lambda p: marks.append(time.perf_counter())
     exp.run()
     store.close()
-    walls = [b - a for a, b in zip(marks, marks[1:])][1:-1]
+    walls = [b - a for a, b in itertools.pairwise(marks)][1:-1]
     return walls, exp
 
 

@@ -40,8 +40,14 @@ from nodes.compression import phases as ph
 from nodes.compression.base import Message, check_finite
 from nodes.compression.memory import keep_undelivered
 from nodes.compression.transport import drive
-from nodes.federated import (ClientMemories, Clients, ServerOptimizer, local_train,
-                             sample_clients, staleness_weight)
+from nodes.federated import (
+    ClientMemories,
+    Clients,
+    ServerOptimizer,
+    local_train,
+    sample_clients,
+    staleness_weight,
+)
 from nodes.workers import assign, flatten
 from testbed.experiment import Experiment, ExperimentError, Progress
 from testbed.transport import IterationTiming, Traffic

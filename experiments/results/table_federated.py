@@ -22,7 +22,13 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.results.harness import DOCS_RESULTS, RunSpec, _execute_safe, mean_spread, stage_lengths
+from experiments.results.harness import (
+    DOCS_RESULTS,
+    RunSpec,
+    _execute_safe,
+    mean_spread,
+    stage_lengths,
+)
 from experiments.results.tables import Column, emit, pick
 
 BASE = "experiments/fed_fashion.toml"
@@ -138,16 +144,17 @@ def main(argv=None) -> list[dict]:
         run_missing(labels, seeds, args.rounds, runs)
     rows = rows_of(labels, seeds, args.rounds, runs)
     warmup, ae = stage_lengths(args.rounds)
+    every = max(1, args.rounds // 10)
     notes = [
-        f"{BASE}: Fashion-MNIST, Dirichlet alpha 0.5 over 100 clients, 10 per round, 5 local "
-        f"SGD steps (lr 0.05, batch 32), FedAvg (server lr 1), cnn_fc, one shared 20 Mbit/s cell; "
-        f"{args.rounds} rounds; DGC/LGC warm-up {warmup} rounds, LGC AE training {ae}; density "
-        f"{DENSITY}; bits over the final stage (from round {warmup + ae}).",
-        "up+down: the fp32 model download to each client, the deltas up, the aggregate down, "
-        "every header, index and latent byte; fedbuff_fp32: 20 clients in flight, K = 10 per "
-        "server step, updates weighted 1/sqrt(1 + staleness).",
-        f"virtual s to {100 * TARGET:.0f}%: first evaluation (every {max(1, args.rounds // 10)} "
-        "rounds) at or above it, mean over the seeds that reached it.",
+        (f"{BASE}: Fashion-MNIST, Dirichlet alpha 0.5 over 100 clients, 10 per round, 5 local "
+         f"SGD steps (lr 0.05, batch 32), FedAvg (server lr 1), cnn_fc, one shared 20 Mbit/s "
+         f"cell; {args.rounds} rounds; DGC/LGC warm-up {warmup} rounds, LGC AE training {ae}; "
+         f"density {DENSITY}; bits over the final stage (from round {warmup + ae})."),
+        ("up+down: the fp32 model download to each client, the deltas up, the aggregate down, "
+         "every header, index and latent byte; fedbuff_fp32: 20 clients in flight, K = 10 per "
+         "server step, updates weighted 1/sqrt(1 + staleness)."),
+        (f"virtual s to {100 * TARGET:.0f}%: first evaluation (every {every} rounds) at or above "
+         "it, mean over the seeds that reached it."),
     ]
     emit(rows, COLUMNS, title=f"Federated Fashion-MNIST, {args.rounds} rounds", notes=notes,
          out=Path(args.out) if args.out else None, stem="table_federated")

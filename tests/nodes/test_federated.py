@@ -8,7 +8,12 @@ import torch
 import torch.nn.functional as F
 
 from nodes.data import load_dataset
-from nodes.federated import ServerOptimizer, local_train, sample_clients, staleness_weight
+from nodes.federated import (
+    ServerOptimizer,
+    local_train,
+    sample_clients,
+    staleness_weight,
+)
 from nodes.models import build_model
 from nodes.workers import ShardSampler, flatten
 

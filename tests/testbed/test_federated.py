@@ -129,7 +129,7 @@ def test_a_client_sampled_again_brings_its_error_memory(tmp_path):
     """Top-k: a client drawn in a later round starts it (in whatever slot) from the memory it
     kept at the end of its previous round; one drawn for the first time from none.
     (tests/nodes/compression/test_error_feedback.py checks the swap for every method.)"""
-    exp, store = start(make(tmp_path, "clients = 4\nclients_per_round = 2\nlocal_steps = 2",
+    exp, _ = start(make(tmp_path, "clients = 4\nclients_per_round = 2\nlocal_steps = 2",
                             iterations=6, method="topk"), tmp_path)
     kept, checked = {}, []
     load, save = exp.memory.load, exp.memory.save

@@ -177,7 +177,7 @@ def test_federated_clients_keep_their_memory_and_the_invariant_holds(method, poo
         return out
 
     s.memory.compensate = spy
-    state = lambda slot: [t.clone() if t is not None else None  # noqa: E731
+    state = lambda slot: [t.clone() if t is not None else None
                           for m in memories(s) for t in m.snapshot(slot).values()]
     params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     came_back = 0
