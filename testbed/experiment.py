@@ -507,5 +507,7 @@ class Experiment:
 
 
 def run_experiment(cfg: ExperimentConfig, store: Store, **kwargs) -> int:
-    exp = Experiment(cfg, store, **kwargs)
+    from testbed.federated import experiment_class  # it imports this module
+
+    exp = experiment_class(cfg)(cfg, store, **kwargs)
     return exp.run()
