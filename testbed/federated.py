@@ -162,7 +162,13 @@ class FederatedExperiment(Experiment):
         self.transport.begin(it, t, {w: t for w in self.workers}, present=names)
         if self.cfg.federated.download_model and names:
             self.transport.carry(ph.Downlink(self._model_message()))
-        return self.transport.clock, (self.transport.timing, self.transport.traffic)
+        clock, timing, traffic, _ = self._carried()
+        return clock, (timing, traffic)
+
+    def _carried(self):
+        """What the transport window begun last carried: (clock, timing, traffic, left_out)."""
+        t = self.transport
+        return t.clock, t.timing, t.traffic, dict(t.left_out)
 
     def _exchange(self, it: int, t: float, ready: dict, slots: list[int], clients: list[int],
                   grads: list[torch.Tensor], deadline: float | None):
@@ -177,14 +183,14 @@ class FederatedExperiment(Experiment):
         for s, c in zip(slots, clients):
             self.memory.load(self.scheme, s, c)
         agg = drive(self.scheme, it, grads, self.transport)
-        left_out = dict(self.transport.left_out)
+        clock, timing, traffic, left_out = self._carried()
         keep_undelivered(self.scheme, [s for s in slots if left_out.get(self.workers[s]) == "deadline"])
         for s, c in zip(slots, clients):
             self.memory.save(self.scheme, s, c)
         counted = [s for s in slots if self.workers[s] not in left_out]
         # slots without a client this time are idle, not left out
         left_out = {w: why for w, why in left_out.items() if self.workers.index(w) in slots}
-        return agg, left_out, counted, (self.transport.timing, self.transport.traffic)
+        return agg, left_out, counted, (timing, traffic), clock
 
     def _step(self, agg: torch.Tensor) -> None:
         self.server_opt.step(self.weights, agg.to(self.weights))
@@ -228,10 +234,11 @@ class FederatedExperiment(Experiment):
             assign(self.model, self.weights)
             check_finite(grads, it)
             deadline = t0 + self.cfg.run.deadline_s if self.cfg.run.deadline_s else None
-            agg, left_out, counted, ex = self._exchange(it, t1, ready, slots, chosen, grads, deadline)
+            agg, left_out, counted, ex, end = self._exchange(it, t1, ready, slots, chosen, grads,
+                                                             deadline)
             if counted:
                 self._step(agg)
-            self.clock = max(self.transport.clock, t1 + ex[0].total_s)
+            self.clock = max(end, t1 + ex[0].total_s)
             yield it, {"t0": t0, "window": merge(window, ex), "losses": losses,
                        "left_out": left_out, "ready": ready, "participants": len(counted),
                        "taking_part": [self.workers[s] for s in slots],
@@ -246,6 +253,7 @@ class FederatedExperiment(Experiment):
             chosen = sample_clients(self.rng, self._candidates(t, busy), len(free))
             slots = free[:len(chosen)]
             t1, window = self._download(it, t, slots)
+            self.clock = max(self.clock, t1)
             for s, c in zip(slots, chosen):
                 delta, loss, wall = self._train(c, it)
                 flight[s] = {"client": c, "version": self.version, "delta": delta, "loss": loss,
@@ -254,7 +262,6 @@ class FederatedExperiment(Experiment):
             return window
 
         pending = refill(self.next_iteration, self.clock, list(range(n)))
-        self.clock = max(self.clock, self.transport.clock)   # the first step starts once they have it
         for it in range(self.next_iteration, self.iterations):
             if self.should_stop():
                 yield it, None
@@ -277,18 +284,17 @@ class FederatedExperiment(Experiment):
                 ready[self.workers[s]] = max(f["ready"], t0)
             check_finite(grads, it)
             clients = [flight[s]["client"] for s in buffer]
-            agg, left_out, counted, ex = self._exchange(it, t0, ready, buffer, clients, grads, None)
+            agg, left_out, counted, ex, end = self._exchange(it, t0, ready, buffer, clients, grads, None)
             losses = [flight[s]["loss"] for s in buffer]
             if counted:
                 self._step(agg)
-            self.clock = max(self.transport.clock, t0 + ex[0].total_s)
+            self.clock = max(end, t0 + ex[0].total_s)
             for s in buffer:
                 del flight[s]
             window = merge(pending, ex) if pending is not None else ex
             pending = None
             if it + 1 < self.iterations:  # the next clients download the new model (this row's)
                 window = merge(window, refill(it, self.clock, buffer))
-                self.clock = max(self.clock, self.transport.clock)
             yield it, {"t0": t0, "window": window, "losses": losses, "left_out": left_out,
                        "ready": ready, "participants": len(counted),
                        "staleness": float(np.mean([stale[s] for s in counted])) if counted else None}
