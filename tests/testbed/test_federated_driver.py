@@ -170,3 +170,26 @@ def test_federated_mistakes_are_one_line_errors(tmp_path, federated, network, me
     with pytest.raises(ConfigError) as e:
         load_config(path)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_available_sampler_draws_only_clients_the_device_trace_has_present(tmp_path):
+    """Clients c0 and c1 are away until t = 1000 s: rounds well before draw only c2..c5; the
+    uniform sampler draws them too."""
+    import json
+
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"nodes": {"c0": {"available": [[1000, None]]},
+                                           "c1": {"available": [[1000, None]]}}}))
+    drawn = {}
+    for sampler in ("available", "uniform"):
+        (tmp_path / sampler).mkdir()
+        path = make(tmp_path, f"clients = 6\nclients_per_round = 3\nlocal_steps = 1\n"
+                              f"sampler = '{sampler}'", iterations=8, name=sampler)
+        exp, _ = start(path, tmp_path / sampler, [f"run.device_trace={str(trace)!r}".replace("'", '"')])
+        train = exp._train
+        drawn[sampler] = []
+        exp._train = lambda c, it, train=train, seen=drawn[sampler]: (seen.append(c), train(c, it))[1]
+        exp.run()
+        assert exp.clock < 1000
+    assert drawn["available"] and set(drawn["available"]) <= {2, 3, 4, 5}
+    assert {0, 1} & set(drawn["uniform"])
