@@ -39,7 +39,7 @@ import torch
 from nodes.compression import phases as ph
 from nodes.compression.base import Message, check_finite
 from nodes.compression.memory import keep_undelivered
-from nodes.compression.transport import drive
+from nodes.compression.transport import IterationTiming, Traffic, drive
 from nodes.federated import (
     ClientMemories,
     Clients,
@@ -50,7 +50,6 @@ from nodes.federated import (
 )
 from nodes.workers import assign, flatten
 from testbed.experiment import Experiment, ExperimentError, Progress
-from testbed.transport import IterationTiming, Traffic
 
 
 def client_name(c: int) -> str:
@@ -166,9 +165,10 @@ class FederatedExperiment(Experiment):
         return clock, (timing, traffic)
 
     def _carried(self):
-        """What the transport window begun last carried: (clock, timing, traffic, left_out)."""
-        t = self.transport
-        return t.clock, t.timing, t.traffic, dict(t.left_out)
+        """What the transport window begun last carried (the transport's declared
+        per-iteration result): (clock, timing, traffic, left_out)."""
+        r = self.transport.end()
+        return r.clock, r.timing, r.traffic, dict(r.left_out)
 
     def _exchange(self, it: int, t: float, ready: dict, slots: list[int], clients: list[int],
                   grads: list[torch.Tensor], deadline: float | None):

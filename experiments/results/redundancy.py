@@ -273,7 +273,7 @@ def coder_errors(its: list, p: Point) -> dict:
     """The AE trained on the first two thirds of a stage's iterations, held out on the rest;
     the scalar fitted on the same training pairs, and 1/N, on the same held-out pairs."""
     from nodes.compression.lgc_autoencoder import GradientAutoencoder
-    from nodes.compression.lgc_common import AETrainer
+    from nodes.compression.lgc_trainer import AETrainer
 
     cut = max(1, (2 * len(its)) // 3)
     if len(its) - cut < 1:
