@@ -131,10 +131,11 @@ def timed_store(path, timers: Timers):
 
 
 def timed_experiment(cfg, store, timers: Timers):
-    """The orchestrator with `timers` as its timer (imported lazily: torch is heavy)."""
-    from testbed.experiment import Experiment
+    """The orchestrator with `timers` as its timer (imported lazily: torch is heavy); the
+    federated driver for a file with [federated]."""
+    from testbed.federated import experiment_class
 
-    return Experiment(cfg, store, timer=timers.observe)
+    return experiment_class(cfg)(cfg, store, timer=timers.observe)
 
 
 # ----------------------------------------------------------------------------- running
