@@ -409,7 +409,8 @@ def _rank_main(args, rank: int, local: int, who: str, reporter: _Reporter,
     import torch
 
     from nodes.device import resolve_device
-    from testbed.distributed import Comm, DistributedExperiment, WorkerFailure, install_sigterm
+    from testbed.comm import Comm, WorkerFailure, install_sigterm
+    from testbed.distributed import DistributedExperiment
     from testbed.experiment import ExperimentError
     from testbed.store import Store
 
