@@ -5,8 +5,12 @@ written again, so from the checkpoint on they are those the uninterrupted run wo
 written (same file, same seed)."""
 from __future__ import annotations
 
+from testbed import checkpoint
 from testbed.commands import add_store_arg, open_store
+from testbed.commands.run import build_experiment, run_experiment
+from testbed.config import config_from_stored
 from testbed.errors import UserError
+from testbed.launcher import RunSpec, launch_torchrun
 
 
 class ResumeError(UserError):
@@ -25,20 +29,14 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from testbed import checkpoint
-    from testbed.commands.run import build_experiment, run_experiment
-    from testbed.config import config_from_stored
-
     with open_store(args.store) as store:
         run = store.run(args.run)  # a run left `running` by a dead process is `failed` by now
         rid = run["id"]
         if run["status"] not in ("stopped", "failed"):
             raise ResumeError(f"run {rid} ({run['name']}) is {run['status']}; allowed: a stopped "
                               "or failed run")
-        path = checkpoint.path_for(args.store, rid)
-        if args.launcher == "torchrun":
-            path = path.with_name(f"{path.stem}.rank-0{path.suffix}")
-        ranked = path.with_name(f"{path.stem}.rank-0{path.suffix}")
+        ranked = checkpoint.path_for(args.store, rid, rank=0)
+        path = ranked if args.launcher == "torchrun" else checkpoint.path_for(args.store, rid)
         if not path.exists() and args.launcher == "local" and ranked.exists():
             raise ResumeError(f"run {rid} ({run['name']}) ran under torchrun and has one "
                               "checkpoint per rank; allowed: --launcher torchrun")
@@ -53,12 +51,10 @@ def main(args) -> int:
         except (OSError, ValueError, RuntimeError) as e:
             raise ResumeError(f"run {rid}: checkpoint {path} cannot be read ({e})") from e
         print(f"run {rid} ({run['name']}) resumes after iteration {state['iteration']}", flush=True)
+        spec = RunSpec(store=args.store, launcher=args.launcher, quiet=args.quiet, resume=rid)
         if args.launcher == "torchrun":  # every rank loads its own checkpoint
-            from testbed.launch import launch_torchrun
-
             store.close()  # rank 0 writes it
-            args.nproc = None
-            return launch_torchrun(args, cfg, resume=rid)
+            return launch_torchrun(spec, cfg)
         exp = build_experiment(cfg, store)
         exp.resume(rid, state)
-        return run_experiment(exp, store, args)
+        return run_experiment(exp, store, spec)

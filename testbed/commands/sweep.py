@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import itertools
 import sys
-from types import SimpleNamespace
 
 from testbed.commands import add_store_arg
 from schema import OptionError
 from testbed.errors import RunFailed
+from testbed.launcher import RunSpec
 
 
 def register(sub) -> None:
@@ -54,9 +54,8 @@ def main(args) -> int:
         print(f"[{i}/{len(combos)}] {base}[{label}]", flush=True)
         sets = [f"{k}={v}" for k, v in combo]
         try:
-            run_cmd.main(SimpleNamespace(file=args.file, store=args.store, name=f"{base}[{label}]",
-                                         overrides=args.overrides + sets, launcher="local",
-                                         nproc=None, quiet=args.quiet))
+            run_cmd.run(RunSpec(store=args.store, file=args.file, name=f"{base}[{label}]",
+                                overrides=(*args.overrides, *sets), quiet=args.quiet))
         except RunFailed as e:  # the next variant may well run: say so and go on
             print(f"testbed: error: {e}", file=sys.stderr)
             failures += 1

@@ -298,7 +298,7 @@ def test_phases_carry_each_ranks_real_bytes(tmp_path):
     """Two Gloo ranks started by hand: packet lists of different lengths (empty ones, absent
     ones) arrive byte for byte, and `share` puts each worker's real bytes into Uplink, AllReduce,
     Broadcast and AllGather phases whatever the other ranks held for it."""
-    from testbed.launch import free_port
+    from testbed.launcher import free_port
 
     script = tmp_path / "ranks.py"
     script.write_text(RANK_SCRIPT)
