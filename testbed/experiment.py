@@ -18,15 +18,25 @@ from typing import Callable
 import numpy as np
 import torch
 
+from channels.energy import check_profile, load_profiles
 from nodes.compression.base import check_finite
 from nodes.compression.memory import hold_memory, keep_undelivered
+from nodes.compression.registry import build_scheme
 from nodes.compression.transport import IterationReport, Transport, drive
+from nodes.data import load_dataset
+from nodes.device import resolve_device
+from nodes.flops import train_step_flops
+from nodes.models import build_model
+from nodes.partition import split
+from nodes.workers import WorkerPool, evaluate, set_gradients
+from testbed import checkpoint
 from testbed.config import ExperimentConfig, ps_without_server
+from testbed.controls import ALL_LINKS, ControlError, resolve_target, validate_control
+from testbed.device_trace import apply_link_rates, check_device_trace
 from testbed.graph_json import graph_to_json
 from testbed.network import build_network
 from testbed.store import Store
 from testbed.transport import EmulatedTransport, Timer
-
 
 DEFAULT_THREADS = 1  # run.threads = 0: why one, see the Field in testbed/config.py
 
@@ -132,14 +142,6 @@ class Experiment:
 
     # ------------------------------------------------------------------ setup
     def _setup(self) -> None:
-        from nodes.compression.registry import build_scheme
-        from nodes.data import load_dataset
-        from nodes.device import resolve_device
-        from nodes.flops import train_step_flops
-        from nodes.models import build_model
-        from nodes.partition import split
-        from nodes.workers import WorkerPool
-
         cfg = self.cfg
         apply_threads(cfg.run.threads)
         self.device = resolve_device(cfg.run.device)
@@ -184,8 +186,6 @@ class Experiment:
                             for w in self.workers}
         self.devices = None
         if cfg.run.device_trace is not None:
-            from testbed.device_trace import check_device_trace
-
             self.devices = check_device_trace("run.device_trace", cfg.run.device_trace,
                                               workers=[str(w) for w in self.workers])
         self.energy = self._energy_profiles()
@@ -197,8 +197,6 @@ class Experiment:
     def _energy_profiles(self) -> dict:
         """Each worker's device profile (channels/energy.py): its `[network.nodes.X]
         energy_profile`, else the one its device trace names, else `[network] energy_profile`."""
-        from channels.energy import check_profile, load_profiles
-
         net = self.cfg.network
         profiles = load_profiles(net.get("energy_profiles"))
         out = {}
@@ -270,8 +268,6 @@ class Experiment:
 
     def _device_links(self, t: float) -> None:
         """A device trace's uplink/downlink rates at virtual time t set the worker's links."""
-        from testbed.device_trace import apply_link_rates
-
         if self.devices is not None and apply_link_rates(self.devices, self.network, self.workers, t):
             if self.run_id is not None:
                 self._refresh_graph_json()   # the topology panel shows the rates in force
@@ -299,8 +295,6 @@ class Experiment:
 
     # ------------------------------------------------------------------ controls
     def _apply_controls(self, it: int) -> None:
-        from testbed.controls import ControlError, validate_control
-
         for req in self.store.pending_controls(self.run_id):
             try:
                 target, changes = validate_control(self.run_info, req["target"], req["changes"])
@@ -322,8 +316,6 @@ class Experiment:
             self.store.resolve_control(req["id"], "applied", it, f"{len(changed)} link(s) changed")
 
     def _steer(self, target: str, changes: dict) -> list[str]:
-        from testbed.controls import ALL_LINKS, resolve_target
-
         kwargs = dict(changes)
         if "loss_p" in kwargs:
             p = kwargs.pop("loss_p")
@@ -347,15 +339,11 @@ class Experiment:
 
     def evaluate(self) -> tuple[float, float]:
         """Test loss and accuracy of the current model."""
-        from nodes.workers import evaluate
-
         return evaluate(self.model, self.data.test_x, self.data.test_y,
                         batch_size=self.cfg.data.eval_batch_size, device=self.device)
 
     def apply_gradient(self, it: int, agg: torch.Tensor) -> None:
         """One optimizer step with the aggregated gradient."""
-        from nodes.workers import set_gradients
-
         for group in self.optimizer.param_groups:
             group["lr"] = self._lr(it)
         set_gradients(self.model, agg)
@@ -519,13 +507,9 @@ class Experiment:
         self.next_iteration = state["iteration"] + 1
 
     def checkpoint_path(self, run_id: int):
-        from testbed import checkpoint
-
         return checkpoint.path_for(self.store.path, run_id)
 
     def save_checkpoint(self, iteration: int, wall_s: float) -> None:
-        from testbed import checkpoint
-
         checkpoint.save(self.checkpoint_path(self.run_id),
                         {**self.state_dict(iteration), "wall_time_s": wall_s})
 
