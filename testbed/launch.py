@@ -137,7 +137,8 @@ def _rank_main(args, rank: int, local: int, who: str, reporter: _Reporter,
         if args.resume is not None:  # the run's own configuration, as stored
             with Store(args.store, readonly=True) as s:
                 cfg = config_from_stored(s.run(args.resume)["config"],
-                                         source=f"run {args.resume} of {args.store}")
+                                         source=f"run {args.resume} of {args.store}",
+                                         base=Path(args.store).parent)
         elif args.file is None:
             raise ConfigError("", message="give an experiment FILE or --resume RUN_ID")
         else:

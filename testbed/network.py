@@ -45,7 +45,7 @@ class EdgeNetwork:
 def build_network(table: dict, seed: int) -> EdgeNetwork:
     """Graph, workers, server and Network of a validated `[network]` table (defaults filled)."""
     graph = build_topology(table, seed)
-    network = Network(graph, medium=table.get("medium", "dedicated"),
-                      sharing=table.get("sharing", "tdma"), engine=table.get("engine", "auto"),
-                      rng=np.random.default_rng([seed, NETWORK_RNG_SALT]), csma=table.get("csma"))
+    # the validated table has every key (its defaults are the schema's: no second default here)
+    network = Network(graph, medium=table["medium"], sharing=table["sharing"], engine=table["engine"],
+                      rng=np.random.default_rng([seed, NETWORK_RNG_SALT]), csma=table["csma"])
     return EdgeNetwork(graph, worker_order(graph), server_of(graph), network)
