@@ -9,7 +9,6 @@ Target: every callback under 200 ms.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics

@@ -77,7 +77,7 @@ class CsmaParams:
     eifs_share: float = 0.71
 
     @classmethod
-    def from_table(cls, t: dict | None) -> "CsmaParams":
+    def from_table(cls, t: dict | None) -> CsmaParams:
         """From a validated `[network.csma]` table (times in microseconds)."""
         if not t:
             return cls()

@@ -391,7 +391,7 @@ def svg(recs: list[dict]) -> str:
               ("memories v: top-k share / chance (1 = chance)", lambda r, s: s["share"] / r["chance_share"], 1.0)]
     both = [others(r, s[key]) for r in recs for s in r["stages"].values() for key in ("beta", "beta_grad")]
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H + 14 * ((len(recs) + 3) // 4)}" '
-           f'font-family="sans-serif" font-size="11">', f'<rect width="100%" height="100%" fill="white"/>']
+           f'font-family="sans-serif" font-size="11">', '<rect width="100%" height="100%" fill="white"/>']
     for pi, (title, f, ref) in enumerate(panels):
         x0 = pad + pi * (pw + gap)
         vals = (both if pi < 2 else [f(r, s) for r in recs for s in r["stages"].values()]) or [1.0]

@@ -1,7 +1,6 @@
 """Deadlines and device traces against hand figures: who is left out, the aggregate over the
 others, the iteration's virtual time, the bits, and what a left-out worker's memory keeps."""
 import json
-import math
 import textwrap
 
 import pytest
