@@ -26,8 +26,8 @@ from experiments.lgc_probe import (collect_held_out, predictor_errors, real_run,
                                    rel_error)
 from nodes.compression.ideal import run_exchange  # noqa: E402
 from nodes.compression.lgc_autoencoder import GradientAutoencoder  # noqa: E402
-from nodes.compression.lgc_common import positions_message  # noqa: E402
-from nodes.compression.registry import build_scheme  # noqa: E402
+from nodes.compression.lgc_messages import positions_message  # noqa: E402
+from nodes.compression.registry import build_scheme, wire_id  # noqa: E402
 
 
 def lgc_options(order: str, warmup: int, ae_iters: int) -> dict:
@@ -66,11 +66,11 @@ def main(argv=None) -> None:
     k = round(0.01 * n)
     idx = torch.randperm(n)[:k]
     for coding in ("ordered", "sorted_ranks"):
-        m = positions_message(idx, n, order="value", coding=coding, payload_bytes=1470, method="lgc_ps",
+        m = positions_message(idx, n, order="value", coding=coding, payload_bytes=1470, method=wire_id("lgc_ps"),
                               iteration=0, scale=1.0)
         print(f"positions of k={k} in n={n}, coding {coding}: {m.nbytes} bytes in {len(m.packets)} packets")
     m = positions_message(torch.sort(idx).values, n, order="index", coding="ordered", payload_bytes=1470,
-                          method="lgc_ps", iteration=0, scale=1.0)
+                          method=wire_id("lgc_ps"), iteration=0, scale=1.0)
     print(f"positions in index order (delta varints + 1-bit codes): {m.nbytes} bytes")
 
     # 3. LGC-PS against the ablation on the same recorded gradients, from a trained state

@@ -1,14 +1,18 @@
 """Validation of the `[network]` table: types, ranges, defaults, and close-match suggestions.
 
-`validate_network(table)` returns a new dict with every default filled in; the experiment config
-validator (testbed/config.py) calls it and turns `ChannelConfigError` into its own error.
+`validate_network(table)` returns a `ValidNetwork` (a dict with every default filled in) that no
+one checks again; the experiment config validator (testbed/config.py) calls it once and turns
+`ChannelConfigError` into its own error. Each key is a schema Field; what holds between keys is a
+schema Rule (LINK_RULES, CSMA_RULES, NETWORK_RULES).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from channels.energy import check_profile, load_profiles
 from channels.errors import ChannelConfigError
-from schema import REQUIRED, Field, check_table, unknown_key
+from schema import FILE_PATH, REQUIRED, Field, Rule, check_rules, check_table, unknown_key
 
 TOPOLOGIES = ("star", "ring", "mesh", "geometric", "file")
 MEDIA = ("dedicated", "shared")
@@ -18,7 +22,7 @@ ENGINES = ("auto", "fast", "simpy")
 LOSS_MODELS = ("none", "bernoulli", "gilbert_elliott", "fading")
 
 # Every key is a schema Field (type, default, bounds, choices); tables and lists are checked
-# by the functions below, a node's position by `_pos`.
+# by the functions below.
 _PROB = dict(min=0.0, max=1.0, noun="a probability")
 LINK_KEYS: dict[str, Field] = {
     "bandwidth_mbps": Field(20.0, float, min=0, min_open=True),
@@ -30,9 +34,9 @@ LINK_KEYS: dict[str, Field] = {
     "ack_bytes": Field(0, int, min=0),
     "rto_margin_ms": Field(1.0, float, min=0),
     "retry_limit": Field(7, int, min=0),
-    "trace": Field(None, str, noun="a file path", help="Mahimahi trace, both directions"),
-    "uplink_trace": Field(None, str, noun="a file path", help="Mahimahi trace towards the server"),
-    "downlink_trace": Field(None, str, noun="a file path", help="Mahimahi trace away from the server"),
+    "trace": Field(None, str, noun=FILE_PATH, help="Mahimahi trace, both directions"),
+    "uplink_trace": Field(None, str, noun=FILE_PATH, help="Mahimahi trace towards the server"),
+    "downlink_trace": Field(None, str, noun=FILE_PATH, help="Mahimahi trace away from the server"),
     "loss": Field(None, dict),
 }
 TRACE_KEYS = ("trace", "uplink_trace", "downlink_trace")
@@ -82,15 +86,20 @@ LOSS_KEYS: dict[str, dict[str, Field]] = {
         "distance_m": Field(10.0, float, min=0, min_open=True),
         "rate": Field("shannon", str, choices=("shannon", "mcs")),
         "efficiency": Field(0.75, float, min=0, min_open=True, max=1),
-        "mcs_table": Field(None, str, noun="a file path"),
+        "mcs_table": Field(None, str, noun=FILE_PATH),
         "per_slope_db": Field(1.5, float, min=0, min_open=True),
         "outage_snr_db": Field(None, float),       # shannon: below this SNR a packet is lost
         "min_rate_mbps": Field(0.1, float, min=0, min_open=True),
     },
 }
 
+def _xy(value: list) -> str | None:
+    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value)
+    return None if len(value) == 2 and numbers else "[x, y] in metres"
+
+
 NODE_EXTRA_KEYS: dict[str, Field] = {
-    "pos": Field(None, list, noun="[x, y] in metres"),
+    "pos": Field(None, list, noun="[x, y] in metres", check=_xy),
     "role": Field(None, str, choices=("worker", "server", "relay")),
     "compute_speed": Field(None, float, min=0, min_open=True),
     "gflops": Field(None, float, min=0, min_open=True),
@@ -103,7 +112,7 @@ NETWORK_KEYS: dict[str, Field] = {
     "medium": Field("shared", str, choices=MEDIA),
     "sharing": Field("tdma", str, choices=SHARINGS),
     "engine": Field("auto", str, choices=ENGINES),
-    "file": Field(None, str, noun="a file path"),
+    "file": Field(None, str, noun=FILE_PATH),
     "area_m": Field(100.0, float, min=0, min_open=True),  # geometric: side of the square of workers
     "range_m": Field(60.0, float, min=0, min_open=True),  # geometric: closer than this are linked
     "link": Field(None, dict),
@@ -113,7 +122,7 @@ NETWORK_KEYS: dict[str, Field] = {
     # Energy (channels/energy.py): every node's device profile unless [network.nodes.X] names
     # its own, and a TOML file of profiles adding to the packaged ones.
     "energy_profile": Field("rpi4", str, noun="a device profile name"),
-    "energy_profiles": Field(None, str, noun="a file path"),
+    "energy_profiles": Field(None, str, noun=FILE_PATH),
     "mobility": Field(None, dict),
 }
 _TABLES = ("link", "csma", "nodes", "links", "loss", "mobility")
@@ -127,8 +136,37 @@ MOBILITY_KEYS: dict[str, Field] = {
     "pause_s": Field(0.0, float, min=0, help="random_waypoint: pause at each waypoint"),
     "until_m": Field(None, float, min=0, min_open=True, help="away: where the walk stops (metres from the server)"),
     "paths": Field(None, dict, help="path: NODE = [[t, x, y], ...]"),
-    "file": Field(None, str, noun="a file path", help="trace: CSV time_s,node,x_m,y_m"),
+    "file": Field(None, str, noun=FILE_PATH, help="trace: CSV time_s,node,x_m,y_m"),
 }
+
+
+def _fix_files(table: Any, fields: dict[str, Field], fix: Callable[[str], str]) -> Any:
+    if not isinstance(table, dict):
+        return table   # the validator says what is wrong with it
+    out = {k: fix(v) if k in fields and fields[k].is_file_path and isinstance(v, str) else v
+           for k, v in table.items()}
+    if isinstance(out.get("loss"), dict):
+        model = out["loss"].get("model", "none")
+        out["loss"] = _fix_files(out["loss"], LOSS_KEYS.get(model, {}), fix)
+    return out
+
+
+def map_file_paths(network: Any, fix: Callable[[str], str]) -> Any:
+    """The raw `[network]` table with `fix` applied to every value of a file-path Field (the
+    graph file, energy profiles, mobility trace, each link's Mahimahi traces and MCS table):
+    how testbed.paths resolves the files named relative to the experiment file."""
+    if not isinstance(network, dict):
+        return network
+    out = _fix_files(network, NETWORK_KEYS, fix)
+    for key, fields in (("link", LINK_KEYS), ("mobility", MOBILITY_KEYS)):
+        if key in out:
+            out[key] = _fix_files(out[key], fields, fix)
+    if isinstance(out.get("nodes"), dict):
+        out["nodes"] = {n: _fix_files(o, {**LINK_KEYS, **NODE_EXTRA_KEYS}, fix)
+                        for n, o in out["nodes"].items()}
+    if isinstance(out.get("links"), list):
+        out["links"] = [_fix_files(o, LINK_KEYS, fix) for o in out["links"]]
+    return out
 
 
 def _unknown(path: str, key: str, known) -> ChannelConfigError:
@@ -137,15 +175,9 @@ def _unknown(path: str, key: str, known) -> ChannelConfigError:
 
 def _check(path: str, value: Any, field: Field) -> Any:
     value = field.validate(path, value, ChannelConfigError)
-    if field is NODE_EXTRA_KEYS["pos"]:
-        return _pos(path, value)
+    if field is NODE_EXTRA_KEYS["pos"]:   # checked by its Field: [x, y] as floats
+        return [float(value[0]), float(value[1])]
     return value
-
-
-def _pos(path: str, value: list) -> list[float]:
-    if len(value) != 2 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
-        raise ChannelConfigError(path, value, "[x, y] in metres")
-    return [float(value[0]), float(value[1])]
 
 
 def validate_loss(loss: Any, path: str = "network.link.loss") -> dict:
@@ -178,32 +210,54 @@ def validate_link(link: Any, path: str, *, partial: bool) -> dict:
     return out
 
 
+def _trace_rules(key: str) -> tuple[Rule, ...]:
+    return (Rule("mtu_bytes", needs=(key,), check=lambda t: None if not t[key] or t["mtu_bytes"] <= 1500
+                 else "<= 1500 with a Mahimahi trace (one packet of up to 1500 bytes per opportunity)"),
+            Rule(key, needs=("loss",), check=lambda t: None if not t[key] or t["loss"]["model"] != "fading"
+                 else "a trace or a fading model sets the rate, not both"))
+
+
+# Rules between the keys of one complete link (the file's, a node's or a direction's merged
+# over it, an edge's from a graph file).
+LINK_RULES: tuple[Rule, ...] = (
+    Rule("header_bytes", needs=("mtu_bytes",),
+         check=lambda t: None if t["header_bytes"] < t["mtu_bytes"]
+         else f"less than mtu_bytes ({t['mtu_bytes']}), so a packet carries payload"),
+    *(rule for key in TRACE_KEYS for rule in _trace_rules(key)),
+)
+CSMA_RULES = (Rule("cw_max", needs=("cw_min",),
+                   check=lambda t: None if t["cw_max"] >= t["cw_min"] else f">= cw_min ({t['cw_min']})"),)
+
+
+def _traced(net: dict) -> bool:
+    return any(o.get(k) for o in [net["link"], *net["links"], *net["nodes"].values()] for k in TRACE_KEYS)
+
+
+NETWORK_RULES = (
+    Rule("workers", needs=("topology",),
+         check=lambda t: None if t["topology"] != "ring" or t["workers"] >= 2 else ">= 2 for a ring"),
+    Rule("file", needs=("topology",),
+         check=lambda t: None if t["topology"] != "file" or t["file"]
+         else 'a GraphML or JSON node-link file when topology = "file"'),
+    Rule("medium", needs=("link", "links", "nodes"),
+         check=lambda t: None if t["medium"] != "shared" or not _traced(t)
+         else '"dedicated" with a Mahimahi trace (the trace is one link\'s own capacity)'),
+)
+
+
 def check_link_consistency(link: dict, path: str) -> None:
-    """Cross-key rules of one complete link."""
-    if link["header_bytes"] >= link["mtu_bytes"]:
-        raise ChannelConfigError(f"{path}.header_bytes", link["header_bytes"],
-                                 f"less than mtu_bytes ({link['mtu_bytes']}), so a packet carries payload")
-    for key in TRACE_KEYS:
-        if link.get(key) and link["mtu_bytes"] > 1500:
-            raise ChannelConfigError(f"{path}.mtu_bytes", link["mtu_bytes"],
-                                     "<= 1500 with a Mahimahi trace (one packet of up to 1500 bytes per opportunity)")
-        if link.get(key) and link["loss"]["model"] == "fading":
-            raise ChannelConfigError(f"{path}.{key}", link[key],
-                                     "a trace or a fading model sets the rate, not both")
+    """The rules between the keys of one complete link (LINK_RULES)."""
+    check_rules(path, link, LINK_RULES, ChannelConfigError)
 
 
 def validate_csma(table: Any, path: str = "network.csma") -> dict:
     """The `[network.csma]` table with every default filled in."""
-    out = check_table(path, {} if table is None else table, CSMA_KEYS, error=ChannelConfigError)
-    if out["cw_max"] < out["cw_min"]:
-        raise ChannelConfigError(f"{path}.cw_max", out["cw_max"], f">= cw_min ({out['cw_min']})")
-    return out
+    return check_table(path, {} if table is None else table, CSMA_KEYS, error=ChannelConfigError,
+                       rules=CSMA_RULES)
 
 
 def _check_profiles(out: dict) -> None:
     """Every device profile named exists (packaged, or in `energy_profiles`)."""
-    from channels.energy import check_profile, load_profiles
-
     profiles = load_profiles(out["energy_profiles"])
     check_profile("network.energy_profile", out["energy_profile"], profiles)
     for name, node in out["nodes"].items():
@@ -211,8 +265,17 @@ def _check_profiles(out: dict) -> None:
             check_profile(f"network.nodes.{name}.energy_profile", node["energy_profile"], profiles)
 
 
-def validate_network(network: Any) -> dict:
-    """Check the `[network]` table and return it with every default filled in."""
+class ValidNetwork(dict):
+    """The `[network]` table as `validate_network` returns it: every key checked, every default
+    filled in. Whoever takes one (build_topology, testbed.network.build_network) does not
+    check it again; a plain dict (a test's, a benchmark's) is validated first."""
+
+
+def validate_network(network: Any) -> ValidNetwork:
+    """Check the `[network]` table and return it with every default filled in (a ValidNetwork
+    is returned as it is: it was checked)."""
+    if isinstance(network, ValidNetwork):
+        return network
     if network is None:
         network = {}
     if not isinstance(network, dict):
@@ -226,10 +289,7 @@ def validate_network(network: Any) -> dict:
             continue
         value = network.get(key)
         out[key] = field.default if value is None else _check(f"network.{key}", value, field)
-    if out["topology"] == "ring" and out["workers"] < 2:
-        raise ChannelConfigError("network.workers", out["workers"], ">= 2 for a ring")
-    if out["topology"] == "file" and not out["file"]:
-        raise ChannelConfigError("network.file", None, 'a GraphML or JSON node-link file when topology = "file"')
+    check_rules("network", out, NETWORK_RULES[:2], ChannelConfigError)
     out["link"] = validate_link(network.get("link", {}), "network.link", partial=False)
     check_link_consistency(out["link"], "network.link")
     out["csma"] = validate_csma(network.get("csma"))
@@ -270,8 +330,4 @@ def validate_network(network: Any) -> dict:
         check_link_consistency({**out["link"], **rest}, path)
         out["links"].append({"src": over["src"], "dst": over["dst"], **rest})
     _check_profiles(out)
-    if any(o.get(k) for o in [out["link"], *out["links"], *out["nodes"].values()] for k in TRACE_KEYS):
-        if out["medium"] == "shared":
-            raise ChannelConfigError("network.medium", "shared",
-                                     '"dedicated" with a Mahimahi trace (the trace is one link\'s own capacity)')
-    return out
+    return ValidNetwork(check_rules("network", out, NETWORK_RULES[2:], ChannelConfigError))

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from channels.config import validate_csma
 from channels.errors import DeliveryError
 from channels.loss import NoLoss
 from channels.randomness import Prefetch, Stream
@@ -58,27 +59,32 @@ from channels.report import LinkStats
 OK, LOST, COLLIDED = 0, 1, 2
 
 
+_DEFAULT = validate_csma(None)   # [network.csma]'s defaults: channels.config.CSMA_KEYS, only there
+
+
 @dataclass(frozen=True)
 class CsmaParams:
-    slot_s: float = 9e-6
-    sifs_s: float = 16e-6
-    difs_s: float = 34e-6
-    phy_header_s: float = 20e-6
-    cw_min: int = 15
-    cw_max: int = 1023
-    ack_bytes: int = 14
-    retry_limit: int = 7
-    basic_rate_bps: float = 24e6
-    symbol_s: float = 4e-6
-    ack_timeout_s: float = 45e-6
-    eifs_s: float = 94e-6
-    cca_s: float = 4e-6
-    eifs_frames: int = 2
-    eifs_share: float = 0.71
+    """802.11 DCF timings in seconds, rates in bit/s; every default is CSMA_KEYS' (converted:
+    microseconds / 1e6 is the nearest double to the seconds, as the literals were)."""
+    slot_s: float = _DEFAULT["slot_us"] / 1e6
+    sifs_s: float = _DEFAULT["sifs_us"] / 1e6
+    difs_s: float = _DEFAULT["difs_us"] / 1e6
+    phy_header_s: float = _DEFAULT["phy_header_us"] / 1e6
+    cw_min: int = _DEFAULT["cw_min"]
+    cw_max: int = _DEFAULT["cw_max"]
+    ack_bytes: int = _DEFAULT["ack_bytes"]
+    retry_limit: int = _DEFAULT["retry_limit"]
+    basic_rate_bps: float = _DEFAULT["basic_rate_mbps"] * 1e6
+    symbol_s: float = _DEFAULT["symbol_us"] / 1e6
+    ack_timeout_s: float = _DEFAULT["ack_timeout_us"] / 1e6
+    eifs_s: float = _DEFAULT["eifs_us"] / 1e6
+    cca_s: float = _DEFAULT["cca_us"] / 1e6
+    eifs_frames: int = _DEFAULT["eifs_frames"]
+    eifs_share: float = _DEFAULT["eifs_share"]
 
     @classmethod
     def from_table(cls, t: dict | None) -> CsmaParams:
-        """From a validated `[network.csma]` table (times in microseconds)."""
+        """From a validated `[network.csma]` table (times in microseconds); none: the defaults."""
         if not t:
             return cls()
         return cls(t["slot_us"] * 1e-6, t["sifs_us"] * 1e-6, t["difs_us"] * 1e-6,

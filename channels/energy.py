@@ -17,7 +17,11 @@ Compute energy (testbed side): the device's `compute_w` x the node's compute tim
 
 Profiles are data (`channels/data/energy_profiles.toml`, each figure with its source; a file of
 one's own through `[network] energy_profiles` adds or replaces entries): `[radios.NAME]` tx_w,
-rx_w, idle_w, sleep_w; `[devices.NAME]` compute_w and the `radio` it carries.
+rx_w, idle_w, sleep_w; `[devices.NAME]` compute_w and the `radio` it carries. A worker's profile
+is its `[network.nodes.X] energy_profile`, else its device trace's `profile`, else `[network]
+energy_profile` (rpi4). Not counted: the access point (mains-powered) and a board's idle power
+outside compute. Stored as node_iterations.radio_j / compute_j / energy_j, iterations.energy_j
+(the workers' sum) and runs.energy_j (testbed/store.py).
 """
 from __future__ import annotations
 

@@ -4,7 +4,12 @@ Each call builds the transmitter queues of its traffic, runs them on the fast en
 traffic), the relay engine (multi-hop) or the SimPy engine (when asked, or for multi-hop cases
 the relay engine does not cover), and returns a CollectiveReport. Link
 state (free airtime, loss-process state, fading blocks, trace position) persists across calls,
-and every random draw comes from generators seeded by the `rng` given here.
+and every random draw comes from generators seeded by the `rng` given here. Virtual time only
+moves forward: a call's `at` is at or after the end of the earlier calls on the same links.
+`sizes` are packets' payload lengths (each <= `payload_bytes(src, dst)`, the smallest
+`mtu_bytes - header_bytes` of the path); each link adds `header_bytes` per packet on the wire.
+On a shared medium a broadcast is sent once; a broadcast or all-gather whose destinations are
+not all adjacent to its source is relayed by a `server` adjacent to everyone.
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from channels.config import LINK_KEYS, NETWORK_KEYS, validate_link
 from channels.csma import CsmaParams
 from channels.errors import ChannelConfigError
 from channels.link import LinkSpec
+from channels.link_layer import LinkLayer
 from channels.mobility import link_distance
 from channels.report import CollectiveReport, FlowReport, LinkStats, build_report
 from channels.sim import SimEngine
@@ -31,7 +37,9 @@ STEERABLE = ("bandwidth_mbps", "delay_ms", "loss", "queue_packets", "delivery", 
              "rto_margin_ms", "ack_bytes")
 
 
-class Network:
+class Network(LinkLayer):
+    """The link layer of one topology (implements `channels.link_layer.LinkLayer`)."""
+
     def __init__(self, graph: nx.Graph, *, medium: str = "dedicated", sharing: str = "tdma",
                  rng: np.random.Generator | None = None, engine: str = "auto", csma: dict | None = None):
         for key, value in (("medium", medium), ("sharing", sharing), ("engine", engine)):

@@ -1,6 +1,9 @@
 """Topologies as networkx graphs: nodes carry `role` (and `pos`), edges carry `link` (LinkSpec).
 
-Per-direction overrides (`[[network.links]]` with src/dst) live in the edge attribute
+Node names: workers `w0..w{N-1}` and the aggregator `server` (on a star, the access point hosts
+it); `role` is "worker", "server" or "relay", `pos` (x, y) in metres. Graphs are undirected and
+each direction of an edge is its own link (own queue, own loss state), with the same spec
+unless overridden. Per-direction overrides (`[[network.links]]` with src/dst) live in the edge attribute
 `directed` = {(src, dst): LinkSpec}; `link_spec(graph, u, v)` resolves one direction.
 """
 from __future__ import annotations
@@ -15,6 +18,7 @@ import numpy as np
 from channels.config import LINK_KEYS, NODE_EXTRA_KEYS, check_link_consistency, validate_link, validate_network
 from channels.errors import ChannelConfigError
 from channels.link import LinkSpec
+from channels.mobility import build_mobility
 
 SERVER = "server"
 
@@ -108,7 +112,8 @@ def _read_graph_file(path: str) -> nx.Graph:
 
 
 def build_topology(network: dict, seed) -> nx.Graph:
-    """The `[network]` table -> graph. Validates `network` first (it may be raw or validated)."""
+    """The `[network]` table -> graph. A ValidNetwork (channels.config.validate_network's) is
+    used as it is; a raw table is validated first."""
     net = validate_network(network)
     rng = np.random.default_rng([int(seed), 0x70B0])
     g = _base_graph(net, rng)
@@ -152,8 +157,6 @@ def build_topology(network: dict, seed) -> nx.Graph:
     _check_connected(g, net["topology"])
     g.graph["csma"] = net["csma"]
     if net["mobility"] is not None:  # who moves, and where each node is at a virtual time
-        from channels.mobility import build_mobility
-
         g.graph["mobility"] = build_mobility(net["mobility"], g, seed)
     return g
 

@@ -2,6 +2,10 @@
 
 The trace repeats with a period equal to its last timestamp, as in Mahimahi's link shell, and
 its clock starts at virtual time 0, so a link's position in the trace persists across calls.
+Per direction (`[network.link]`, `[network.nodes.X]` or a graph file's edges): `uplink_trace`
+towards the server (the end with fewer hops to it), `downlink_trace` away from it, `trace` both
+(and what an edge with no such direction, e.g. worker-worker on a mesh, uses);
+`[[network.links]]` entries, one direction each, win.
 """
 from __future__ import annotations
 

@@ -21,15 +21,31 @@ from typing import Any
 
 from dash import Input, Output, Patch, State, no_update
 
-from dashboards import figures as F
+from dashboards import compare as C
+from dashboards import panels
 from dashboards import queries as Q
+from dashboards import sweep as S
+from dashboards.panel import Rows, View
+from dashboards.style import PLACEHOLDER, empty_figure, event_marks, smooth, smoothing_carry, stage_bands
 from testbed.controls import ControlError, link_targets, validate_control
 from testbed.store import RunNotFound, Store
 
-LIVE_FIGURES = ["accuracy", "rate", "latency", "channel", "energy", "topology"]
-SERIES_FIGURES = ["accuracy", "rate", "latency", "channel", "energy"]
-NO_EVAL_TEXT = "No evaluation yet: accuracy appears after the first test pass."
+LIVE_FIGURES = [p.name for p in panels.PANELS]  # the figures' order in every answer (as imported)
 NO_AXIS = "-"   # the sweep view's "no second axis" choice (one row)
+
+
+def _names() -> list[str]:
+    """The live figures, read from the registry when used (a test may add a panel to it)."""
+    return [p.name for p in panels.PANELS]
+
+
+def _uids(fig: dict) -> list[str]:
+    return [t["uid"] for t in fig["data"]]
+
+
+def _placeholders(fig: dict) -> list[dict]:
+    """The "no data yet" notes of a drawn figure: they stay when its marks are redrawn."""
+    return [a for a in fig["layout"].get("annotations") or [] if a.get("name") == PLACEHOLDER]
 
 
 class Dashboard:
@@ -64,7 +80,7 @@ class Dashboard:
                 store.mark_dead_runs()  # a killed writer's run shows as failed, not running
                 self._last_dead_check = time.monotonic()
             runs = store.runs()
-        rows = F.runs_table_rows(runs)
+        rows = C.runs_table_rows(runs)
         options = [{"label": f"#{r['id']} {r['name']} · {r['method'] or '?'} · {r['status']}",
                     "value": r["id"]} for r in reversed(runs)]
         ids = {r["id"] for r in runs}
@@ -108,11 +124,11 @@ class Dashboard:
         return f"{name} {status} after iteration {upto}.{tail}", "info"
 
     def _empty(self, text: str):
-        return tuple(F.empty_figure(text, as_dict=True) for _ in LIVE_FIGURES)
+        return tuple(empty_figure(text, as_dict=True) for _ in _names())
 
     def live_view(self, run_id: int | None, x: str | None, state: dict | None,
                   scale: str | None = "log", smoothing: float | None = 0.0):
-        """(figures in LIVE_FIGURES order, new state, message, level). `scale`: the rate
+        """(figures in the registry's order (dashboards.panels.PANELS), new state, message, level). `scale`: the rate
         axis ("log" or "linear"); `smoothing`: the EMA weight of noisy curves (0 = raw)."""
         x, scale, smoothing = x or "iteration", scale or "log", float(smoothing or 0.0)
         if run_id is None:
@@ -131,138 +147,126 @@ class Dashboard:
                 return self._switch_x(store, run, x, state)
             return self._tick(store, run, view, state)
 
-    def _switch_x(self, store: Store, run: dict, x: str, state: dict):
-        """Redraw only the accuracy figure against the other x axis, from the rows already sent."""
-        rid, stride, upto = run["id"], state["stride"], state["iter"]
-        its = Q.iterations(store.db, rid, -1, upto, stride)
-        evals = [e for e in store.evals(rid) if e["iteration"] <= state["eval"]]
-        events = [e for e in store.events(rid) if e["id"] <= state["event"]]
+    def _view(self, run: dict, view: dict, stride: int) -> View:
         note = f"mean per {stride} iterations" if stride > 1 else ""
-        acc = F.accuracy_figure(its, evals, events, x, uirevision=rid, note=note,
-                                smoothing=state["smoothing"], as_dict=True)
-        figs = tuple(acc if name == "accuracy" else no_update for name in LIVE_FIGURES)
-        state = dict(state, x=x, uids=dict(state["uids"], accuracy=[t["uid"] for t in acc["data"]]),
-                     carry=dict(state["carry"], accuracy=F.smoothing_carry(acc, "accuracy")))
+        return View(x=view["x"], scale=view["scale"], smoothing=view["smoothing"], note=note,
+                    uirevision=run["id"])
+
+    def _switch_x(self, store: Store, run: dict, x: str, state: dict):
+        """Redraw only the panels drawn against the view's x (`mark_x = "view"`), from the
+        iterations, evals and events already sent."""
+        rid, stride, upto = run["id"], state["stride"], state["iter"]
+        rows = Rows(run, iterations=Q.iterations(store.db, rid, -1, upto, stride),
+                    evals=[e for e in store.evals(rid) if e["iteration"] <= state["eval"]],
+                    events=[e for e in store.events(rid) if e["id"] <= state["event"]])
+        view = self._view(run, dict(state, x=x), stride)
+        redrawn = {p.name: p.figure(rows, view, True) for p in panels.PANELS if p.mark_x == "view"}
+        figs = tuple(redrawn.get(name, no_update) for name in _names())
+        state = dict(state, x=x, uids={**state["uids"], **{n: _uids(f) for n, f in redrawn.items()}},
+                     carry={**state["carry"], **{n: smoothing_carry(f, n) for n, f in redrawn.items()}},
+                     notes={**state["notes"], **{n: _placeholders(f) for n, f in redrawn.items()}})
         msg, level = self._message(run, state["has_iter"], state["has_eval"], upto)
         return figs, state, msg, level
 
-    def _window(self, store: Store, run_id: int, upto: int) -> list[dict]:
+    def _window(self, store: Store, run_id: int, upto: int) -> tuple[list[dict], str]:
+        """The link rows of the newest `topology_window` iterations, and what they cover."""
+        if upto < 0:
+            return [], ""
         rows = store.links(run_id, after=upto - self.topology_window)
-        return [r for r in rows if r["iteration"] <= upto]
+        label = f"over iterations {max(0, upto - self.topology_window + 1)}-{upto}"
+        return [r for r in rows if r["iteration"] <= upto], label
 
     def _full(self, store: Store, run: dict, view: dict):
-        rid, x, sm = run["id"], view["x"], view["smoothing"]
+        rid = run["id"]
         last = Q.last_iteration(store.db, rid)
         stride = max(1, math.ceil((last + 1) / self.max_points)) if last is not None else 1
         upto = self._upto(store, run, stride)
-        its = Q.iterations(store.db, rid, -1, upto, stride)
-        nodes = Q.node_iterations(store.db, rid, -1, upto, stride)
-        links = Q.links(store.db, rid, -1, upto, stride)
-        evals = store.evals(rid)
-        events = store.events(rid)
-        note = f"mean per {stride} iterations" if stride > 1 else ""
-        times = {r["iteration"]: r["virtual_time_s"] for r in its}
-        figs = {
-            "accuracy": F.accuracy_figure(its, evals, events, x, uirevision=rid, note=note,
-                                          smoothing=sm, as_dict=True),
-            "rate": F.rate_figure(its, nodes, events, uirevision=rid, note=note, scale=view["scale"],
-                                  smoothing=sm, as_dict=True),
-            "latency": F.latency_figure(its, events, uirevision=rid, note=note, smoothing=sm,
-                                        as_dict=True, nodes=nodes),
-            "channel": F.channel_figure(links, None, events, uirevision=rid, note=note,
-                                        smoothing=sm, as_dict=True),
-            "energy": F.energy_figure(nodes, times, events, uirevision=rid, note=note,
-                                      smoothing=sm, as_dict=True),
-            "topology": self._topology(store, run, upto),
-        }
-        cum = F.rate_series(its, ())
+        window, label = self._window(store, rid, upto)
+        rows = Rows(run, iterations=Q.iterations(store.db, rid, -1, upto, stride),
+                    nodes=Q.node_iterations(store.db, rid, -1, upto, stride),
+                    links=Q.links(store.db, rid, -1, upto, stride), evals=store.evals(rid),
+                    events=store.events(rid), window=window, window_label=label)
+        its, evals, events = rows.iterations, rows.evals, rows.events
+        figs = {p.name: p.figure(rows, self._view(run, view, stride), True) for p in panels.PANELS}
+        live = [p for p in panels.PANELS if p.series]
         state = {
             "run_id": rid, **view, "stride": stride, "iter": upto,
             "end_vt": its[-1]["virtual_time_s"] if its else None,
             "eval": evals[-1]["iteration"] if evals else -1,
             "event": max((e["id"] for e in events), default=0),
-            "cum_bytes": {part: (cum[f"cum_{part}"][1] or [0.0])[-1] for part in ("up", "down")},
-            "cum_energy": F.energy_totals(nodes, times),
-            "has_iter": bool(its), "has_eval": bool(evals), "has_links": bool(links),
-            "rows": sorted(F.channel_rows_present(links)),
-            "uids": {name: [t["uid"] for t in figs[name]["data"]] for name in SERIES_FIGURES},
-            "carry": {name: F.smoothing_carry(figs[name], name) for name in SERIES_FIGURES},
+            "totals": {p.name: p.totals(rows, {}) for p in panels.PANELS if p.totals},
+            "has_iter": bool(its), "has_eval": bool(evals), "has_links": bool(rows.links),
+            "parts": {p.name: sorted(p.parts(rows)) for p in panels.PANELS if p.parts},
+            "uids": {p.name: _uids(figs[p.name]) for p in live},
+            "carry": {p.name: smoothing_carry(figs[p.name], p.name) for p in live},
+            "notes": {p.name: _placeholders(figs[p.name]) for p in live},
         }
         msg, level = self._message(run, bool(its), bool(evals), upto)
-        return tuple(figs[n] for n in LIVE_FIGURES), state, msg, level
-
-    def _topology(self, store: Store, run: dict, upto: int):
-        window = self._window(store, run["id"], upto) if upto >= 0 else []
-        label = f"over iterations {max(0, upto - self.topology_window + 1)}-{upto}" if upto >= 0 else ""
-        return F.topology_figure(run.get("graph"), window, label, uirevision=run["id"], as_dict=True)
+        return tuple(figs[n] for n in _names()), state, msg, level
 
     def _tick(self, store: Store, run: dict, view: dict, state: dict):
-        rid, stride, after, x = run["id"], state["stride"], state["iter"], view["x"]
+        rid, stride, after = run["id"], state["stride"], state["iter"]
         upto = max(after, self._upto(store, run, stride))
         new = upto > after
-        its = Q.iterations(store.db, rid, after, upto, stride) if new else []
-        nodes = Q.node_iterations(store.db, rid, after, upto, stride) if new else []
-        links = Q.links(store.db, rid, after, upto, stride) if new else []
-        evals = store.evals(rid, after=state["eval"])
-        events = store.events(rid)
+        rows = Rows(run, iterations=Q.iterations(store.db, rid, after, upto, stride) if new else [],
+                    nodes=Q.node_iterations(store.db, rid, after, upto, stride) if new else [],
+                    links=Q.links(store.db, rid, after, upto, stride) if new else [],
+                    evals=store.evals(rid, after=state["eval"]), events=store.events(rid))
+        its, evals, events = rows.iterations, rows.evals, rows.events
         new_events = [e for e in events if e["id"] > state["event"]]
         # A figure drawn with a "no data yet" note is redrawn whole when its data arrives, and
-        # the channel figure when its first SNR or collision arrives (a row of its own).
-        times = {r["iteration"]: r["virtual_time_s"] for r in its}
+        # a panel when its rows call for an optional part of its layout it has not drawn
+        # (the channel's first SNR or collision: a row of its own).
         if ((its and not state["has_iter"]) or (evals and not state["has_eval"])
-                or (links and not state["has_links"])
-                or not F.channel_rows_present(links) <= set(state["rows"])):
+                or (rows.links and not state["has_links"])
+                or any(not p.parts(rows) <= set(state["parts"][p.name]) for p in panels.PANELS if p.parts)):
             return self._full(store, run, view)
-        series = {
-            "accuracy": F.accuracy_series(its, evals, x),
-            "rate": F.rate_series(its, nodes, start_bytes=state["cum_bytes"]),
-            "latency": F.latency_series(its),
-            "channel": F.channel_series(links),
-            "energy": F.energy_series(nodes, times, start=state.get("cum_energy")),
-        }
+        v = self._view(run, view, stride)
+        live = [p for p in panels.PANELS if p.series]
+        series = {p.name: p.series(rows, v, state["totals"].get(p.name)) for p in live}
         for name, s in series.items():
             if any(xy[0] and uid not in state["uids"][name] for uid, xy in s.items()):
                 return self._full(store, run, view)  # a new node or link: new traces
         carry = dict(state["carry"])
-        for name in SERIES_FIGURES:
-            series[name], carry[name] = F.smooth(series[name], name, view["smoothing"], carry[name])
+        for name in series:
+            series[name], carry[name] = smooth(series[name], name, view["smoothing"], carry[name])
         end_vt = its[-1]["virtual_time_s"] if its else state["end_vt"]
         # Stage bands stretch to the newest point: redraw the marks when rows or events arrive.
-        remark = bool(new_events) or (new and bool(F.stage_bands(events)))
-        ends = {"accuracy": upto if x == "iteration" else end_vt, "rate": upto, "latency": upto,
-                "channel": end_vt, "energy": end_vt}
+        remark = bool(new_events) or (new and bool(stage_bands(events)))
+        ends = {"iteration": upto, "virtual_time_s": end_vt}
         out: dict[str, Any] = {}
-        for name, s in series.items():
+        for p in live:
             patch, changed = Patch(), False
-            uids = state["uids"][name]
-            for uid, (xs, ys) in s.items():
+            uids = state["uids"][p.name]
+            texts = p.hover(rows) if p.hover and new else {}
+            for uid, (xs, ys) in series[p.name].items():
                 if xs:
                     i = uids.index(uid)
                     patch["data"][i]["x"].extend(xs)
                     patch["data"][i]["y"].extend(ys)
-                    if name == "latency" and uid == "left_out":  # who, on the new markers' hover
-                        patch["data"][i]["text"].extend(F.left_out_text(its, nodes))
+                    if uid in texts:  # the hover text of the new points
+                        patch["data"][i]["text"].extend(texts[uid])
                     changed = True
             if remark:
-                mark_x = (x if name == "accuracy" else "virtual_time_s" if name in ("channel", "energy")
-                          else "iteration")
-                shapes, notes = F.event_marks(events, mark_x, ends[name])
-                if name == "accuracy" and not (state["has_eval"] or evals):
-                    notes = [F.placeholder_note(NO_EVAL_TEXT)] + notes
+                mark_x = view["x"] if p.mark_x == "view" else p.mark_x
+                shapes, notes = event_marks(events, mark_x, ends[mark_x])
                 patch["layout"]["shapes"] = shapes
-                patch["layout"]["annotations"] = notes
+                patch["layout"]["annotations"] = state["notes"][p.name] + notes
                 changed = True
-            out[name] = patch if changed else no_update
-        out["topology"] = self._topology(store, run, upto) if (new or new_events) else no_update
-        cum = series["rate"]
+            out[p.name] = patch if changed else no_update
+        redraw = new or new_events
+        if redraw and any(not p.series for p in panels.PANELS):
+            window, label = self._window(store, rid, upto)
+            rows.window, rows.window_label = window, label
+        for p in panels.PANELS:
+            if not p.series:  # drawn whole: on new rows or events
+                out[p.name] = p.figure(rows, v, True) if redraw else no_update
         state = dict(state, iter=upto, eval=evals[-1]["iteration"] if evals else state["eval"],
                      event=max([state["event"]] + [e["id"] for e in new_events]), end_vt=end_vt,
-                     cum_bytes={part: (cum[f"cum_{part}"][1] or [state["cum_bytes"][part]])[-1]
-                                for part in ("up", "down")},
-                     cum_energy=F.energy_totals(nodes, times, state.get("cum_energy")),
+                     totals={p.name: p.totals(rows, state["totals"][p.name]) for p in panels.PANELS if p.totals},
                      has_eval=state["has_eval"] or bool(evals), carry=carry)
         msg, level = self._message(run, state["has_iter"], state["has_eval"], upto)
-        return tuple(out[n] for n in LIVE_FIGURES), state, msg, level
+        return tuple(out[n] for n in _names()), state, msg, level
 
     # ------------------------------------------------------------------ steering
     def controls_view(self, run_id: int | None):
@@ -311,7 +315,7 @@ class Dashboard:
         x = x or "virtual_time_s"
         run_ids = list(run_ids or [])
         if target is None or not (0 < target <= 1):
-            return (F.compare_figure([], x, as_dict=True), [],
+            return (C.compare_figure([], x, as_dict=True), [],
                     f"Target accuracy {target!r} is out of range: enter a percentage in (0, 100].")
         with self.store() as store:
             entries = [self._entry(store, rid) for rid in run_ids]
@@ -321,9 +325,9 @@ class Dashboard:
                 base_id = Q.newest_run_id(store.db, method="none")
                 baseline = self._entry(store, base_id) if base_id is not None else None
         if not entries:
-            return (F.compare_figure([], x, as_dict=True), [],
+            return (C.compare_figure([], x, as_dict=True), [],
                     "Tick one or more runs in the table above to compare them.")
-        rows = F.compare_summary(entries, target, baseline)
+        rows = C.compare_summary(entries, target, baseline)
         with self.store() as store:  # energy to the target beside the time to it
             for row in rows:
                 it = row["iterations_to_target"]
@@ -333,7 +337,7 @@ class Dashboard:
         else:
             b = baseline["run"]
             note = f"Compression ratio: bits per iteration of fp32 run #{b['id']} {b['name']} over each run's."
-        return F.compare_figure(entries, x, target, as_dict=True), rows, f"{len(entries)} run(s). {note}"
+        return C.compare_figure(entries, x, target, as_dict=True), rows, f"{len(entries)} run(s). {note}"
 
     def _entry(self, store: Store, run_id: int) -> dict | None:
         try:
@@ -352,15 +356,15 @@ class Dashboard:
         y key, message). Unknown or missing choices fall back to the newest sweep and to its
         first two grid keys that vary (seeds are averaged over unless chosen)."""
         with self.store() as store:
-            groups = F.sweeps(store.runs())
+            groups = S.sweeps(store.runs())
             if not groups:
-                return (F.sweep_figure([], None, as_dict=True), [], None, [], None, [], NO_AXIS,
+                return (S.sweep_figure([], None, as_dict=True), [], None, [], None, [], NO_AXIS,
                         f"No sweep in {self.path} yet: run `testbed sweep FILE --grid key=v1,v2 "
                         f"--store {self.path}`.")
             if base not in groups:
                 base = max(groups, key=lambda b: groups[b][-1][0]["id"])
             members = groups[base]
-            keys = F.sweep_keys([p for _, p in members])
+            keys = S.sweep_keys([p for _, p in members])
             x_key = x_key if x_key in keys else keys[0]
             varying = [k for k in keys if len({p.get(k) for _, p in members}) > 1]
             if y_key != NO_AXIS and (y_key not in keys or y_key == x_key):
@@ -370,7 +374,7 @@ class Dashboard:
             for run, params in members:
                 evals = store.evals(run["id"])
                 accs = [e["test_accuracy"] for e in evals if e["test_accuracy"] is not None]
-                it, t = (None, None) if bad_target else F.time_to_accuracy(evals, target)
+                it, t = (None, None) if bad_target else C.time_to_accuracy(evals, target)
                 cells.append({"params": params, "final_accuracy": accs[-1] if accs else None,
                               "time_to_target_s": t,
                               "energy_to_target_j": None if it is None else
@@ -378,9 +382,9 @@ class Dashboard:
         y = None if y_key == NO_AXIS else y_key
         others = [k for k in varying if k not in (x_key, y)]
         title = f"Sweep {base}: {len(members)} runs"
-        fig = F.sweep_figure(cells, x_key, y, None if bad_target else target, title, as_dict=True)
+        fig = S.sweep_figure(cells, x_key, y, None if bad_target else target, title, as_dict=True)
         message = (f"{len(members)} runs of sweep {base} over "
-                   + ", ".join(f"{k} ({len(F.sweep_values([p for _, p in members], k))})" for k in keys)
+                   + ", ".join(f"{k} ({len(S.sweep_values([p for _, p in members], k))})" for k in keys)
                    + (f"; each cell averages over {', '.join(others)}." if others else "."))
         if bad_target:
             message += f" Target accuracy {target!r} is out of range: enter a percentage in (0, 100]."
@@ -396,7 +400,7 @@ def _level_class(level: str) -> str:
 
 def register(app, board: Dashboard) -> None:
     """Wire the page's components (dashboards/layout.py ids) to `board`."""
-    live_outputs = [Output(f"{name}-graph", "figure") for name in LIVE_FIGURES]
+    live_outputs = [Output(f"{name}-graph", "figure") for name in _names()]
 
     @app.callback(Output("runs-table", "data"), Output("run-select", "options"),
                   Output("run-select", "value"), Output("runs-message", "children"),

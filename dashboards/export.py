@@ -6,6 +6,7 @@ rendered by a headless Chromium (the system's; nothing is downloaded).
 """
 from __future__ import annotations
 
+import html
 import os
 import shutil
 import subprocess
@@ -14,37 +15,31 @@ from pathlib import Path
 
 import plotly.io as pio
 
+from dashboards.panel import Rows, View
+from dashboards import panels
+from testbed.store import Store
+
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
 
 def _open(store):
-    from testbed.store import Store
-
     return (store, False) if isinstance(store, Store) else (Store(store), True)
 
 
 def run_figures(store, run_ref) -> tuple[dict, list]:
-    """(run, [figures]) for one run, built by the dashboard's figure builders from all its rows."""
-    from dashboards import figures as F
-
+    """(run, [figures]) for one run: every live panel (dashboards.panels) drawn from all its
+    rows, once per x axis it exports."""
     store, owned = _open(store)
     try:
         run = store.run(run_ref)
         rid = run["id"]
-        its, evals, events = store.iterations(rid), store.evals(rid), store.events(rid)
-        links = store.links(rid)
+        its, links = store.iterations(rid), store.links(rid)
         last = its[-1]["iteration"] if its else -1
-        figs = [
-            F.accuracy_figure(its, evals, events, "iteration"),
-            F.accuracy_figure(its, evals, events, "virtual_time_s"),
-            F.rate_figure(its, store.node_iterations(rid), events),
-            F.latency_figure(its, events, nodes=store.node_iterations(rid)),
-            F.channel_figure(links, {r["iteration"]: r["virtual_time_s"] for r in its}, events),
-            F.energy_figure(store.node_iterations(rid), {r["iteration"]: r["virtual_time_s"] for r in its},
-                            events),
-            F.topology_figure(run.get("graph"), [r for r in links if r["iteration"] > last - 10],
-                              f"over the last 10 iterations (to {last})" if last >= 0 else ""),
-        ]
+        rows = Rows(run, iterations=its, nodes=store.node_iterations(rid), links=links,
+                    evals=store.evals(rid), events=store.events(rid),
+                    window=[r for r in links if r["iteration"] > last - 10],
+                    window_label=f"over the last 10 iterations (to {last})" if last >= 0 else "")
+        figs = [p.figure(rows, View(x=x) if x else View(), False) for p in panels.PANELS for x in p.exports]
         return run, figs
     finally:
         if owned:
@@ -72,8 +67,6 @@ def export_html(store, run_ref, path) -> Path:
 
 
 def _esc(text) -> str:
-    import html
-
     return html.escape(str(text))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dash import dash_table, dcc, html
 from dash.dash_table.Format import Format, Scheme
 
-from dashboards.callbacks import LIVE_FIGURES
+from dashboards import panels
 
 GRAPH_CONFIG = {"displaylogo": False}
 
@@ -99,7 +99,7 @@ def live_view() -> html.Div:
                                                   style={"minWidth": 110})]),
         ]),
         html.Div(id="live-message", className="message"),
-        html.Div(className="grid", children=[_graph(name) for name in LIVE_FIGURES]),
+        html.Div(className="grid", children=[_graph(p.name) for p in panels.PANELS]),
         steer,
     ])
 

@@ -6,6 +6,9 @@ them, same numbers:
 - "vmap": all workers at once with torch.func (functional_call + grad, vmapped over the stacked
   worker batches); needs a model without buffers or random layers (`models.vmap_safe`).
 "auto" takes vmap where the model allows it and falls back to sequential otherwise.
+"sequential" is the default (`run.workers_mode`): one process and torchrun (one worker per rank)
+then compute the same gradients bit for bit, so a seed has one answer (vmap was measured slower
+for the CNN, benchmarks/bench_workers.py).
 
 Each worker shuffles its own shard once per epoch with its own seeded generator and takes the
 next `batch_size` samples on every call (a shard smaller than `batch_size` is used whole); the
@@ -141,8 +144,8 @@ class WorkerPool:
                  shards: Sequence[torch.Tensor], batch_size: int, seed: int = 0,
                  device: str | torch.device = "cpu", mode: str = "auto",
                  vmap_chunk: int | None = None):
-        if mode not in MODES:
-            raise ValueError(f"workers.mode = {mode!r} is not known; allowed: {', '.join(MODES)}")
+        if mode not in MODES:  # the pool is also built without a file (tests, benchmarks)
+            raise ValueError(f"run.workers_mode = {mode!r} is not known; allowed: {', '.join(MODES)}")
         if isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
             raise ValueError(f"batch_size = {batch_size!r}: must be an integer >= 1")
         if not shards:
@@ -157,8 +160,9 @@ class WorkerPool:
                                  f"{len(train_y)} training samples")
         safe = vmap_safe(model)
         if mode == "vmap" and not safe:
-            raise ValueError("workers.mode = 'vmap' needs a model without buffers, BatchNorm or "
-                             "dropout; use 'sequential' or 'auto' for this model")
+            # run.workers_mode's Field checks the name; only the model can say vmap cannot run it
+            raise ValueError("run.workers_mode = 'vmap' needs a model without buffers, BatchNorm "
+                             "or dropout; allowed for this model: 'sequential' or 'auto'")
         self.device = resolve_device(device)
         self.model = model.to(self.device).train()
         self.train_x = train_x.to(self.device)

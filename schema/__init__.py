@@ -1,5 +1,6 @@
 """One option schema for every room: a `Field` says a key's type, default, bounds, choices and
-help, and `Field.validate` is the one check, with the one-line error
+help, and `Field.validate` is the one check of a key (type, bounds, choices, and its own `check`), a
+`Rule` the one check between keys of a table, both with the one-line error
 
     KEY = VALUE: must be ALLOWED
 
@@ -13,8 +14,9 @@ from __future__ import annotations
 import difflib
 import math
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 
 class _Required:
@@ -23,6 +25,7 @@ class _Required:
 
 
 REQUIRED: Any = _Required()   # a Field default: the key must be given
+FILE_PATH = "a file path"      # a Field's noun for a file: relative to the experiment file too
 
 _NOUNS = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
           list: "an array", dict: "a table"}
@@ -55,6 +58,9 @@ class Field:
     help: str = ""
     # names this key had before a rename: still accepted for one release, with a one-line note
     old_names: tuple = ()
+    # what type, bounds and choices cannot say: the normalised value -> None when it is
+    # allowed, else what is allowed in words ("an odd integer >= 1"), for the one-line error
+    check: Callable[[Any], str | None] | None = None
 
     def __post_init__(self):
         if self.type is None:
@@ -69,6 +75,10 @@ class Field:
     @property
     def required(self) -> bool:
         return self.default is REQUIRED
+
+    @property
+    def is_file_path(self) -> bool:
+        return self.noun == FILE_PATH
 
     def allowed(self) -> str:
         """What is accepted, in words: "an integer >= 1", "one of 'f32', 'f16'"."""
@@ -115,7 +125,34 @@ class Field:
             too_high = self.max is not None and (value > self.max or (self.max_open and value == self.max))
             if too_low or too_high or (self.multiple_of and value % self.multiple_of):
                 raise error(key, value, self.allowed(), problem="range")
+        if self.check is not None:
+            wanted = self.check(value)
+            if wanted is not None:
+                raise error(key, value, wanted, problem="range")
         return value
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule between the keys of one table (each key's own Field passed): `check(table)` is
+    None when the combination is allowed, else what `key` must be, in words. Checked once the
+    table's defaults are filled in; the error names `key` with its value, as a Field's does."""
+    key: str
+    check: Callable[[dict], str | None]
+    needs: tuple = ()     # the other keys it reads (a partial table without one skips the rule)
+
+
+def check_rules(path: str, table: dict, rules: Iterable[Rule],
+                error: type[OptionError] = OptionError) -> dict:
+    """`table` (already checked key by key), or `error` naming the first rule it breaks."""
+    for rule in rules:
+        if rule.key not in table or any(k not in table for k in rule.needs):
+            continue
+        wanted = rule.check(table)
+        if wanted is not None:
+            full = ".".join(filter(None, [path, rule.key]))
+            raise error(full, table[rule.key], wanted, problem="range")
+    return table
 
 
 def unknown_key(path: str, key: str, known: Iterable[str],
@@ -168,10 +205,11 @@ def rename_old(path: str, table: Any, fields: dict[str, Field],
 
 
 def check_table(path: str, table: Any, fields: dict[str, Field], *, partial: bool = False,
-                error: type[OptionError] = OptionError) -> dict:
-    """Validate a table of scalar keys against `fields`. Unknown keys are errors; missing keys
-    get their default (or are left out when `partial`); a REQUIRED one missing is an error.
-    A key's old name (Field.old_names) is taken for it, with a deprecation note."""
+                error: type[OptionError] = OptionError, rules: Iterable[Rule] = ()) -> dict:
+    """Validate a table of scalar keys against `fields`, then against the table's `rules`.
+    Unknown keys are errors; missing keys get their default (or are left out when `partial`);
+    a REQUIRED one missing is an error. A key's old name (Field.old_names) is taken for it,
+    with a deprecation note."""
     if not isinstance(table, dict):
         raise error(path, table, "a table", problem="type")
     table = rename_old(path, table, fields, error)
@@ -190,7 +228,7 @@ def check_table(path: str, table: Any, fields: dict[str, Field], *, partial: boo
                         message=f"{full} is required: it must be {field.allowed()}")
         else:
             out[key] = field.default
-    return out
+    return check_rules(path, out, rules, error)
 
 
 def defaults(fields: dict[str, Field]) -> dict:

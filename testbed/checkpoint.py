@@ -22,8 +22,10 @@ import torch
 FORMAT = 1
 
 
-def path_for(store_path: str | os.PathLike, run_id: int) -> Path:
-    return Path(f"{store_path}.checkpoints") / f"run-{int(run_id)}.pt"
+def path_for(store_path: str | os.PathLike, run_id: int, rank: int | None = None) -> Path:
+    """The run's checkpoint beside the store; under torchrun (`rank`) one file per rank."""
+    name = f"run-{int(run_id)}" + ("" if rank is None else f".rank-{int(rank)}")
+    return Path(f"{store_path}.checkpoints") / f"{name}.pt"
 
 
 def save(path: Path, state: dict) -> None:

@@ -1,4 +1,10 @@
-"""`testbed` command line: one subcommand per module under testbed/commands/."""
+"""`testbed` command line: one subcommand per module under testbed/commands/.
+
+Commands raise, never print their errors: `main` is the one error boundary and `exit_codes()`
+the one mapping from error type to exit code (the user's mistakes: one line, exit 2; a run that
+failed for a reason it names: one line, exit 1; `Stopped` by SIGTERM: 128 + signal; anything
+else is a bug and stays a traceback). docs/reliability.md lists what each fault does.
+"""
 from __future__ import annotations
 
 import argparse

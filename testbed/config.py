@@ -15,18 +15,22 @@ from pathlib import Path
 from typing import Any
 
 import schema
-from schema import Field, unknown_key
+from channels.config import ValidNetwork, validate_network
+from channels.errors import ChannelConfigError
+from schema import Field, Rule, unknown_key
 
+from testbed.device_trace import check_device_trace
 from testbed.errors import ConfigError, NoServerError  # noqa: F401 (NoServerError: re-exported for callers)
+from testbed.paths import resolve_paths
 
 
 def _unknown(path: str, key: str, known: list[str]) -> ConfigError:
     return unknown_key(path, key, known, ConfigError)
 
 
-def check_table(path: str, table: Any, fields: dict[str, Field]) -> dict:
-    """Validate one table against its fields; fill in defaults."""
-    return schema.check_table(path, table, fields, error=ConfigError)
+def check_table(path: str, table: Any, fields: dict[str, Field], rules: tuple = ()) -> dict:
+    """Validate one table against its fields and rules; fill in defaults."""
+    return schema.check_table(path, table, fields, error=ConfigError, rules=rules)
 
 
 # ----------------------------------------------------------------------------- schemas
@@ -70,8 +74,11 @@ RUN_KEYS = {
     "deadline_s": Field(None, float, min=0, min_open=True),
     # A device trace (testbed/device_trace.py): each worker's compute speed over virtual time
     # and when it is available; an away worker skips the iteration.
-    "device_trace": Field(None, str),
+    "device_trace": Field(None, str, noun=schema.FILE_PATH),
 }
+RUN_RULES = (Rule("epochs", needs=("iterations",),
+                  check=lambda t: None if t["iterations"] is None or t["epochs"] is None
+                  else "left out with run.iterations set (run.iterations or run.epochs, not both)"),)
 DATA_KEYS = {
     "dataset": Field("digits", str),
     "batch_size": Field(32, int, min=1),
@@ -154,8 +161,10 @@ class ExperimentConfig:
     model: ModelConfig
     optim: OptimConfig
     compression: CompressionConfig
-    network: dict          # validated [network] table, defaults filled (channels' format)
+    network: ValidNetwork  # the [network] table, checked once, defaults filled (channels.config)
     source: str = "<config>"
+    # run.device_trace parsed (testbed.device_trace.DeviceTrace), once, by `validate`
+    devices: Any = field(default=None, repr=False, compare=False)
 
     def as_dict(self) -> dict:
         """The validated file, defaults filled in: what the store records."""
@@ -196,7 +205,7 @@ def _check_option(path: str, value: Any, field: Field) -> Any:
 
 
 def _check_compression(table: dict, network: dict) -> CompressionConfig:
-    from nodes.compression.registry import methods
+    from nodes.compression.registry import check_options, methods
 
     if not isinstance(table, dict):
         raise ConfigError("compression", table, "a table")
@@ -223,6 +232,7 @@ def _check_compression(table: dict, network: dict) -> CompressionConfig:
         set_aside[key] = value
         print(f"note: compression.{key} = {value!r} set aside: it belongs to "
               f"{', '.join(map(repr, owners))}, not {method!r}", file=sys.stderr)
+    check_options(method, options, ConfigError)   # the rules between its options
     collective = _collective(method, options.get("collective"), network)
     if collective is not None:
         options["collective"] = collective
@@ -301,19 +311,13 @@ def switch_to_known_good(raw: dict, file_method: str, given: set[str]) -> dict:
     return raw
 
 
-def _check_network(table: dict, seed: int) -> dict:
-    try:
-        from channels.config import validate_network
-    except ImportError:  # the link layer's validator is not there: take the table as given
-        return dict(table)
-    from channels.errors import ChannelConfigError
-
+def _check_network(table: dict) -> ValidNetwork:
+    """`[network]`, checked once by the link layer's validator: the ValidNetwork every user of
+    the run takes as it is (channels.topology, testbed.network)."""
     try:
         return validate_network(table)
     except ChannelConfigError as e:
-        key = getattr(e, "key", "network")
-        raise ConfigError(key, getattr(e, "value", None), getattr(e, "allowed", ""),
-                          message=str(e)) from None
+        raise ConfigError(e.key, e.value, e.allowed, message=str(e)) from None
 
 
 # ----------------------------------------------------------------------------- loading
@@ -352,10 +356,7 @@ def validate(raw: dict, *, source: str = "<config>", default_name: str = "run") 
         for key in raw:
             if key not in SECTIONS:
                 raise _unknown("", key, list(SECTIONS))
-        run = check_table("run", raw.get("run", {}), RUN_KEYS)
-        if run["iterations"] is not None and run["epochs"] is not None:
-            raise ConfigError("run.epochs", run["epochs"], message=f"run.epochs = {run['epochs']!r}: "
-                              "set either run.iterations or run.epochs, not both")
+        run = check_table("run", raw.get("run", {}), RUN_KEYS, RUN_RULES)
         if run["iterations"] is None and run["epochs"] is None:
             run["iterations"] = 200
         run["name"] = run["name"] or default_name
@@ -368,11 +369,9 @@ def validate(raw: dict, *, source: str = "<config>", default_name: str = "run") 
             raise ConfigError("model.name", model["name"],
                               "one of " + ", ".join(map(repr, names)))
         optim = check_table("optim", raw.get("optim", {}), OPTIM_KEYS)
-        network = _check_network(raw.get("network", {}), run["seed"])
+        network = _check_network(raw.get("network", {}))
         compression = _check_compression(raw.get("compression", {}), network)
-        if run["device_trace"] is not None:
-            from testbed.device_trace import check_device_trace
-
+        devices = None if run["device_trace"] is None else \
             check_device_trace("run.device_trace", run["device_trace"], network)
     except ConfigError as e:
         if e.source is None:
@@ -380,7 +379,7 @@ def validate(raw: dict, *, source: str = "<config>", default_name: str = "run") 
         raise
     return ExperimentConfig(run=RunConfig(**run), data=data, model=ModelConfig(**model),
                             optim=OptimConfig(**optim), compression=compression,
-                            network=network, source=source)
+                            network=network, source=source, devices=devices)
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
@@ -391,29 +390,22 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Experim
     try:
         raw = apply_overrides(raw, overrides or [])
         raw = switch_to_known_good(raw, file_method, {".".join(parse_override(o)[0]) for o in overrides or []})
-        _trace_beside_file(raw, path)
+        raw = resolve_paths(raw, path.parent, RUN_KEYS)
     except ConfigError as e:
         raise ConfigError(e.key, e.value, e.allowed, source=str(path), message=str(e)) from None
     return validate(raw, source=str(path), default_name=path.stem)
 
 
-def _trace_beside_file(raw: dict, path: Path) -> None:
-    """A relative run.device_trace not found from here is looked up beside the experiment file."""
-    run = raw.get("run")
-    trace = run.get("device_trace") if isinstance(run, dict) else None
-    if isinstance(trace, str) and not Path(trace).is_absolute() and not Path(trace).exists() \
-            and (path.parent / trace).exists():
-        run["device_trace"] = str(path.parent / trace)
-
-
-def config_from_stored(stored: dict, *, source: str) -> ExperimentConfig:
+def config_from_stored(stored: dict, *, source: str, base: str | Path = ".") -> ExperimentConfig:
     """The ExperimentConfig of a run's stored config (`ExperimentConfig.as_dict()`, where an
-    unset key is None): what `testbed resume` rebuilds the run from."""
+    unset key is None): what `testbed resume` rebuilds the run from. Its files are absolute
+    since testbed.paths; a relative one (an older store) is looked up from here, then in `base`
+    (the store's folder)."""
     def set_keys(x):
         if isinstance(x, dict):
             return {k: set_keys(v) for k, v in x.items() if v is not None}
         return [set_keys(v) for v in x] if isinstance(x, list) else x
-    return validate(set_keys(stored), source=source)
+    return validate(resolve_paths(set_keys(stored), base, RUN_KEYS), source=source)
 
 
 def load_raw(path: str | Path) -> dict:

@@ -43,6 +43,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from channels.energy import load_profiles
 from testbed.errors import ConfigError
 
 
@@ -99,6 +100,16 @@ class DeviceTrace:
         n = self.nodes.get(node)
         return None if n is None else n.profile
 
+    def check_workers(self, key: str, path: str, workers: list[str]) -> DeviceTrace:
+        """Every traced node is a worker of the run (known once its graph is built), else the
+        config's one-line error naming `key`."""
+        for name in self.nodes:
+            if name not in workers:
+                raise ConfigError(key, path, "a device trace (testbed/device_trace.py): node "
+                                  f"{name!r} is not a worker of this network (workers: "
+                                  f"{', '.join(workers)})")
+        return self
+
     def rate(self, node: str, key: str, t: float) -> float | None:
         """The node's `uplink_mbps` / `downlink_mbps` at virtual time t (None: not traced)."""
         n = self.nodes.get(node)
@@ -152,15 +163,13 @@ def _steps(where: str, steps, form: str) -> tuple[list[float], list[float]]:
     return ts, values
 
 
-def parse_device_trace(data, workers: list[str] | None = None) -> DeviceTrace:
-    """A DeviceTrace from the decoded JSON; `workers`: the run's worker names, if known."""
+def parse_device_trace(data) -> DeviceTrace:
+    """A DeviceTrace from the decoded JSON (its nodes checked against the run's workers by
+    DeviceTrace.check_workers once they are known)."""
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), dict) or set(data) - {"nodes"}:
         raise DeviceTraceError('must be a JSON object {"nodes": {NAME: {"speed": ..., "available": ...}}}')
     nodes = {}
     for name, entry in data["nodes"].items():
-        if workers is not None and name not in workers:
-            raise DeviceTraceError(f"node {name!r} is not a worker of this network "
-                                   f"(workers: {', '.join(workers)})")
         if not isinstance(entry, dict) or set(entry) - {"speed", "available", "period_s", "profile", *RATE_KEYS}:
             raise DeviceTraceError(f"nodes.{name}: must be an object with speed, available, "
                                    "period_s, profile, uplink_mbps, downlink_mbps")
@@ -192,7 +201,7 @@ def parse_device_trace(data, workers: list[str] | None = None) -> DeviceTrace:
     return DeviceTrace(nodes)
 
 
-def load_device_trace(path: str | Path, workers: list[str] | None = None) -> DeviceTrace:
+def load_device_trace(path: str | Path) -> DeviceTrace:
     path = Path(path)
     if not path.is_file():
         raise DeviceTraceError("no such file")
@@ -200,19 +209,17 @@ def load_device_trace(path: str | Path, workers: list[str] | None = None) -> Dev
         data = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise DeviceTraceError(f"not valid JSON: {e}") from None
-    return parse_device_trace(data, workers)
+    return parse_device_trace(data)
 
 
-def check_device_trace(key: str, path: str, network: dict | None = None,
-                       workers: list[str] | None = None) -> DeviceTrace:
-    """Load and check, raising the config's one-line error naming `key`."""
+def check_device_trace(key: str, path: str, network: dict | None = None) -> DeviceTrace:
+    """Load and check, raising the config's one-line error naming `key` (the experiment
+    file's validator does it once: ExperimentConfig.devices)."""
     try:
-        trace = load_device_trace(path, workers)
+        trace = load_device_trace(path)
     except DeviceTraceError as e:
         raise ConfigError(key, path, f"a device trace (testbed/device_trace.py): {e}") from None
     if network is not None:  # the energy profiles it names exist
-        from channels.energy import load_profiles
-
         profiles = load_profiles(network.get("energy_profiles"))
         for name, node in trace.nodes.items():
             if node.profile is not None and node.profile not in profiles:

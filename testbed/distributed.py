@@ -28,15 +28,19 @@ import signal
 import sys
 import time
 from datetime import timedelta
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
-from nodes.compression.transport import Transport
+from channels.link_layer import LinkLayer
+from channels.report import CollectiveReport
+from nodes.compression import phases as ph
+from nodes.compression.base import GradientError, Message
 from testbed.errors import Stopped
 from testbed.experiment import Experiment, ExperimentError
+from testbed.network import EdgeNetwork
 from testbed.transport import EmulatedTransport
 
 # Methods whose per-worker state, in one process, would read state it does not have in another
@@ -279,82 +283,97 @@ def aggregate_checksum(agg: torch.Tensor) -> list[int]:
     return [int(bits.sum()), int((bits * weights).sum())]
 
 
+def _share_messages(comm: Comm, phase):
+    """Uplink / AllGather: every worker's message, from the rank that computed it."""
+    r = comm.rank
+    mine = phase.messages[r].packets if r in phase.messages else None
+    got = comm.all_gather_packets(mine, type(phase).__name__.lower())
+    return dataclasses.replace(phase, messages={w: Message(got[w]) for w in phase.messages})
+
+
+def _share_buffers(comm: Comm, phase: ph.AllReduce):
+    r = comm.rank
+    mine = [phase.buffers[r]] if r in phase.buffers else None
+    got = comm.all_gather_packets(mine, "all-reduce buffers")
+    return dataclasses.replace(phase, buffers={w: got[w][0] for w in phase.buffers})
+
+
+def _share_broadcast(comm: Comm, phase: ph.Broadcast):
+    packets = comm.broadcast_packets(phase.message.packets if comm.rank == phase.src else None,
+                                     phase.src, f"broadcast from w{phase.src}")
+    return dataclasses.replace(phase, message=Message(packets))
+
+
+# The phases that carry per-worker bytes, and how the ranks exchange them. The others (a
+# Downlink, Members, compute) are computed identically on every rank from the bytes received.
+SHARES = {ph.Uplink: _share_messages, ph.AllGather: _share_messages,
+          ph.AllReduce: _share_buffers, ph.Broadcast: _share_broadcast}
+
+
 def share(comm: Comm, phase):
     """The phase with every worker's real bytes in it: each rank holds only its own worker's
-    (the other entries are garbage), so the ranks exchange them. A Downlink needs nothing: it
-    is computed identically on every rank from the bytes received."""
-    from nodes.compression import phases as ph
-    from nodes.compression.base import Message
-
-    r = comm.rank
-    if isinstance(phase, (ph.Uplink, ph.AllGather)):
-        mine = phase.messages[r].packets if r in phase.messages else None
-        got = comm.all_gather_packets(mine, type(phase).__name__.lower())
-        return dataclasses.replace(phase, messages={w: Message(got[w]) for w in phase.messages})
-    if isinstance(phase, ph.AllReduce):
-        mine = [phase.buffers[r]] if r in phase.buffers else None
-        got = comm.all_gather_packets(mine, "all-reduce buffers")
-        return dataclasses.replace(phase, buffers={w: got[w][0] for w in phase.buffers})
-    if isinstance(phase, ph.Broadcast):
-        packets = comm.broadcast_packets(phase.message.packets if r == phase.src else None,
-                                         phase.src, f"broadcast from w{phase.src}")
-        return dataclasses.replace(phase, message=Message(packets))
-    return phase
+    (the other entries are garbage), so the ranks exchange them (`SHARES`)."""
+    step = SHARES.get(type(phase))
+    return phase if step is None else step(comm, phase)
 
 
-class DistributedTransport(Transport):
-    """The emulated transport inside a torchrun job: every phase first gets every worker's real
-    bytes (`share`), then the emulated transport carries it with the link layer run on rank 0
-    only (its report, or its error, broadcast), so the seeded network draws are the ones a
-    single process makes. Clock, timing and traffic are the emulated transport's."""
+class RankZeroLink(LinkLayer):
+    """The link layer of a torchrun job: rank 0 runs each collective on its network and every
+    rank gets the report (or the error), so the seeded network draws are the ones a single
+    process makes. Routes and payload sizes draw nothing: every rank computes them itself."""
 
-    def __init__(self, comm: Comm, emulated: EmulatedTransport):
-        self.comm, self.emulated = comm, emulated
-        self._local_link = emulated.link
-        emulated.link = self.link
+    def __init__(self, comm: Comm, network: LinkLayer):
+        self.comm, self.network = comm, network
 
-    def carriers(self):
-        return self.emulated.carriers()
-
-    def carry(self, phase):
-        return self.emulated.carry(share(self.comm, phase))
-
-    def link(self, pattern: str, *args, **kwargs):
-        """Rank 0 runs the link layer; every rank gets its report (or its error)."""
+    def _on_rank_zero(self, what: str, call: Callable[[], CollectiveReport]) -> CollectiveReport:
         outcome, error = None, None
         if self.comm.rank == 0:
             try:
-                outcome = ("ok", self._local_link(pattern, *args, **kwargs))
+                outcome = ("ok", call())
             except Exception as e:
                 outcome, error = ("error", f"{type(e).__name__}: {e}"), e
-        outcome = self.comm.broadcast_object(outcome, 0, f"network {pattern}")
+        outcome = self.comm.broadcast_object(outcome, 0, f"network {what}")
         if error is not None:
             raise error
         if outcome[0] == "error":
             raise WorkerFailure(f"the link layer on rank 0 failed: {outcome[1]}")
         return outcome[1]
 
-    def begin(self, iteration: int, start: float, ready: dict, **who) -> None:
-        self.emulated.begin(iteration, start, ready, **who)
+    def gather(self, sends, dst, at):
+        return self._on_rank_zero("gather", lambda: self.network.gather(sends, dst, at=at))
 
-    def stepped(self, seconds: float) -> None:
-        self.emulated.stepped(seconds)
+    def broadcast(self, src, dsts, sizes, at):
+        return self._on_rank_zero("broadcast", lambda: self.network.broadcast(src, dsts, sizes, at=at))
 
-    @property
-    def clock(self) -> float:
-        return self.emulated.clock
+    def allgather(self, sends, at):
+        return self._on_rank_zero("allgather", lambda: self.network.allgather(sends, at=at))
 
-    @property
-    def timing(self):
-        return self.emulated.timing
+    def ring_allreduce(self, ring, payload_bytes, at):
+        return self._on_rank_zero("ring_allreduce",
+                                  lambda: self.network.ring_allreduce(ring, payload_bytes, at=at))
 
-    @property
-    def traffic(self):
-        return self.emulated.traffic
+    def set_away(self, nodes) -> None:
+        self.network.set_away(nodes)
 
-    @property
-    def left_out(self):
-        return self.emulated.left_out
+    def payload_bytes(self, src, dst) -> int:
+        return self.network.payload_bytes(src, dst)
+
+
+class DistributedTransport(EmulatedTransport):
+    """The emulated transport inside a torchrun job: every phase first gets every worker's real
+    bytes (its `SHARES` step), then the emulated handler carries it over `RankZeroLink`. Clock,
+    timing, traffic and the iteration's report are the emulated transport's own."""
+
+    def __init__(self, net: EdgeNetwork, *, comm: Comm, measured: bool = False, timer=None):
+        self.comm = comm
+        super().__init__(net, measured=measured, link=RankZeroLink(comm, net.network), timer=timer)
+
+    def carriers(self):
+        return {kind: handler if kind not in SHARES else self._shared(SHARES[kind], handler)
+                for kind, handler in super().carriers().items()}
+
+    def _shared(self, step, handler):
+        return lambda phase: handler(step(self.comm, phase))
 
 
 class RankGradients:
@@ -377,8 +396,6 @@ class RankGradients:
         g = grads[0]
         bad = float(not bool(torch.isfinite(g).all()))
         rows = self.comm.all_gather_floats([losses[0], bad, wall], "loss exchange")
-        from nodes.compression.base import GradientError
-
         for w, row in enumerate(rows):  # every rank stops on the same worker's bad gradient
             if row[1]:
                 raise GradientError(w, it)
@@ -411,7 +428,7 @@ class DistributedExperiment(Experiment):
         super().__init__(cfg, store if comm.rank == 0 else NullStore(), progress=progress,
                          should_stop=should_stop,
                          gradients=lambda exp: RankGradients(comm, exp.pool, fault),
-                         transport=lambda exp: DistributedTransport(comm, exp.emulated_transport()))
+                         transport=lambda exp: exp.emulated_transport(DistributedTransport, comm=comm))
         self._local_should_stop = self.should_stop
         self.should_stop = self._should_stop_all
         r, n = comm.rank, len(self.workers)
@@ -544,5 +561,6 @@ def install_sigterm(comm: Comm, why=lambda: None) -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-__all__ = ["Comm", "DistributedExperiment", "DistributedTransport", "RankGradients", "share", "NullStore", "WorkerFailure", "aggregate_checksum",
-           "install_sigterm", "FAULT_ENV", "NOT_MULTIPROCESS_SAFE"]
+__all__ = ["Comm", "DistributedExperiment", "DistributedTransport", "RankGradients", "RankZeroLink",
+           "share", "NullStore", "WorkerFailure", "aggregate_checksum", "install_sigterm",
+           "FAULT_ENV", "NOT_MULTIPROCESS_SAFE"]

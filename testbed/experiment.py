@@ -164,12 +164,8 @@ class Experiment:
         self.node_speed = {w: float(self.graph.nodes[w].get("compute_speed", 1.0)) for w in self.workers}
         self.node_gflops = {w: float(self.graph.nodes[w].get("gflops", cfg.run.device_gflops))
                             for w in self.workers}
-        self.devices = None
-        if cfg.run.device_trace is not None:
-            from testbed.device_trace import check_device_trace
-
-            self.devices = check_device_trace("run.device_trace", cfg.run.device_trace,
-                                              workers=[str(w) for w in self.workers])
+        self.devices = None if cfg.devices is None else cfg.devices.check_workers(
+            "run.device_trace", cfg.run.device_trace, [str(w) for w in self.workers])
         self.energy = self._energy_profiles()
         self.clock = 0.0
         self.gradients = (self._gradients_factory or LocalGradients)(self)
@@ -203,10 +199,12 @@ class Experiment:
         compute_j = prof.compute_joules(compute_s)
         return {"radio_j": radio_j, "compute_j": compute_j, "energy_j": radio_j + compute_j}
 
-    def emulated_transport(self, link=None) -> EmulatedTransport:
-        """The transport over this run's emulated network (`link`: who runs the link layer)."""
-        return EmulatedTransport(self.net, measured=self.cfg.run.compute_time == "measured",
-                                 link=link, timer=self.timer)
+    def emulated_transport(self, kind: type[EmulatedTransport] = EmulatedTransport,
+                           **extra) -> EmulatedTransport:
+        """The transport over this run's emulated network (`kind`: the emulated transport or
+        one built on it, with its `extra` arguments)."""
+        return kind(self.net, measured=self.cfg.run.compute_time == "measured",
+                    timer=self.timer, **extra)
 
     def _payload_bytes(self) -> int:
         """The smallest payload a packet can carry on any path a method may use."""
@@ -407,11 +405,12 @@ class Experiment:
                 self.stage = stage
             with hold_memory(self.scheme, away):
                 agg = drive(self.scheme, it, grads, self.transport)
-                left_out = dict(self.transport.left_out)
+                carried = self.transport.end()
+                left_out = carried.left_out
                 keep_undelivered(self.scheme, [r for r, w in enumerate(self.workers)
                                                if left_out.get(w) == "deadline"])
-            timing, traffic = self.transport.timing, self.transport.traffic
-            self.clock = max(self.transport.clock, t_iter + timing.total_s)
+            timing, traffic = carried.timing, carried.traffic
+            self.clock = max(carried.clock, t_iter + timing.total_s)
             with self._timed("compute", it):
                 self.apply_gradient(it, agg)
             train_loss = float(np.mean(losses))

@@ -2,7 +2,10 @@
 
 Schema (virtual-time columns end in `_s`; `wall_time_s` is this machine's clock):
   runs(id, name, method, topology, workers, bandwidth_mbps, status, config_json, graph_json,
-       started_at, ended_at, pid, error)            status: running | completed | failed | stopped
+       started_at, ended_at, pid, error, sweep, sweep_params)
+           status: running | completed | failed | stopped
+           sweep: the sweep the run belongs to (its base name) and sweep_params its grid values
+           as JSON {key: value}, written by `testbed sweep` (`set_sweep`); NULL for other runs
   iterations(run_id, iteration, stage, virtual_time_s, wall_time_s, train_loss, bits_up,
        bits_down, compute_s, uplink_s, aggregation_s, downlink_s, left_out)   bits summed over
        nodes; left_out: how many workers the aggregate went without
@@ -27,6 +30,12 @@ Schema (virtual-time columns end in `_s`; `wall_time_s` is this machine's clock)
   controls(id, run_id, created_at, target, changes_json, status, applied_iteration, message)
            status: pending | applied | rejected
 
+Stores made before a column existed (`ADDED_COLUMNS`) gain it when opened for writing; a
+read-only open reads its default. The sweep columns migrate once, on that write-open: the old
+runs named `BASE[key=value,...]` (how `testbed sweep` named its runs before the column) get
+their membership from the name (`sweep_from_name`); a read-only open of such a store sees no
+sweep. Nothing else parses run names.
+
 Writes are buffered and committed in one transaction per `flush()`, so a crash loses at most
 the last unflushed batch and never leaves a half-written one. A run still `running` whose
 writer process is gone is marked `failed` the next time a store is opened.
@@ -36,11 +45,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from testbed.errors import UserError
 from testbed.lifeline import alive
@@ -113,7 +124,7 @@ ADDED_COLUMNS = {"links": {"snr_db": "REAL", "collisions": "INTEGER DEFAULT 0",
                  "iterations": {"left_out": "INTEGER", "energy_j": "REAL"},
                  "node_iterations": {"left_out": "TEXT", "radio_j": "REAL", "compute_j": "REAL",
                                      "energy_j": "REAL"},
-                 "runs": {"energy_j": "REAL"},
+                 "runs": {"energy_j": "REAL", "sweep": "TEXT", "sweep_params": "TEXT"},
                  "evals": {"lgc_beta": "REAL", "lgc_scalar_error": "REAL", "lgc_coder_error": "REAL"}}
 LINK_DEFAULTS = {"collisions": 0, "retries": 0}    # what a link row without them records
 EVAL_COLUMNS = ["iteration", "virtual_time_s", "test_loss", "test_accuracy", "lgc_beta",
@@ -124,6 +135,24 @@ ALLOWED_STORE = ("a SQLite store written by testbed, or a new file name, in a fo
 TABLES = {"runs", "iterations", "node_iterations", "links", "evals", "events", "controls"}
 RUN_COLUMNS = ["id", "name", "method", "topology", "workers", "bandwidth_mbps", "status",
                "started_at", "ended_at", "pid", "host", "error"]
+SWEEP_COLUMNS = ["sweep", "sweep_params"]
+# How `testbed sweep` named its runs before the sweep columns: read once, by the migration.
+OLD_SWEEP_NAME = re.compile(r"^(?P<base>.+)\[(?P<label>[^\[\]]+)\]$")
+
+
+def sweep_from_name(name: str | None) -> tuple[str, dict[str, str]] | None:
+    """(base, {key: value}) of a run named `BASE[key=value,...]`, or None for any other name
+    (the migration of stores made before the sweep columns)."""
+    m = OLD_SWEEP_NAME.match(name or "")
+    if not m:
+        return None
+    params = {}
+    for part in m["label"].split(","):
+        key, eq, value = part.partition("=")
+        if not eq or not key.strip():
+            return None
+        params[key.strip()] = value.strip()
+    return m["base"], params
 
 
 class RunNotFound(UserError, LookupError):
@@ -157,6 +186,12 @@ def _signals_deferred():
 def _pid_alive(pid: int | None) -> bool:
     """A run's writer is alive (a zombie, exited but not reaped, is not)."""
     return bool(pid) and alive(pid)
+
+
+def _decode_sweep(run: dict) -> dict:
+    if run.get("sweep_params") is not None:
+        run["sweep_params"] = json.loads(run["sweep_params"])
+    return run
 
 
 class Store:
@@ -245,7 +280,7 @@ class Store:
             self.flush()
         self.db.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -259,8 +294,20 @@ class Store:
         return out
 
     def _add_missing_columns(self) -> None:
-        for table, name, kind in self._missing_columns():
+        missing = self._missing_columns()
+        for table, name, kind in missing:
             self.db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+        if ("runs", "sweep", "TEXT") in missing:
+            self._migrate_sweep_names()
+
+    def _migrate_sweep_names(self) -> None:
+        """Sweep membership of the runs of a store made before the sweep columns, from their
+        names (once: the column is added in the same transaction)."""
+        for run_id, name in self.db.execute("SELECT id, name FROM runs").fetchall():
+            found = sweep_from_name(name)
+            if found:
+                self.db.execute("UPDATE runs SET sweep=?, sweep_params=? WHERE id=?",
+                                (found[0], json.dumps(found[1]), run_id))
 
     def mark_dead_runs(self) -> list[int]:
         """Runs left `running` by a process that no longer exists were killed: say so."""
@@ -382,6 +429,12 @@ class Store:
                 "WHERE id=:id".replace("?, host=?", ":pid, host=:host"),
                 {"id": run_id, "pid": os.getpid(), "host": os.uname().nodename})
 
+    def set_sweep(self, run_id: int, sweep: str, params: dict) -> None:
+        """Record that run `run_id` is the member of sweep `sweep` at grid values `params`."""
+        with self.db:
+            self.db.execute("UPDATE runs SET sweep=?, sweep_params=? WHERE id=?",
+                            (sweep, json.dumps(params), run_id))
+
     def set_graph(self, run_id: int, graph: dict) -> None:
         """The run's topology JSON after steering changed its links."""
         with self.db:
@@ -414,11 +467,11 @@ class Store:
 
     # ---------------------------------------------------------------- reading
     def runs(self) -> list[dict]:
-        """All runs with summary columns the run table shows."""
+        """All runs with summary columns the run table shows, and their sweep membership."""
         cols = [f"{self._missing[('runs', c)]} AS {c}" if ("runs", c) in self._missing else c
-                for c in RUN_COLUMNS + SUMMARY_COLUMNS]
+                for c in RUN_COLUMNS + SUMMARY_COLUMNS + SWEEP_COLUMNS]
         rows = self.db.execute(f"SELECT {', '.join(cols)} FROM runs ORDER BY id").fetchall()
-        return [dict(r) for r in rows]
+        return [_decode_sweep(dict(r)) for r in rows]
 
     def run(self, ref: int | str) -> dict:
         """A run by id, or by name (the newest run of that name)."""
@@ -430,7 +483,7 @@ class Store:
                                   (str(ref),)).fetchone()
         if row is None:
             raise RunNotFound(f"no run {ref!r} in store {self.path}")
-        out = dict(row)
+        out = _decode_sweep(dict(row))
         out["config"] = json.loads(out.pop("config_json"))
         graph = out.pop("graph_json")
         out["graph"] = json.loads(graph) if graph else None

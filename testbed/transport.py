@@ -37,72 +37,35 @@ and no buffer on the ring; `left_out` says who and why ("unavailable" | "deadlin
 what a node sends counts in its bits_up, what it receives in its bits_down (message lengths,
 not retransmissions; a ring node sends 2(M-1) chunks for M members).
 
-The link layer is reached only through `link(pattern, *args, **kwargs)`, so the distributed
-transport can run it on rank 0 alone (testbed/distributed.py). `timer(name, seconds, iteration)`
+The link layer is reached only through `link`, a `channels.link_layer.LinkLayer` (by default
+the run's `channels.Network`), so the distributed transport can run it on rank 0 alone
+(`testbed.distributed.RankZeroLink`). `end()` returns the iteration's `IterationReport`. `timer(name, seconds, iteration)`
 (optional) receives the wall seconds of the link layer ("emulation") and of the scheme's own steps and
 ring sums ("compression"), for the timing harness.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, fields
-from typing import Any, Callable
+from collections.abc import Callable
+from contextlib import contextmanager
 
 import numpy as np
 
 from channels.energy import radio_seconds
+from channels.link_layer import LinkLayer
 from nodes.compression import phases as ph
 from nodes.compression.ring import allreduce_bytes_per_node, ring_sum
-from nodes.compression.transport import Transport
+from nodes.compression.transport import (
+    IterationReport,
+    IterationTiming,
+    Traffic,
+    Transport,
+)
 from testbed.network import EdgeNetwork
 
 
 class TransportError(RuntimeError):
     """A phase the network cannot carry (e.g. a broadcast that never gets through)."""
-
-
-@dataclass
-class IterationTiming:
-    """Virtual seconds of one iteration split the way the dashboard stacks them."""
-    compute_s: float = 0.0
-    uplink_s: float = 0.0
-    aggregation_s: float = 0.0
-    downlink_s: float = 0.0
-
-    @property
-    def total_s(self) -> float:
-        return self.compute_s + self.uplink_s + self.aggregation_s + self.downlink_s
-
-
-@dataclass
-class Traffic:
-    """Per-iteration accumulation of what the network carried."""
-    bits_up: dict[str, int] = field(default_factory=dict)
-    bits_down: dict[str, int] = field(default_factory=dict)
-    uplink_done: dict[str, float] = field(default_factory=dict)
-    links: dict[tuple[str, str], dict] = field(default_factory=dict)
-    radio: dict[str, list[float]] = field(default_factory=dict)   # node -> [tx_s, rx_s]
-
-    def add_radio(self, report, shared: bool) -> None:
-        """Each node's transmit and receive seconds of one call (channels/energy.py)."""
-        for node, (tx, rx) in radio_seconds(report, shared).items():
-            acc = self.radio.setdefault(node, [0.0, 0.0])
-            acc[0] += tx
-            acc[1] += rx
-
-    def add_bits(self, table: dict[str, int], node: str, bits: int) -> None:
-        table[node] = table.get(node, 0) + int(bits)
-
-    def add_links(self, report) -> None:
-        """Sum every LinkStats figure (bytes, packets, lost, retransmitted, busy_s, collisions,
-        retries, SNR sums) per link: the store's links rows."""
-        for (u, v), st in report.links.items():
-            row = self.links.setdefault((u, v), {})
-            for f in fields(st):
-                value = getattr(st, f.name)
-                row[f.name] = row.get(f.name, 0) + (float(value) if isinstance(value, float) else int(value))
-            # the stored column: mean SNR of the iteration's transmissions (fading links only)
-            row["snr_db"] = row["snr_db_sum"] / row["snr_samples"] if row["snr_samples"] else None
 
 
 Timer = Callable[[str, float, int], None]   # (what, wall seconds, iteration)
@@ -112,25 +75,18 @@ class EmulatedTransport(Transport):
     MAX_RESENDS = 50   # rounds of resending what receivers of a broadcast missed
 
     def __init__(self, net: EdgeNetwork, *, measured: bool = False,
-                 link: Callable[..., Any] | None = None, timer: Timer | None = None):
+                 link: LinkLayer | None = None, timer: Timer | None = None):
         self.net = net
         self.workers = list(net.workers)
         self.measured = measured                  # scheme wall time charged to the clock
-        self.link = link or self.run_link
+        self.link: LinkLayer = net.network if link is None else link
         self.timer = timer
         self._away: list[str] = []   # the workers the link layer routes around
         self.begin(0, 0.0, {w: 0.0 for w in self.workers})
 
-    def run_link(self, pattern: str, *args, **kwargs):
-        """One traffic pattern on this process's link layer."""
-        return getattr(self.net.network, pattern)(*args, **kwargs)
-
     # ------------------------------------------------------------------ per iteration
     def begin(self, iteration: int, start: float, ready: dict[str, float], *,
               present=None, deadline: float | None = None) -> None:
-        """Iteration `iteration` starts at virtual time `start`; `ready`: each worker's compute
-        end; `present`: the workers taking part (default all); `deadline`: when the uplink
-        closes (absolute virtual seconds; None waits for everyone)."""
         self.iteration = iteration
         self.clock = float(start)
         self.ready = dict(ready)
@@ -138,7 +94,8 @@ class EmulatedTransport(Transport):
         self.present = [w for w in self.workers if present is None or w in present]
         away = [w for w in self.workers if w not in self.present]
         if away != self._away:  # routes go around away workers (a call to the link layer)
-            self._net("set_away", away)
+            with self._emulating():
+                self.link.set_away(away)
             self._away = away
         self.left_out: dict[str, str] = {w: "unavailable" for w in self.workers if w not in self.present}
         for w in self.present:  # its compute ends after the round closed: it does not send
@@ -151,6 +108,9 @@ class EmulatedTransport(Transport):
         self.first = True  # the first traffic of an iteration starts at each worker's own end
         self.timing = IterationTiming(compute_s=self.compute_end - self.clock)
         self.traffic = Traffic()
+
+    def end(self) -> IterationReport:
+        return IterationReport(self.clock, self.timing, self.traffic, dict(self.left_out))
 
     def carriers(self):
         return {ph.Members: self.roll, ph.Uplink: self.uplink, ph.Downlink: self.downlink,
@@ -168,12 +128,15 @@ class EmulatedTransport(Transport):
                 self.timing.aggregation_s += seconds
             self.clock += seconds
 
-    def _net(self, pattern: str, *args, **kwargs):
+    @contextmanager
+    def _emulating(self):
+        """A call to the link layer: its wall seconds go to the timer as "emulation"."""
         if self.timer is None:
-            return self.link(pattern, *args, **kwargs)
+            yield
+            return
         t = time.perf_counter()
         try:
-            return self.link(pattern, *args, **kwargs)
+            yield
         finally:
             self.timer("emulation", time.perf_counter() - t, self.iteration)
 
@@ -191,7 +154,7 @@ class EmulatedTransport(Transport):
         self.clock = max(self.clock, end)
         for r in reports:
             self.traffic.add_links(r)
-            self.traffic.add_radio(r, self.net.shared)
+            self.traffic.add_radio(radio_seconds(r, self.net.shared))
         self.first = False
 
     # ------------------------------------------------------------------ compute phases
@@ -211,7 +174,8 @@ class EmulatedTransport(Transport):
         if not sends:  # nobody sends: the server waits for the deadline (if any) and goes on
             self._advance([], "uplink", end=self.deadline if late else max(self.clock, self.compute_end))
             return {}
-        report = self._net("gather", sends, self.net.server, at=self._start(sends))
+        with self._emulating():
+            report = self.link.gather(sends, self.net.server, at=self._start(sends))
         delivered = {}
         for flow in report.flows:
             w = names.index(flow.src)
@@ -244,7 +208,8 @@ class EmulatedTransport(Transport):
     def downlink(self, phase: ph.Downlink) -> None:
         # an away worker receives nothing; it is sent the model when it is back (not modelled)
         dsts = self._receivers()
-        reports = [self._net("broadcast", self.net.server, dsts, phase.message.sizes, at=self.clock)]
+        with self._emulating():
+            reports = [self.link.broadcast(self.net.server, dsts, phase.message.sizes, at=self.clock)]
         reports += self._whole(reports[0], {self.net.server: phase.message.sizes})
         for n in dsts:
             self.traffic.add_bits(self.traffic.bits_down, n, phase.message.nbits)
@@ -258,7 +223,8 @@ class EmulatedTransport(Transport):
         at = self.ready[src] if self.first else self.clock
         if self.first and self.forms_at_deadline:  # the leader is known when the round forms
             at = max(at, self.deadline)
-        reports = [self._net("broadcast", src, dsts, phase.message.sizes, at=at)]
+        with self._emulating():
+            reports = [self.link.broadcast(src, dsts, phase.message.sizes, at=at)]
         reports += self._whole(reports[0], {src: phase.message.sizes})
         self.traffic.add_bits(self.traffic.bits_up, src, phase.message.nbits)
         for n in dsts:
@@ -281,7 +247,8 @@ class EmulatedTransport(Transport):
         at = self._start(sizes)
         if isinstance(at, dict):
             at = {**at, **{n: min(at.values()) for n in calls if n not in at}}
-        reports = [self._net("allgather", calls, at=at)]
+        with self._emulating():
+            reports = [self.link.allgather(calls, at=at)]
         reports += self._whole(reports[0], sizes)
         whole = self._whole_at(reports, sizes)
         got = {}
@@ -316,7 +283,8 @@ class EmulatedTransport(Transport):
         size = len(buffers[0])
         if any(len(b) != size for b in buffers):
             raise TransportError("all-reduce buffers differ in length")
-        report = self._net("ring_allreduce", ring, size, at=start)
+        with self._emulating():
+            report = self.link.ring_allreduce(ring, size, at=start)
         sent = allreduce_bytes_per_node(size, len(ring), 4 if phase.dtype == "f32" else 2)
         for name in ring:
             self.traffic.add_bits(self.traffic.bits_up, name, 8 * sent)
@@ -342,10 +310,11 @@ class EmulatedTransport(Transport):
             by_src.setdefault(src, []).append(w)
         reports = []
         for src, dsts in by_src.items():
-            per = min(self.net.network.payload_bytes(src, d) for d in dsts)
+            per = min(self.link.payload_bytes(src, d) for d in dsts)
             q, r = divmod(size, per)
             sizes = [per] * q + ([r] if r else [])
-            rep = self._net("broadcast", src, dsts, sizes, at=self.clock)
+            with self._emulating():
+                rep = self.link.broadcast(src, dsts, sizes, at=self.clock)
             reports += [rep] + self._whole(rep, {src: sizes})
             self.traffic.add_bits(self.traffic.bits_up, src, 8 * size)
             for d in dsts:
@@ -373,7 +342,8 @@ class EmulatedTransport(Transport):
                 sends = ([(list(per), sorted(set().union(*per.values())))] if self.net.shared else
                          [([d], sorted(m)) for d, m in per.items()])
                 for targets, idx in sends:
-                    rep = self._net("broadcast", src, targets, [sizes[src][i] for i in idx], at=t)
+                    with self._emulating():
+                        rep = self.link.broadcast(src, targets, [sizes[src][i] for i in idx], at=t)
                     round_reports.append(rep)
                     for f in rep.flows:
                         if f.dst in per:

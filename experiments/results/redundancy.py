@@ -50,7 +50,7 @@ import torch
 from experiments.results.harness import DOCS_RESULTS
 from nodes.compression.ideal import run_exchange
 from nodes.compression.lgc_autoencoder import GradientAutoencoder
-from nodes.compression.lgc_common import AETrainer
+from nodes.compression.lgc_trainer import AETrainer
 from nodes.compression.registry import build_scheme
 from nodes.data import load_dataset
 from nodes.models import SmallCNN, build_model

@@ -6,7 +6,7 @@ top-k, DGC and LGC-PS on digits, 8 workers, one shared 20 Mbit/s star cell, best
 delivery (a lost packet is gone: no retransmission), at 0, 1, 5 and 20% loss, independent
 (Bernoulli) or bursty (Gilbert-Elliott: a lossless good state and a bad state that loses every
 packet, mean burst `1 / p_bad_to_good` = 5 packets, stationary loss = the given rate). Each
-decoder aggregates what arrived (see docs/architecture.md, "Baseline aggregation under loss").
+decoder aggregates what arrived (see nodes/compression/templates.py, "Aggregation under loss").
 The measured loss columns are lost / sent packets on the uplinks and on every link (downlink too).
 """
 from __future__ import annotations

@@ -109,11 +109,12 @@ def options(label: str, warmup: int, ae_iters: int) -> dict:
 
 
 def spec(label: str, seed: int, iterations: int, extra: tuple[str, ...] = (),
-         protocol: Protocol = PROTOCOLS["early"]) -> RunSpec:
-    """`extra`: more `compression.KEY=VALUE` overrides on top of the method's own (--set)."""
+         protocol: Protocol = PROTOCOLS["early"], base: tuple[str, ...] = ()) -> RunSpec:
+    """`extra`: more `compression.KEY=VALUE` overrides on top of the method's own (--set);
+    `base`: `SECTION.KEY=VALUE` overrides of the base file itself (--config: a model, a device)."""
     warmup, ae = protocol.stages(iterations)
     every = protocol.eval_every if iterations == protocol.iterations else max(1, iterations // 3)
-    sets = [f"run.iterations={iterations}", f"run.seed={seed}", f"run.eval_every={every}"]
+    sets = [*base, f"run.iterations={iterations}", f"run.seed={seed}", f"run.eval_every={every}"]
     for key, value in options(label, warmup, ae).items():
         if isinstance(value, bool):
             value = str(value).lower()
@@ -138,9 +139,9 @@ def summary(result, iterations: int, final: int) -> dict:
             "finished_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
 
 
-def _one(spec_: RunSpec, iterations: int, final: int, path: str) -> str:
+def _one(spec_: RunSpec, iterations: int, final: int, path: str, store: str | None = None) -> str:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    result = _execute_safe(spec_, None)
+    result = _execute_safe(spec_, store)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(summary(result, iterations, final), f, indent=1)
@@ -149,7 +150,10 @@ def _one(spec_: RunSpec, iterations: int, final: int, path: str) -> str:
 
 
 def run_missing(labels, seeds, iterations, jobs, runs: Path, extra: tuple[str, ...] = (),
-                protocol: Protocol = PROTOCOLS["early"]) -> None:
+                protocol: Protocol = PROTOCOLS["early"], base: tuple[str, ...] = (),
+                stores: Path | None = None) -> None:
+    """Every (label, seed) without a finished run file in `runs`; `stores`: a folder that keeps
+    each run's SQLite store (its rows as they are written: a run cut short leaves its curve)."""
     runs.mkdir(parents=True, exist_ok=True)
     todo = [(label, seed) for seed in seeds for label in labels  # seed-major: whole seeds first
             if not _finished(run_file(runs, label, seed), iterations)]
@@ -158,8 +162,10 @@ def run_missing(labels, seeds, iterations, jobs, runs: Path, extra: tuple[str, .
         return
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
         final = sum(protocol.stages(iterations))
-        futs = [pool.submit(_one, spec(label, seed, iterations, extra, protocol), iterations, final,
-                            str(run_file(runs, label, seed))) for label, seed in todo]
+        futs = [pool.submit(_one, spec(label, seed, iterations, extra, protocol, base), iterations,
+                            final, str(run_file(runs, label, seed)),
+                            str(stores / f"{label}_s{seed}.db") if stores else None)
+                for label, seed in todo]
         for fut in as_completed(futs):
             print(time.strftime("%H:%M:%S", time.gmtime()), fut.result(), flush=True)
 
@@ -215,9 +221,15 @@ def main(argv=None) -> list[dict]:
                                                  "(default: the protocol's)")
     ap.add_argument("--out", default=str(DOCS_RESULTS), help="folder for the table's CSV/Markdown")
     ap.add_argument("--report", action="store_true", help="only tabulate the runs on disk")
+    ap.add_argument("--stem", default=None, help="file name of the table's CSV/Markdown "
+                                                 "(default: table_fashion[_PROTOCOL])")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a [compression] option on top of every method's own (repeatable), "
                          "e.g. --set dense_below=3000; give such runs their own --runs folder")
+    ap.add_argument("--config", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="an override of the base file for every run (repeatable), e.g. "
+                         "--config model.name=resnet20 --config run.device=cuda; give such "
+                         "runs their own --runs folder")
     args = ap.parse_args(argv)
     protocol = PROTOCOLS[args.protocol]
     iterations = args.iterations or protocol.iterations
@@ -228,7 +240,8 @@ def main(argv=None) -> list[dict]:
         raise SystemExit(f"--seeds {args.seeds!r}: must be comma-separated integers, e.g. 0,1,2") from None
     runs = Path(args.runs) if args.runs else protocol.runs
     if not args.report:
-        run_missing(labels, seeds, iterations, args.jobs, runs, tuple(args.set), protocol)
+        run_missing(labels, seeds, iterations, args.jobs, runs, tuple(args.set), protocol,
+                    tuple(args.config))
     rows = rows_of(labels, seeds, iterations, runs)
     warmup, ae = protocol.stages(iterations)
     notes = [
@@ -244,7 +257,9 @@ def main(argv=None) -> list[dict]:
         "what every node received; both over the final stage; every header, index, latent byte.",
         "x fp32 / x DGC / x abl: that method's bits per iteration over this row's.",
     ]
-    stem = "table_fashion" if args.protocol == "early" else f"table_fashion_{args.protocol}"
+    if args.config:   # the first note describes the base file; say what replaced part of it
+        notes.insert(1, "Base file overridden for every run: " + ", ".join(args.config) + ".")
+    stem = args.stem or ("table_fashion" if args.protocol == "early" else f"table_fashion_{args.protocol}")
     emit(rows, COLUMNS, title=f"Fashion-MNIST methods, 8 workers, {iterations} iterations",
          notes=notes, out=Path(args.out) if args.out else None, stem=stem)
     return rows

@@ -63,6 +63,8 @@ class Scheme:
     """
 
     name: ClassVar[str] = "base"
+    # the method's byte in every packet header (pinned in registry.register; 255: none)
+    wire_id: ClassVar[int] = 255
     collectives: ClassVar[tuple[Collective, ...]] = ("ps",)
     # True: momentum is applied inside the method (DGC's correction); the optimizer adds none.
     handles_momentum: ClassVar[bool] = False

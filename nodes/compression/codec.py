@@ -41,24 +41,19 @@ KIND_P, KIND_Q, KIND_P_MEAN, KIND_Q_MEAN = 2, 3, 4, 5  # PowerSGD's two rounds
 _VALUE_NAMES = {"f32": F32, "f16": F16, "bits": BITS}
 _U32_MAX = 2**32 - 1
 
-# One byte on the wire names the method: its id in the registry (registry.register's wire_id);
-# 255 is "no method" (raw codec use).
+# One byte on the wire names the method: the id each method pins in registry.register (the
+# class's `wire_id`); 255 is "no method" (raw codec use). The codec knows no method names.
 
 
 class CodecError(ValueError):
     """Bad input to the codec or a malformed packet."""
 
 
-def method_id(method: str | int) -> int:
-    if isinstance(method, int):
-        if not 0 <= method <= 255:
-            raise CodecError(f"method id {method} out of range; allowed 0..255")
-        return method
-    from nodes.compression.registry import wire_id  # the registry imports the methods, which import us
-    try:
-        return wire_id(method)
-    except KeyError as e:
-        raise CodecError(e.args[0]) from None
+def method_id(method: int) -> int:
+    """The header's method byte: a registered method's wire id (`Scheme.wire_id`), 255 for none."""
+    if isinstance(method, bool) or not isinstance(method, int) or not 0 <= method <= 255:
+        raise CodecError(f"method id {method!r}: must be an integer in 0..255 (a Scheme's wire_id)")
+    return method
 
 
 def _flags(layout: int, venc: int, icode: int) -> int:
@@ -224,7 +219,7 @@ def _check_n(n: int) -> None:
 
 
 def encode_dense(values, *, payload_bytes: int, dtype: str = "f32", bits: int | None = None,
-                 method: str | int = 255, kind: int = 0, iteration: int = 0,
+                 method: int = 255, kind: int = 0, iteration: int = 0,
                  scalars: Sequence[float] = (), start: int = 0, n: int | None = None,
                  group: int | None = None, group_scalars=None) -> Message:
     """Values of coordinates [start, start + len(values)) of an n-vector, in packets.
@@ -281,7 +276,7 @@ def encode_dense(values, *, payload_bytes: int, dtype: str = "f32", bits: int | 
 
 
 def encode_sparse(indices, values, n: int, *, payload_bytes: int, dtype: str = "f32",
-                  bits: int | None = None, method: str | int = 255, kind: int = 0,
+                  bits: int | None = None, method: int = 255, kind: int = 0,
                   iteration: int = 0, scalars: Sequence[float] = ()) -> Message:
     """(index, value) pairs of an n-vector; indices need not be sorted but must be unique.
 
@@ -415,16 +410,6 @@ class Decoded:
     @property
     def missing(self) -> torch.Tensor:
         return ~self.mask
-
-
-def mean_over_arrived(decoded, n: int) -> torch.Tensor:
-    """Per-coordinate mean over the messages in which that coordinate arrived (a coordinate
-    lost everywhere is 0): how dense aggregates cope with best-effort loss."""
-    total, count = torch.zeros(n), torch.zeros(n)
-    for d in decoded:
-        total += d.values
-        count += d.mask
-    return total / count.clamp(min=1)
 
 
 def _decode_one(pkt: bytes, h: Header, values: np.ndarray, mask: np.ndarray) -> tuple[float, ...]:

@@ -75,9 +75,8 @@ def sampled_topk(x: torch.Tensor, k: int, sample_fraction: float, gen: torch.Gen
 class DGC(SparseScheme):
     handles_momentum = True
 
-    def __init__(self, *, ratio=0.001, momentum=0.9, clip_norm=10.0, warmup_iterations=100,
-                 sample_fraction=0.01, dense_below=0, topk_scope="global", momentum_masking=True,
-                 **kw):
+    def __init__(self, *, ratio, momentum, clip_norm, warmup_iterations, sample_fraction,
+                 dense_below, topk_scope, momentum_masking, **kw):
         super().__init__(**kw)
         self.layers = LayerSelection(self.shapes, int(dense_below), topk_scope)
         self.ratio, self.momentum = float(ratio), float(momentum)

@@ -26,4 +26,4 @@ class FP16(DenseScheme):
     def encode(self, worker, iteration, grad):
         self.check_wire(worker, iteration, grad)
         return codec.encode_dense(grad, payload_bytes=self.payload_bytes, dtype="f16",
-                                  method=self.name, iteration=iteration)
+                                  method=self.wire_id, iteration=iteration)

@@ -9,11 +9,11 @@ DGC-style sparse exchange, so the final stage starts at the same iteration as LG
 """
 from __future__ import annotations
 
-from nodes.compression.lgc_ps import LGCPS, ablation_options
+from nodes.compression.lgc_ps import LGCPS, ablation_options, coder_values
 from nodes.compression.registry import register
 
 
 @register("lgc_ablation", wire_id=12, **ablation_options())
 class LGCAblation(LGCPS):
     def __init__(self, **kw):
-        super().__init__(coder="none", **kw)
+        super().__init__(coder="none", **coder_values(), **kw)

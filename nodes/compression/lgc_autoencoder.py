@@ -26,40 +26,49 @@ import torch
 from torch import nn
 
 
-def parse_channels(text: str | list | tuple, key: str = "ae_channels") -> list[int]:
-    """'16,16,16' -> [16, 16, 16]; a clear error naming the key otherwise."""
-    if isinstance(text, (list, tuple)):
-        parts = list(text)
-    else:
-        parts = [p for p in str(text).replace(" ", "").split(",") if p]
+def _widths(text: str | list | tuple) -> list[int] | None:
+    parts = list(text) if isinstance(text, (list, tuple)) else \
+        [p for p in str(text).replace(" ", "").split(",") if p]
     try:
-        out = [int(p) for p in parts]
+        return [int(p) for p in parts]
     except (TypeError, ValueError):
-        raise ValueError(f"{key}={text!r}: expected comma-separated positive integers such as '16,16,16'")
-    if not out or any(c < 1 or c > 256 for c in out):
-        raise ValueError(f"{key}={text!r}: expected 1 to 8 channel widths, each in [1, 256]")
-    if len(out) > 8:
-        raise ValueError(f"{key}={text!r}: at most 8 layers allowed")
-    return out
+        return None
+
+
+def channels_problem(text) -> str | None:
+    """The `ae_channels` Field's check: None, or what is allowed."""
+    out = _widths(text)
+    if not out or len(out) > 8 or any(c < 1 or c > 256 for c in out):
+        return "1 to 8 comma-separated channel widths, each in [1, 256], such as '16,16,16'"
+    return None
+
+
+def parse_channels(text: str | list | tuple) -> list[int]:
+    """'16,16,16' -> [16, 16, 16] (the schema has checked it: channels_problem)."""
+    return _widths(text) or []
+
+
+def latent_problem(ratio: float, n_layers: int) -> str | None:
+    """The rule between `latent_ratio` and `ae_channels`: ratio * 2**layers a whole number >= 1."""
+    c = ratio * (2 ** n_layers)
+    if round(c) < 1 or abs(c - round(c)) > 1e-6:
+        allowed = ", ".join(f"{m}/{2 ** n_layers}" for m in range(1, 5))
+        return (f"a multiple of 1/{2 ** n_layers} with {n_layers} stride-2 layers (ae_channels), "
+                f"e.g. {allowed}")
+    return None
 
 
 def latent_channels_for(ratio: float, n_layers: int) -> int:
-    """Latent channels that give `ratio` for `n_layers` stride-2 layers (ratio * 2**L, integer)."""
-    c = ratio * (2 ** n_layers)
-    ci = int(round(c))
-    if ci < 1 or abs(c - ci) > 1e-6:
-        allowed = ", ".join(f"{m}/{2 ** n_layers}" for m in range(1, 5))
-        raise ValueError(f"latent_ratio={ratio!r}: with {n_layers} stride-2 layers (ae_channels) the "
-                         f"ratio must be a multiple of 1/{2 ** n_layers}, e.g. {allowed}")
-    return ci
+    """Latent channels that give `ratio` for `n_layers` stride-2 layers (ratio * 2**L, whole:
+    latent_problem)."""
+    return int(round(ratio * (2 ** n_layers)))
 
 
 class GradientAutoencoder(nn.Module):
-    def __init__(self, channels: list[int], kernel: int = 5, latent_ratio: float = 0.125,
+    def __init__(self, channels: list[int], kernel: int, latent_ratio: float,
                  linear_encoder: bool = False, linear: bool = False, nodes: int = 0, seed: int = 0):
         super().__init__()
-        if kernel < 1 or kernel % 2 == 0:
-            raise ValueError(f"ae_kernel={kernel!r}: expected an odd integer >= 1")
+        # kernel, latent_ratio: the schema's checks (COMMON_OPTIONS, LGC_RULES) have passed
         self.channels = list(channels)
         self.kernel = int(kernel)
         self.latent_ratio = float(latent_ratio)

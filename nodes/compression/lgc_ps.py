@@ -51,14 +51,15 @@ import torch
 
 from nodes.compression import codec
 from nodes.compression.base import Message, check_finite
-from nodes.compression.lgc_common import (COMMON_OPTIONS, KIND_AGGREGATE, KIND_COMMON, KIND_INDICES,
-                                          KIND_INNOVATION, KIND_LATENT, KIND_MEAN_AT_POSITIONS,
-                                          KIND_REFRESH, LGCBase, aggregate_message, all_arrived,
-                                          by_kind, join, order_of, rms, sparse_message,
-                                          topk_indices, weights_message)
+from nodes.compression.lgc_common import (COMMON_OPTIONS, LGC_RULES, PROTOCOL_OPTIONS, LGCBase,
+                                          topk_indices)
+from nodes.compression.lgc_messages import (KIND_AGGREGATE, KIND_COMMON, KIND_INDICES, KIND_INNOVATION,
+                                            KIND_LATENT, KIND_MEAN_AT_POSITIONS, KIND_REFRESH,
+                                            aggregate_message, all_arrived, by_kind, join, order_of, rms,
+                                            sparse_message, weights_message)
 from nodes.compression.phases import Downlink, ServerCompute, Uplink, WorkerCompute
 from nodes.compression.registry import register
-from schema import Field
+from schema import Field, Rule
 
 PS_OPTIONS = dict(
     innovation_ratio=Field(0.05, float, min=0.0, max=1.0,
@@ -85,20 +86,24 @@ CODER_OPTIONS = dict(
 )
 
 
-@register("lgc_ps", wire_id=9, **COMMON_OPTIONS, **PS_OPTIONS, **CODER_OPTIONS)
+# the refresh trains the shared decoder only
+REFRESH_RULE = Rule("ae_refresh_every", lambda t: None if not t["ae_refresh_every"] or
+                    t["decoders"] != "per_node" else "0 with decoders = 'per_node' (the refresh "
+                    "trains the shared decoder only)", needs=("decoders",))
+
+
+@register("lgc_ps", wire_id=9, rules=(*LGC_RULES, REFRESH_RULE), **COMMON_OPTIONS, **PS_OPTIONS,
+          **CODER_OPTIONS)
 class LGCPS(LGCBase):
     collectives = ("ps",)
     linear_encoder = False
 
-    def __init__(self, *, innovation_ratio: float = 0.05, innovation_dtype: str = "f16",
-                 ae_refresh_every: int = 0, ae_refresh_steps: int = 5, **kw):
-        super().__init__(**kw)
+    def __init__(self, *, innovation_ratio: float, innovation_dtype: str, ae_refresh_every: int,
+                 ae_refresh_steps: int, coder: str = "ae", **kw):
+        super().__init__(coder=coder, **kw)
         self.innovation_ratio = float(innovation_ratio)
         self.innovation_dtype = innovation_dtype
         self.refresh_every, self.refresh_steps = int(ae_refresh_every), int(ae_refresh_steps)
-        if self.refresh_every and self.per_node:
-            raise ValueError(f"ae_refresh_every={self.refresh_every} with decoders='per_node': "
-                             "the refresh trains the shared decoder only; allowed 0 there")
         # per node, its memory at the last refresh iteration's leader positions (AE order), with
         # that iteration, its leader and scale; sent with the next uplink
         self.pending: dict | None = None
@@ -110,7 +115,7 @@ class LGCPS(LGCBase):
     def innovation_positions(self, v: torch.Tensor, ki: int) -> torch.Tensor:
         """A node's own part: its ki largest entries of v over the sparse layers, and every
         coordinate of the layers sent whole (dense_below), which are nobody else's."""
-        sparse = self.dgc.layers.sparse.to(v.device) if self.workers.dense.numel() else None
+        sparse = self.dgc.layers.sparse.to(v.device) if self.dgc_state.dense.numel() else None
         if not ki:
             inn = torch.zeros(0, dtype=torch.long, device=v.device)
         elif sparse is None:
@@ -119,7 +124,7 @@ class LGCPS(LGCBase):
             inn = sparse[topk_indices(v[sparse], ki)]
         if sparse is None:
             return inn
-        return torch.sort(torch.cat([inn, self.workers.dense.to(v.device)])).values
+        return torch.sort(torch.cat([inn, self.dgc_state.dense.to(v.device)])).values
 
     def uses_coder(self) -> bool:
         return self.coder == "ae"
@@ -129,11 +134,11 @@ class LGCPS(LGCBase):
         check_finite(grads, iteration)
         out_device = grads[0].device
         if self.stage(iteration) == "lgc" and (self.worker_ae is not None or not self.uses_coder()):
-            vs = [self.workers.accumulate(w, g) for w, g in enumerate(grads)]
+            vs = [self.dgc_state.accumulate(w, g) for w, g in enumerate(grads)]
             avg = yield from self._lgc(iteration, vs)
             return avg.to(out_device)
         avg = yield from self._sparse(iteration, grads)
-        down = aggregate_message(avg, payload_bytes=self.payload_bytes, method=self.name,
+        down = aggregate_message(avg, payload_bytes=self.payload_bytes, method=self.wire_id,
                                  iteration=iteration)
         yield Downlink(down)
         return codec.decode(down.packets, self.numel).values.to(out_device)
@@ -152,7 +157,7 @@ class LGCPS(LGCBase):
             if self.sched.ships_after(it):
                 # the whole AE: the leader encodes, every node decodes the relayed common code
                 msg = weights_message(self.ae.full_bytes(), payload_bytes=self.payload_bytes,
-                                      method=self.name, iteration=it)
+                                      method=self.wire_id, iteration=it)
                 yield Downlink(msg)
                 self._deploy(self.received_bytes(msg.packets), encoder_only=False)
         return avg.to(self.device)
@@ -168,14 +173,14 @@ class LGCPS(LGCBase):
             own = []
             for d in decoded:
                 sparse = d.values.clone()
-                sparse[self.workers.dense] = 0.0
+                sparse[self.dgc_state.dense] = 0.0
                 top = torch.zeros(self.numel, dtype=torch.bool)
                 if ki:
                     top[topk_indices(sparse, ki)] = True
                 own.append(top & d.mask)
         for d in decoded:
             sent = d.mask.clone()
-            sent[self.workers.dense] = False   # the AE codes the sparse top-k only
+            sent[self.dgc_state.dense] = False   # the AE codes the sparse top-k only
             idx = torch.nonzero(sent).reshape(-1)
             if idx.numel() != k:  # part of this node's message was lost
                 continue
@@ -192,17 +197,17 @@ class LGCPS(LGCBase):
     # ------------------------------------------------------------------ the LGC stage
     def _leader_parts(self, it, v) -> list[Message]:
         """The common part: positions (in the AE's order) + latent, or (coder none) f16 values."""
-        n, k = self.numel, self.k_final()
-        idx = self.workers.topk(self.leader_of(it), it, self.density)
+        n = self.numel
+        idx = self.dgc_state.topk(self.leader_of(it), it, self.density)
         if not self.uses_coder():
             return [sparse_message(idx.cpu(), v[idx].cpu(), n, payload_bytes=self.payload_bytes,
-                                   method=self.name, iteration=it, kind=KIND_COMMON, dtype="f16")]
+                                   method=self.wire_id, iteration=it, kind=KIND_COMMON, dtype="f16")]
         ordered = self.ordered(idx, v[idx])
         s = rms(v[ordered])
         with torch.no_grad():
             z = self.worker_ae.encode((v[ordered].cpu() / s)[None])[0]
         latent = codec.encode_dense(z, payload_bytes=self.payload_bytes, dtype=self.latent_dtype,
-                                    method=self.name, kind=KIND_LATENT, iteration=it)
+                                    method=self.wire_id, kind=KIND_LATENT, iteration=it)
         return [self.positions_message(ordered, it, s), latent]
 
     def _common_packets(self, parts: dict[int, list[bytes]]) -> list[bytes]:
@@ -242,7 +247,7 @@ class LGCPS(LGCBase):
         for w, v in enumerate(vs):
             inn = self.innovation_positions(v, ki)
             own[w] = sparse_message(inn.cpu(), v[inn].cpu(), n, payload_bytes=self.payload_bytes,
-                                    method=self.name, iteration=it, kind=KIND_INNOVATION,
+                                    method=self.wire_id, iteration=it, kind=KIND_INNOVATION,
                                     dtype=self.innovation_dtype)
             if len(own[w].packets) > 24:  # the downlink says which arrived in a 24-bit f32 mask
                 raise ValueError(f"innovation_ratio={self.innovation_ratio}: {len(own[w].packets)} "
@@ -279,7 +284,7 @@ class LGCPS(LGCBase):
         ridx = torch.nonzero(resid).reshape(-1)
         down = join(Message(list(common_pk)),
                     sparse_message(ridx, resid[ridx], n, payload_bytes=self.payload_bytes,
-                                   method=self.name, iteration=it, kind=KIND_AGGREGATE,
+                                   method=self.wire_id, iteration=it, kind=KIND_AGGREGATE,
                                    scalars=tuple(flags)))
         yield Downlink(down)
 
@@ -301,7 +306,7 @@ class LGCPS(LGCBase):
             self._credit(w, credit, credited)
         if refreshed:  # the fine-tuned AE goes down after this iteration's aggregate
             msg = weights_message(self.ae.full_bytes(), payload_bytes=self.payload_bytes,
-                                  method=self.name, iteration=it)
+                                  method=self.wire_id, iteration=it)
             yield Downlink(msg)
             self._deploy(self.received_bytes(msg.packets), encoder_only=False)
         return common + r.values
@@ -328,7 +333,7 @@ class LGCPS(LGCBase):
         if p is None or p["iteration"] != it - 1:
             return []
         return [codec.encode_dense(p["values"][w], payload_bytes=self.payload_bytes,
-                                   dtype=self.innovation_dtype, method=self.name,
+                                   dtype=self.innovation_dtype, method=self.wire_id,
                                    kind=KIND_REFRESH, iteration=it)]
 
     def _refresh(self, it, arrived):
@@ -375,7 +380,7 @@ class LGCPS(LGCBase):
 
     def _credit(self, w: int, credit: torch.Tensor, credited: torch.Tensor) -> None:
         where = torch.nonzero(credited).reshape(-1)
-        self.workers.credit(w, where, credit[where])
+        self.dgc_state.credit(w, where, credit[where])
 
 
     # ------------------------------------------------------------------ per-node decoders
@@ -429,10 +434,10 @@ class LGCPS(LGCBase):
         if code is not None:
             at[code[0]] = True
             down.append(codec.encode_dense(mean[code[0]], payload_bytes=self.payload_bytes, dtype="f32",
-                                           method=self.name, kind=KIND_MEAN_AT_POSITIONS, iteration=it))
+                                           method=self.wire_id, kind=KIND_MEAN_AT_POSITIONS, iteration=it))
         nz = torch.nonzero((mean != 0) & ~at).reshape(-1)
         down = join(*down, sparse_message(nz, mean[nz], n, payload_bytes=self.payload_bytes,
-                                          method=self.name, iteration=it, kind=KIND_AGGREGATE,
+                                          method=self.wire_id, iteration=it, kind=KIND_AGGREGATE,
                                           scalars=tuple(flags)))
         yield Downlink(down)
 
@@ -451,6 +456,12 @@ class LGCPS(LGCBase):
 
 def ablation_options() -> dict[str, Field]:
     """lgc_ps's options without the coder's: the schedule, DGC state, leader and innovation."""
-    from nodes.compression.lgc_common import PROTOCOL_OPTIONS
     return {**{k: COMMON_OPTIONS[k] for k in PROTOCOL_OPTIONS}, **PS_OPTIONS}
+
+
+def coder_values() -> dict:
+    """What the ablation's LGC-PS body is given for the options it has not: their defaults."""
+    kept = ablation_options()
+    return {k: f.default for k, f in {**COMMON_OPTIONS, **PS_OPTIONS, **CODER_OPTIONS}.items()
+            if k not in kept}
 

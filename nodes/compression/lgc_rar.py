@@ -37,8 +37,8 @@ import torch
 
 from nodes.compression import codec
 from nodes.compression.base import check_finite
-from nodes.compression.lgc_common import (COMMON_OPTIONS, LGCBase, order_of, rms,
-                                          weights_message)
+from nodes.compression.lgc_common import COMMON_OPTIONS, LGC_RULES, LGCBase
+from nodes.compression.lgc_messages import order_of, rms, weights_message
 from nodes.compression.phases import AllGather, AllReduce, Broadcast, Members, ServerCompute, WorkerCompute
 from nodes.compression.precision import on_wire
 from nodes.compression.registry import register
@@ -46,7 +46,7 @@ from nodes.compression.templates import leader_among, ring_mean
 from schema import Field
 
 
-@register("lgc_rar", wire_id=10, **COMMON_OPTIONS,
+@register("lgc_rar", wire_id=10, rules=LGC_RULES, **COMMON_OPTIONS,
           coder=Field("ae", str, choices=("ae", "none"),
                        help="'none': f16 values on the ring instead of latents (the ablation)"))
 class LGCRAR(LGCBase):
@@ -55,6 +55,10 @@ class LGCRAR(LGCBase):
     linear = True
     trainer_node = 0  # the node that trains the AE and broadcasts it
 
+    def __init__(self, **kw):
+        # one shared linear decoder, no latent pull: the ring sums the codes
+        super().__init__(decoders="shared", latent_pull=0.0, **kw)
+
     def exchange(self, iteration, grads):
         check_finite(grads, iteration)
         out_device = grads[0].device
@@ -62,14 +66,14 @@ class LGCRAR(LGCBase):
         if not (self.stage(iteration) == "lgc" and (self.worker_ae is not None or self.coder == "none")):
             avg = yield from self._dgc_stage(iteration, grads)
             return avg.to(out_device)
-        vs = [self.workers.accumulate(w, g) for w, g in enumerate(grads)]
+        vs = [self.dgc_state.accumulate(w, g) for w, g in enumerate(grads)]
         k = self.k_final()
         members = yield Members(N)
         L = leader_among(members, self.leader_of(iteration), N)
         if L is None:  # nobody takes part: the round closes empty (memories keep all they had)
             yield from ring_mean({}, "f32", k)
             return torch.zeros(n, device=out_device)
-        lead_idx = self.workers.topk(L, iteration, self.dgc.density(iteration))
+        lead_idx = self.dgc_state.topk(L, iteration, self.dgc.density(iteration))
         ordered = self.ordered(lead_idx, vs[L][lead_idx])
         got = yield Broadcast(L, self.positions_message(ordered, iteration, rms(vs[L][ordered])))
         # Every node works with the positions and scale it received, not the leader's own copy
@@ -77,7 +81,7 @@ class LGCRAR(LGCBase):
         idx, s = self.read_positions(got)
         idx = idx.to(vs[L].device)
         # the layers sent whole (dense_below) ride the ring after the top-k part, known to all
-        dense = self.workers.dense.to(idx.device)
+        dense = self.dgc_state.dense.to(idx.device)
         if self.coder == "ae":
             ae = self.worker_ae
             with torch.no_grad():
@@ -102,7 +106,7 @@ class LGCRAR(LGCBase):
         self.in_use.observe([vs[w] for w in members], vs[L], idx, mean_vals[:idx.numel()])
         idx = torch.cat([idx, dense])
         for w in range(N):
-            self.workers.credit(w, idx, credits[w])
+            self.dgc_state.credit(w, idx, credits[w])
         avg = torch.zeros(n)
         avg[idx.cpu()] = mean_vals
         return avg.to(out_device)
@@ -129,7 +133,7 @@ class LGCRAR(LGCBase):
         # shipped after the last AE-training iteration, or late (the trainer was away then)
         if self.sched.ships_after(it) or stage == "lgc":
             msg = weights_message(self.ae.full_bytes(), payload_bytes=self.payload_bytes,
-                                  method=self.name, iteration=it)
+                                  method=self.wire_id, iteration=it)
             got = yield Broadcast(self.trainer_node, msg)
             self._deploy(self.received_bytes(got), encoder_only=False)
         return avg
@@ -141,7 +145,7 @@ class LGCRAR(LGCBase):
         k = self.k_final()
         for d in decoded:
             sent = d.mask.clone()
-            sent[self.workers.dense] = False   # the AE codes the sparse top-k only
+            sent[self.dgc_state.dense] = False   # the AE codes the sparse top-k only
             idx = torch.nonzero(sent).reshape(-1)
             if idx.numel() != k:  # lost, left out, or not at the final density yet
                 continue

@@ -22,6 +22,8 @@ from contextlib import contextmanager
 
 import torch
 
+from nodes.compression.base import Scheme
+
 
 def _copy(ts: list) -> list:
     return [None if t is None else t.detach().cpu().clone() for t in ts]
@@ -190,8 +192,6 @@ class LowPassMemory(ErrorMemory):
 
 def memories(scheme) -> list[ErrorMemory]:
     """Every error memory a scheme holds, its own and those of schemes inside it (LGC's DGC)."""
-    from nodes.compression.base import Scheme
-
     found, seen, todo = [], set(), [scheme]
     while todo:
         obj = todo.pop()

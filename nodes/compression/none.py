@@ -19,4 +19,4 @@ class NoCompression(DenseScheme):
 
     def encode(self, worker, iteration, grad):
         return codec.encode_dense(grad, payload_bytes=self.payload_bytes, dtype="f32",
-                                  method=self.name, iteration=iteration)
+                                  method=self.wire_id, iteration=iteration)

@@ -34,7 +34,7 @@ class PowerSGD(Scheme):
     """P, Q, the dense layers and both means travel at `values` precision."""
     collectives = ("allreduce", "ps")
 
-    def __init__(self, *, rank: int = 2, **kw):
+    def __init__(self, *, rank: int, **kw):
         super().__init__(**kw)
         self.rank = int(rank)
         # layout: per layer (offset, numel, rows, cols, r) with r = 0 for dense layers
@@ -64,7 +64,7 @@ class PowerSGD(Scheme):
 
     def _send(self, vec, kind, iteration):
         return codec.encode_dense(vec, payload_bytes=self.payload_bytes, dtype=self.values_dtype,
-                                  method=self.name, kind=kind, iteration=iteration)
+                                  method=self.wire_id, kind=kind, iteration=iteration)
 
     def _wire(self, vec):
         return on_wire(vec, self.values_dtype)

@@ -26,7 +26,7 @@ def qsgd_bits(levels: int) -> int:
           bucket=Field(512, int, min=8, multiple_of=8, help="coordinates per norm"),
           **precision(downlink="f16"))
 class QSGD(BucketScheme):
-    def __init__(self, *, levels: int = 16, **kw):
+    def __init__(self, *, levels: int, **kw):
         super().__init__(**kw)
         self.levels = int(levels)
         self.bits = qsgd_bits(self.levels)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from nodes.compression import codec
+from nodes.compression.aggregate import mean_over_arrived
 from nodes.compression.base import Scheme, check_finite
 from nodes.compression.memory import ErrorMemory
 from nodes.compression.phases import Downlink, Members, Uplink
@@ -33,7 +34,7 @@ SHARED = 2**20  # the "worker" slot of the shared generator (no real worker has 
 class RandomK(Scheme):
     collectives = ("ps", "allreduce")
 
-    def __init__(self, *, ratio=0.1, **kw):
+    def __init__(self, *, ratio, **kw):
         super().__init__(**kw)
         self.ratio = float(ratio)
         self.k = k_of(self.ratio, self.numel)
@@ -61,14 +62,14 @@ class RandomK(Scheme):
             out[idx.cpu()] = yield from ring_mean({w: sent[w] for w in members}, self.values_dtype, self.k)
             return out.to(dev)
         msgs = {w: codec.encode_dense(v, payload_bytes=self.payload_bytes, dtype=self.values_dtype,
-                                      method=self.name, iteration=iteration) for w, v in sent.items()}
+                                      method=self.wire_id, iteration=iteration) for w, v in sent.items()}
         arrived = yield Uplink(msgs)
         # a position lost from some workers is averaged over those whose packet arrived
-        mean = codec.mean_over_arrived(
+        mean = mean_over_arrived(
             (codec.decode(arrived.get(w, []), self.k, iteration=iteration) for w in range(len(grads))),
             self.k)
         down = codec.encode_dense(mean, payload_bytes=self.payload_bytes, dtype=self.downlink_dtype,
-                                  method=self.name, kind=codec.KIND_AGGREGATE, iteration=iteration)
+                                  method=self.wire_id, kind=codec.KIND_AGGREGATE, iteration=iteration)
         yield Downlink(down)
         out[idx.cpu()] = codec.decode(down.packets, self.k).values
         return out.to(dev)

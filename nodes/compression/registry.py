@@ -1,9 +1,10 @@
 """Methods by name: the one source of truth for `[compression] method = NAME`.
 
-Each method module decorates its Scheme with `@register(name, wire_id=..., **fields)`; every
-module of this package is imported (lazily) to collect them, so a new method is one file.
-What reads the registry: the config validator (option fields), the codec (the method's id byte
-on the wire), the contract tests, the results tables and the benchmarks (`names()`).
+Each method module decorates its Scheme with `@register(name, wire_id=..., rules=..., **fields)`;
+every module of this package is imported (lazily) to collect them, so a new method is one file.
+The wire id is pinned by every method and set on the class (`Scheme.wire_id`), which is what a
+method hands the codec. What reads the registry: the config validator (option fields and
+rules), the contract tests, the results tables and the benchmarks (`names()`).
 """
 from __future__ import annotations
 
@@ -11,17 +12,19 @@ import importlib
 import pkgutil
 from typing import Any
 
+import nodes.compression
 from nodes.compression.base import Scheme
-from schema import Field, OptionError, check_table
+from schema import Field, OptionError, Rule, check_rules, check_table, defaults
 
 METHODS: dict[str, dict[str, Field]] = {}
+RULES: dict[str, tuple[Rule, ...]] = {}   # per method, the rules between its options
 # Per method, the experiment-file keys ("compression.ratio", "optim.momentum") it needs other
 # values of than most files carry: what `--set compression.method=NAME` sets on a file written
 # for another method (testbed.config), with a note.
 KNOWN_GOOD: dict[str, dict[str, object]] = {}
 SCHEMES: dict[str, type[Scheme]] = {}
 WIRE_IDS: dict[str, int] = {}
-FIRST_FREE_ID = 64   # ids from here on are handed to methods that do not pick one
+FIRST_FREE_ID = 65   # shipped methods hold 0..12 and 64 (scalecom); new ones pick from here
 _loaded = False
 
 
@@ -33,22 +36,24 @@ def collective_field(cls: type[Scheme]) -> Field:
                       "gets every message and aggregates locally)")
 
 
-def register(name: str, *, wire_id: int | None = None, known_good: dict | None = None,
+def register(name: str, *, wire_id: int, known_good: dict | None = None, rules: tuple = (),
              **options: Field):
     """Register a Scheme class under `name` with its option fields (plus `collective`, from the
-    class's `collectives`) and its wire id byte (shipped methods pin theirs so old recordings
-    stay readable; None: the first free one). `known_good`: {"section.key": value} the method
-    trains with where a file written for another method would not (see KNOWN_GOOD)."""
-    taken = {i for n, i in WIRE_IDS.items() if n != name}
-    if wire_id is None:
-        wire_id = next(i for i in range(FIRST_FREE_ID, 255) if i not in taken)
-    if not 0 <= wire_id < 255 or wire_id in taken:
-        raise ValueError(f"method {name!r}: wire_id {wire_id} is taken or outside 0..254")
+    class's `collectives`) and its wire id byte, which every method pins (an id handed out by
+    import order would change when a file is added, and old recordings would stop decoding).
+    `known_good`: {"section.key": value} the method trains with where a file written for another
+    method would not (see KNOWN_GOOD). `rules`: schema.Rule checks between its options."""
+    taken = {i: n for n, i in WIRE_IDS.items() if n != name}
+    if isinstance(wire_id, bool) or not isinstance(wire_id, int) or not 0 <= wire_id < 255 \
+            or wire_id in taken:
+        raise ValueError(f"method {name!r}: wire_id = {wire_id!r}: must be an integer in 0..254 "
+                         f"not taken (taken: {', '.join(f'{i} {n}' for i, n in sorted(taken.items()))})")
 
     def deco(cls: type[Scheme]) -> type[Scheme]:
-        cls.name = name
+        cls.name, cls.wire_id = name, wire_id
         SCHEMES[name] = cls
         METHODS[name] = {**options, "collective": collective_field(cls)}
+        RULES[name] = tuple(rules)
         WIRE_IDS[name] = wire_id
         KNOWN_GOOD[name] = dict(known_good or {})
         return cls
@@ -57,7 +62,7 @@ def register(name: str, *, wire_id: int | None = None, known_good: dict | None =
 
 def unregister(name: str) -> None:
     """Forget a method (tests that register a toy one clean up with this)."""
-    for table in (SCHEMES, METHODS, WIRE_IDS, KNOWN_GOOD):
+    for table in (SCHEMES, METHODS, RULES, WIRE_IDS, KNOWN_GOOD):
         table.pop(name, None)
 
 
@@ -67,8 +72,7 @@ def load_all() -> None:
     if _loaded:
         return
     _loaded = True
-    import nodes.compression as pkg
-    for mod in pkgutil.iter_modules(pkg.__path__):
+    for mod in pkgutil.iter_modules(nodes.compression.__path__):
         if not mod.name.startswith("_"):
             importlib.import_module(f"nodes.compression.{mod.name}")
 
@@ -91,6 +95,14 @@ def wire_id(method: str) -> int:
     return WIRE_IDS[method]
 
 
+def check_options(method: str, options: dict, error: type[OptionError] = OptionError) -> dict:
+    """The rules between a method's options, over `options` (checked one by one) and the
+    defaults of those not given (what testbed.config asks after its own key-by-key pass)."""
+    load_all()
+    check_rules("compression", {**defaults(METHODS[method]), **options}, RULES[method], error)
+    return options
+
+
 def build_scheme(method: str, options: dict, *, n_workers: int, shapes, payload_bytes: int,
                  seed: int = 0, device="cpu") -> Scheme:
     """The method's Scheme with `options` checked against its fields (one-line OptionError
@@ -98,6 +110,7 @@ def build_scheme(method: str, options: dict, *, n_workers: int, shapes, payload_
     load_all()
     if method not in SCHEMES:
         raise KeyError(f"unknown compression method {method!r}; known: {', '.join(sorted(SCHEMES))}")
-    full: dict[str, Any] = check_table("compression", options, METHODS[method], error=OptionError)
+    full: dict[str, Any] = check_table("compression", options, METHODS[method], error=OptionError,
+                                       rules=RULES[method])
     return SCHEMES[method](n_workers=n_workers, shapes=shapes, payload_bytes=payload_bytes,
                            seed=seed, device=device, **full)

@@ -20,13 +20,15 @@ from __future__ import annotations
 import torch
 
 from nodes.compression import codec
+from nodes.compression.aggregate import mean_over_arrived
 from nodes.compression.base import Scheme, check_finite
-from nodes.compression.lgc_common import indices_message, read_indices, topk_indices
+from nodes.compression.lgc_common import topk_indices
+from nodes.compression.lgc_messages import indices_message, read_indices
 from nodes.compression.memory import LowPassMemory
 from nodes.compression.phases import Broadcast, Downlink, Members, Uplink
 from nodes.compression.precision import on_wire, precision
 from nodes.compression.registry import register
-from nodes.compression.templates import k_of, leader_among, ring_mean
+from nodes.compression.templates import check_leader, k_of, leader_among, ring_mean
 from schema import Field
 
 
@@ -40,12 +42,9 @@ from schema import Field
 class ScaleCom(Scheme):
     collectives = ("allreduce", "ps")
 
-    def __init__(self, *, ratio: float = 0.01, beta: float = 0.1, leader: int = -1, **kw):
+    def __init__(self, *, ratio: float, beta: float, leader: int, **kw):
         super().__init__(**kw)
-        if leader >= self.n_workers:  # the schema cannot know the number of workers
-            raise ValueError(f"compression.leader = {leader!r}: must be -1 (cyclic) or in "
-                             f"[0, {self.n_workers - 1}]")
-        self.ratio, self.leader = float(ratio), int(leader)
+        self.ratio, self.leader = float(ratio), check_leader(leader, self.n_workers)
         self.k = k_of(self.ratio, self.numel)
         self.memory = LowPassMemory(self.n_workers, self.device, beta=beta)
 
@@ -69,7 +68,7 @@ class ScaleCom(Scheme):
                 yield Uplink({})
             return torch.zeros(self.numel, device=dev)
         got = yield Broadcast(L, indices_message(topk_indices(h[L], self.k).cpu(), self.numel,
-                                                 payload_bytes=self.payload_bytes, method=self.name,
+                                                 payload_bytes=self.payload_bytes, method=self.wire_id,
                                                  iteration=iteration, scale=1.0))
         idx = read_indices(got, self.numel)[0].to(dev)  # every node uses the positions it received
         sent = [on_wire(x[idx], self.values_dtype) for x in h]
@@ -77,13 +76,13 @@ class ScaleCom(Scheme):
             mean = yield from ring_mean({w: sent[w] for w in members}, self.values_dtype, self.k)
         else:
             arrived = yield Uplink({w: codec.encode_dense(s.cpu(), payload_bytes=self.payload_bytes,
-                                                          dtype=self.values_dtype, method=self.name,
+                                                          dtype=self.values_dtype, method=self.wire_id,
                                                           iteration=iteration)
                                     for w, s in enumerate(sent)})
-            mean = codec.mean_over_arrived(
+            mean = mean_over_arrived(
                 (codec.decode(arrived.get(w, []), self.k, iteration=iteration) for w in range(N)), self.k)
             down = codec.encode_dense(mean, payload_bytes=self.payload_bytes, dtype=self.values_dtype,
-                                      method=self.name, kind=codec.KIND_AGGREGATE, iteration=iteration)
+                                      method=self.wire_id, kind=codec.KIND_AGGREGATE, iteration=iteration)
             yield Downlink(down)
             mean = codec.decode(down.packets, self.k).values
         for w in range(N):

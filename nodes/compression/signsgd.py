@@ -21,7 +21,7 @@ from schema import Field
 class SignSGD(BucketScheme):
     bits = 1
 
-    def __init__(self, *, bucket: int = 1024, **kw):
+    def __init__(self, *, bucket: int, **kw):
         super().__init__(bucket=bucket, **kw)
         self.memory = ErrorMemory(self.n_workers, self.device)
 

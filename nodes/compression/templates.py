@@ -5,6 +5,9 @@
 - `SparseScheme`: (index, value) messages, the union-sparse mean broadcast back (topk, dgc),
   or all-gathered and averaged at every node.
 - `BucketScheme`: dense b-bit codes with per-bucket scalars (qsgd, terngrad, signsgd).
+Aggregation under loss: dense methods average each coordinate over the workers whose packet for
+it arrived; sparse ones divide the sum of what arrived by the number of workers (an unsent
+coordinate is a zero). Random draws come from generators keyed by (seed, worker, iteration).
 A method subclasses one, registers itself (registry.register) and overrides encode/select/
 quantize. Error memory lives in memory.py, wire precision in precision.py.
 """
@@ -13,9 +16,11 @@ from __future__ import annotations
 import torch
 
 from nodes.compression import codec
+from nodes.compression.aggregate import mean_over_arrived
 from nodes.compression.base import Message, Scheme, check_finite
 from nodes.compression.codec import Decoded
 from nodes.compression.phases import AllGather, AllReduce, Downlink, Members, Uplink
+from schema import OptionError
 
 
 def counter_generator(seed: int, worker: int, iteration: int, salt: int = 0) -> torch.Generator:
@@ -48,6 +53,14 @@ def leader_among(members: list[int], preferred: int, n_workers: int) -> int | No
         if (preferred + step) % n_workers in members:
             return (preferred + step) % n_workers
     return None
+
+
+def check_leader(leader: int, n_workers: int) -> int:
+    """`compression.leader` against the number of workers (what its Field cannot know)."""
+    if leader >= n_workers:
+        raise OptionError("compression.leader", leader,
+                          f"-1 (cyclic) or in [0, {n_workers - 1}]")
+    return int(leader)
 
 
 def k_of(ratio: float, n: int) -> int:
@@ -94,14 +107,14 @@ class DenseScheme(Scheme):
         msgs = {w: self.encode(w, iteration, g.reshape(-1).float()) for w, g in enumerate(grads)}
         if self.collective == "allgather":
             got = yield AllGather(msgs)
-            mean = codec.mean_over_arrived(
+            mean = mean_over_arrived(
                 (self.decode(w, iteration, got.get(w, [])) for w in range(len(grads))), self.numel)
             return mean.to(out_device)
         arrived = yield Uplink(msgs)
-        mean = codec.mean_over_arrived(
+        mean = mean_over_arrived(
             (self.decode(w, iteration, arrived.get(w, [])) for w in range(len(grads))), self.numel)
         down = codec.encode_dense(mean, payload_bytes=self.payload_bytes, dtype=self.downlink_dtype,
-                                  method=self.name, kind=codec.KIND_AGGREGATE, iteration=iteration)
+                                  method=self.wire_id, kind=codec.KIND_AGGREGATE, iteration=iteration)
         yield Downlink(down)
         return codec.decode(down.packets, self.numel).values.to(out_device)
 
@@ -123,7 +136,7 @@ class SparseScheme(Scheme):
     def encode(self, worker: int, iteration: int, grad: torch.Tensor) -> Message:
         idx, vals = self.select(worker, iteration, grad)
         return codec.encode_sparse(idx, vals, self.numel, payload_bytes=self.payload_bytes,
-                                   dtype=self.values_dtype, method=self.name, iteration=iteration)
+                                   dtype=self.values_dtype, method=self.wire_id, iteration=iteration)
 
     def decode(self, worker: int, iteration: int, packets: list[bytes]) -> torch.Tensor:
         return codec.decode(packets, self.numel, iteration=iteration).values
@@ -146,7 +159,7 @@ class SparseScheme(Scheme):
     def encode_aggregate(self, iteration: int, mean: torch.Tensor) -> Message:
         nz = torch.nonzero(mean, as_tuple=True)[0]
         return codec.encode_sparse(nz, mean[nz], self.numel, payload_bytes=self.payload_bytes,
-                                   dtype=self.downlink_dtype, method=self.name,
+                                   dtype=self.downlink_dtype, method=self.wire_id,
                                    kind=codec.KIND_AGGREGATE, iteration=iteration)
 
 
@@ -157,7 +170,7 @@ class BucketScheme(DenseScheme):
     bits: int = 1
     nscalars: int = 1
 
-    def __init__(self, *, bucket: int = 512, **kw):
+    def __init__(self, *, bucket: int, **kw):
         super().__init__(**kw)
         self.bucket = int(bucket)
 
@@ -196,7 +209,7 @@ class BucketScheme(DenseScheme):
 
     def encode_codes(self, iteration, codes, scalars):
         return codec.encode_dense(codes.cpu().numpy(), payload_bytes=self.payload_bytes,
-                                  dtype="bits", bits=self.bits, method=self.name,
+                                  dtype="bits", bits=self.bits, method=self.wire_id,
                                   iteration=iteration, group=self.bucket,
                                   group_scalars=scalars.float().cpu().numpy())
 

@@ -22,7 +22,7 @@ from schema import Field
 class TernGrad(BucketScheme):
     bits = 2
 
-    def __init__(self, *, clip_sigma: float = 2.5, **kw):
+    def __init__(self, *, clip_sigma: float, **kw):
         super().__init__(**kw)
         self.clip_sigma = float(clip_sigma)
 

@@ -19,7 +19,7 @@ from schema import Field
           ratio=Field(0.01, float, min=1e-6, max=1.0, help="fraction of coordinates sent"),
           **precision(values="f32", downlink="f32"))
 class TopK(SparseScheme):
-    def __init__(self, *, ratio: float = 0.01, **kw):
+    def __init__(self, *, ratio: float, **kw):
         super().__init__(**kw)
         self.ratio = float(ratio)
         self.k = k_of(self.ratio, self.numel)

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import sys
 
-from testbed.commands import add_store_arg
 from schema import OptionError
+from testbed.cli import serve_dashboard
+from testbed.commands import add_store_arg
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
@@ -24,8 +25,6 @@ def main(args) -> int:
     if args.host not in LOOPBACK:
         print(f"testbed: warning: binding {args.host}: anyone who can reach this address can "
               "steer running experiments (the dashboard has no login)", file=sys.stderr)
-    from testbed.cli import serve_dashboard
-
     print(f"dashboard: http://{args.host}:{args.port} (store {args.store})", flush=True)
     serve_dashboard(args.store, args.host, args.port)
     return 0

@@ -6,8 +6,10 @@ import json
 import sys
 from pathlib import Path
 
+from testbed.cli import export_figures
 from testbed.commands import add_store_arg, open_store
 from testbed.errors import UserError
+from testbed.tensorboard_export import write_tensorboard
 
 
 def register(sub) -> None:
@@ -53,8 +55,6 @@ def main(args) -> int:
             for path in write_csv(data, folder):
                 print(f"wrote {path}", file=sys.stderr)
         elif args.format == "tensorboard":
-            from testbed.tensorboard_export import write_tensorboard
-
             logdir = Path(args.out or "tensorboard")
             try:
                 folder = write_tensorboard(data, logdir)
@@ -62,8 +62,6 @@ def main(args) -> int:
                 raise UserError(f"--format tensorboard: {e}") from e
             print(f"wrote {folder} (open with: tensorboard --logdir {logdir})", file=sys.stderr)
         else:
-            from testbed.cli import export_figures
-
             out = Path(args.out or f"{name}_{data['run']['id']}.{args.format}")
             export_figures(store, data["run"]["id"], out, args.format)
             print(f"wrote {out}", file=sys.stderr)

@@ -18,12 +18,17 @@ import json
 import math
 from pathlib import Path
 
+from channels.config import validate_network
+from channels.energy import load_profiles, radio_seconds
+from channels.errors import ChannelConfigError, DeliveryError
 from schema import OptionError
-from testbed.config import ConfigError, apply_overrides, load_raw
+from testbed.config import RUN_KEYS, ConfigError, apply_overrides, load_raw
+from testbed.device_trace import apply_link_rates, check_device_trace
 from testbed.errors import RunFailed
+from testbed.network import build_network
+from testbed.paths import resolve_paths
 
 PATTERNS = ("p2p", "gather", "broadcast", "allgather", "allreduce")
-TRACE_KEYS = ("trace", "uplink_trace", "downlink_trace")
 
 
 def register(sub) -> None:
@@ -41,62 +46,30 @@ def register(sub) -> None:
     p.set_defaults(func=main)
 
 
-def _resolve_paths(net: dict, base: Path) -> dict:
-    """Trace and graph files named relative to the experiment file work from any directory."""
-    def fix(path):
-        if path and not Path(path).is_absolute() and not Path(path).exists() and (base / path).exists():
-            return str(base / path)
-        return path
-    net = dict(net)
-    for key in ("file", "energy_profiles"):
-        if key in net:
-            net[key] = fix(net[key])
-    if isinstance(net.get("mobility"), dict) and "file" in net["mobility"]:
-        net["mobility"] = {**net["mobility"], "file": fix(net["mobility"]["file"])}
-    def fix_traces(table):
-        if not isinstance(table, dict):
-            return table
-        return {**table, **{k: fix(table[k]) for k in TRACE_KEYS if k in table}}
-    net["link"] = fix_traces(net.get("link"))
-    if isinstance(net.get("nodes"), dict):
-        net["nodes"] = {n: fix_traces(o) for n, o in net["nodes"].items()}
-    if isinstance(net.get("links"), list):
-        net["links"] = [fix_traces(o) for o in net["links"]]
-    return {k: v for k, v in net.items() if v is not None}
-
-
 def _load(path: Path, overrides: list[str] | None) -> dict:
-    """The file's tables with `--set` overrides applied (testbed.config's mechanism)."""
+    """The file's tables with `--set` overrides applied (testbed.config's mechanism) and its
+    files resolved as `testbed run` resolves them (testbed.paths)."""
     raw = load_raw(path)
     try:
-        return apply_overrides(raw, overrides or [])
+        return resolve_paths(apply_overrides(raw, overrides or []), path.parent, RUN_KEYS)
     except ConfigError as e:
         raise ConfigError(e.key, e.value, e.allowed, source=str(path), message=str(e)) from None
 
 
 def load_probe_config(path: str, overrides: list[str] | None = None) -> tuple[int, dict]:
-    from channels.config import validate_network
-
     p = Path(path)
     raw = _load(p, overrides)
     seed = raw.get("run", {}).get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
-        from channels.errors import ChannelConfigError
         raise ChannelConfigError("run.seed", seed, "an integer")
-    return seed, validate_network(_resolve_paths(raw.get("network", {}), p.parent))
+    return seed, validate_network(raw.get("network", {}))
 
 
 def load_participation(path: str, overrides: list[str] | None = None):
     """`[run] deadline_s` and the device trace of the file (None when not set)."""
-    from testbed.config import RUN_KEYS
-    from testbed.device_trace import check_device_trace
-
-    p = Path(path)
-    run = _load(p, overrides).get("run", {})
+    run = _load(Path(path), overrides).get("run", {})
     deadline = RUN_KEYS["deadline_s"].validate("run.deadline_s", run.get("deadline_s"), ConfigError)
     trace = RUN_KEYS["device_trace"].validate("run.device_trace", run.get("device_trace"), ConfigError)
-    if trace is not None and not Path(trace).exists() and (p.parent / trace).exists():
-        trace = str(p.parent / trace)
     return deadline, None if trace is None else check_device_trace("run.device_trace", trace)
 
 
@@ -106,13 +79,9 @@ def _away(args, workers) -> list:
 
 
 def _one(network: dict, seed: int, args):
-    from testbed.network import build_network
-
     edge = build_network(network, seed)
     net, workers, server = edge.network, edge.workers, edge.server
     N = args.payload_bytes
-    from testbed.device_trace import apply_link_rates
-
     apply_link_rates(getattr(args, "device_trace", None), net, workers, 0.0)  # each device's own rate
 
     def packets(src, dst):
@@ -190,8 +159,6 @@ def probe_report(network: dict, seed: int, args) -> dict:
 def _energy(rep, network: dict, args) -> dict:
     """Joules of the probed traffic per node over the call (channels/energy.py): transmit,
     receive and idle-listen times x its device profile's radio powers; away workers sleep."""
-    from channels.energy import load_profiles, radio_seconds
-
     profiles = load_profiles(network.get("energy_profiles"))
     times = radio_seconds(rep, network["medium"] == "shared")
     trace = getattr(args, "device_trace", None)
@@ -212,8 +179,6 @@ def _left_out(rep, network: dict, seed: int, args) -> dict:
     deadline = getattr(args, "deadline_s", None)
     if args.pattern == "p2p" or (deadline is None and getattr(args, "device_trace", None) is None):
         return {}
-    from testbed.network import build_network
-
     workers = build_network(network, seed).workers
     left = {str(w): "unavailable" for w in _away(args, workers)}
     if deadline is not None and args.pattern in ("gather", "allgather"):
@@ -230,8 +195,6 @@ def _left_out(rep, network: dict, seed: int, args) -> dict:
 
 
 def main(args) -> int:
-    from channels.errors import DeliveryError
-
     if args.payload_bytes < 0:
         raise OptionError("--payload-bytes", args.payload_bytes, ">= 0")
     if args.repeat < 1:

@@ -5,7 +5,11 @@ written again, so from the checkpoint on they are those the uninterrupted run wo
 written (same file, same seed)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from testbed.commands import add_store_arg, open_store
+from testbed.commands.run import build_experiment, run_experiment
+from testbed.config import config_from_stored
 from testbed.errors import UserError
 
 
@@ -25,9 +29,7 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from testbed import checkpoint
-    from testbed.commands.run import build_experiment, run_experiment
-    from testbed.config import config_from_stored
+    from testbed import checkpoint  # torch: not on the CLI's import path
 
     with open_store(args.store) as store:
         run = store.run(args.run)  # a run left `running` by a dead process is `failed` by now
@@ -35,10 +37,8 @@ def main(args) -> int:
         if run["status"] not in ("stopped", "failed"):
             raise ResumeError(f"run {rid} ({run['name']}) is {run['status']}; allowed: a stopped "
                               "or failed run")
-        path = checkpoint.path_for(args.store, rid)
-        if args.launcher == "torchrun":
-            path = path.with_name(f"{path.stem}.rank-0{path.suffix}")
-        ranked = path.with_name(f"{path.stem}.rank-0{path.suffix}")
+        ranked = checkpoint.path_for(args.store, rid, rank=0)   # rank 0's, under torchrun
+        path = ranked if args.launcher == "torchrun" else checkpoint.path_for(args.store, rid)
         if not path.exists() and args.launcher == "local" and ranked.exists():
             raise ResumeError(f"run {rid} ({run['name']}) ran under torchrun and has one "
                               "checkpoint per rank; allowed: --launcher torchrun")
@@ -47,7 +47,8 @@ def main(args) -> int:
             raise ResumeError(f"run {rid} ({run['name']}) has no checkpoint at {path} "
                               f"(run.checkpoint_every = {every}: it ended before its first one, "
                               "or checkpoints were off); start it again with testbed run")
-        cfg = config_from_stored(run["config"], source=f"run {rid} of {args.store}")
+        cfg = config_from_stored(run["config"], source=f"run {rid} of {args.store}",
+                                 base=Path(args.store).parent)
         try:
             state = checkpoint.load(path)
         except (OSError, ValueError, RuntimeError) as e:

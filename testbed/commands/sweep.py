@@ -1,13 +1,21 @@
-"""`testbed sweep FILE --grid key=v1,v2 ...`: the cartesian product of the grids, one run each."""
+"""`testbed sweep FILE --grid key=v1,v2 ...`: the cartesian product of the grids, one run each.
+
+Each run is named `BASE[key=value,...]` (the last part of each grid key) and recorded as a
+member of sweep BASE at those values in the store's sweep columns (`Store.set_sweep`), which
+the dashboard's sweep view groups by."""
 from __future__ import annotations
 
 import itertools
 import sys
+import time
 from types import SimpleNamespace
 
-from testbed.commands import add_store_arg
 from schema import OptionError
+from testbed.commands import add_store_arg
+from testbed.commands import run as run_cmd
+from testbed.config import load_raw
 from testbed.errors import RunFailed
+from testbed.store import RunNotFound, Store
 
 
 def register(sub) -> None:
@@ -39,10 +47,19 @@ def variants(grid: list[tuple[str, list[str]]]):
         yield list(zip(keys, combo))
 
 
-def main(args) -> int:
-    from testbed.commands import run as run_cmd
-    from testbed.config import load_raw
+def record_member(store_path: str, name: str, since: float, base: str, params: dict[str, str]) -> None:
+    """Mark the run made under `name` since `since` (its newest, if it was made) as a member
+    of sweep `base` at `params`: done after the run, so it holds for either launcher."""
+    with Store(store_path) as store:
+        try:
+            run = store.run(name)
+        except RunNotFound:
+            return
+        if (run["started_at"] or 0) >= since:
+            store.set_sweep(run["id"], base, params)
 
+
+def main(args) -> int:
     grid = parse_grid(args.grid + ([f"run.seed={args.seeds}"] if args.seeds else []))
     if not grid:
         raise OptionError("--grid", None, "given at least once (--grid key.path=v1,v2)")
@@ -53,6 +70,7 @@ def main(args) -> int:
         label = ",".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in combo)
         print(f"[{i}/{len(combos)}] {base}[{label}]", flush=True)
         sets = [f"{k}={v}" for k, v in combo]
+        since = time.time()
         try:
             run_cmd.main(SimpleNamespace(file=args.file, store=args.store, name=f"{base}[{label}]",
                                          overrides=args.overrides + sets, launcher="local",
@@ -60,5 +78,7 @@ def main(args) -> int:
         except RunFailed as e:  # the next variant may well run: say so and go on
             print(f"testbed: error: {e}", file=sys.stderr)
             failures += 1
+        record_member(args.store, f"{base}[{label}]", since, base,
+                      {k.rsplit(".", 1)[-1]: v for k, v in combo})
     print(f"sweep done: {len(combos) - failures} of {len(combos)} runs completed -> {args.store}")
     return 1 if failures else 0

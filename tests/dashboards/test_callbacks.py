@@ -282,9 +282,12 @@ def test_stage_bands_follow_the_newest_iteration(store):
     board.close()
 
 
-def sweep_run(store, name, accuracies, times, joules=None):
-    """An evaluation per iteration; `joules`: every worker's energy in each iteration."""
-    rid = store.create_run(name, {}, method="topk")
+def sweep_run(store, params, accuracies, times, joules=None, sweep="qs"):
+    """A member of `sweep` at grid values `params` (recorded as `testbed sweep` does), an
+    evaluation per iteration; `joules`: every worker's energy in each iteration."""
+    label = ",".join(f"{k}={v}" for k, v in params.items())
+    rid = store.create_run(f"{sweep}[{label}]", {}, method="topk")
+    store.set_sweep(rid, sweep, params)
     for i, (acc, t) in enumerate(zip(accuracies, times)):
         if joules is not None:
             store.append_iteration(rid, {"iteration": i, "virtual_time_s": t, "energy_j": joules[i]})
@@ -295,14 +298,15 @@ def sweep_run(store, name, accuracies, times, joules=None):
 
 def test_sweep_view_averages_seeds_over_the_grid(store):
     new_run(store, "not-a-sweep")
+    new_run(store, "qs[bandwidth_mbps=5,ratio=0.01,seed=0]")  # named like one, made by `run`
     # accuracy over (bandwidth, ratio, seed); time to 90% only where a run reaches it
     # energy to 90%: the joules of the iterations up to the evaluation that reached it
-    sweep_run(store, "qs[bandwidth_mbps=2,ratio=0.01,seed=0]", [0.5, 0.8], [1.0, 2.0], [5.0, 7.0])
-    sweep_run(store, "qs[bandwidth_mbps=2,ratio=0.01,seed=1]", [0.6, 0.9], [1.0, 3.0], [4.0, 6.0])
-    sweep_run(store, "qs[bandwidth_mbps=20,ratio=0.01,seed=0]", [0.7, 0.95], [0.1, 0.2], [1.0, 2.0])
-    sweep_run(store, "qs[bandwidth_mbps=20,ratio=0.01,seed=1]", [0.91, 0.97], [0.1, 0.2], [3.0, 9.0])
-    sweep_run(store, "qs[bandwidth_mbps=2,ratio=0.1,seed=0]", [0.4], [1.0])
-    sweep_run(store, "qs[bandwidth_mbps=2,ratio=0.1,seed=1]", [0.2], [1.0])
+    sweep_run(store, {"bandwidth_mbps": "2", "ratio": "0.01", "seed": "0"}, [0.5, 0.8], [1.0, 2.0], [5.0, 7.0])
+    sweep_run(store, {"bandwidth_mbps": "2", "ratio": "0.01", "seed": "1"}, [0.6, 0.9], [1.0, 3.0], [4.0, 6.0])
+    sweep_run(store, {"bandwidth_mbps": "20", "ratio": "0.01", "seed": "0"}, [0.7, 0.95], [0.1, 0.2], [1.0, 2.0])
+    sweep_run(store, {"bandwidth_mbps": "20", "ratio": "0.01", "seed": "1"}, [0.91, 0.97], [0.1, 0.2], [3.0, 9.0])
+    sweep_run(store, {"bandwidth_mbps": "2", "ratio": "0.1", "seed": "0"}, [0.4], [1.0])
+    sweep_run(store, {"bandwidth_mbps": "2", "ratio": "0.1", "seed": "1"}, [0.2], [1.0])
     board = Dashboard(store.path)
     fig, sweeps, base, keys, x, y_options, y, message = board.sweep_view(None, None, None, 0.9)
     assert sweeps == [{"label": "qs (6 runs)", "value": "qs"}] and base == "qs"

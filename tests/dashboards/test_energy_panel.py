@@ -5,7 +5,8 @@ import os
 import pytest
 from dash import no_update
 
-from dashboards import figures as F
+from dashboards.panels.energy import energy_figure
+from dashboards.style import series_uid
 from dashboards.callbacks import LIVE_FIGURES, Dashboard
 from testbed.store import Store
 
@@ -31,13 +32,13 @@ def write(store, rid, first, last):
 def test_the_energy_figure_draws_each_workers_joules_over_virtual_time():
     times = {i: 0.5 * (i + 1) for i in range(4)}
     rows = [{"iteration": i, "node": w, "energy_j": joules(w, i)} for i in range(4) for w in JOULES]
-    fig = F.energy_figure(rows, times, as_dict=True)
+    fig = energy_figure(rows, times, as_dict=True)
     by_uid = {t["uid"]: t for t in fig["data"]}
-    w1 = by_uid[F.series_uid("energy", "w1")]
+    w1 = by_uid[series_uid("energy", "w1")]
     assert w1["x"] == [0.5, 1.0, 1.5, 2.0] and w1["y"] == [0.25, 0.5, 0.25, 0.5]
-    assert by_uid[F.series_uid("cumj", "w0")]["y"] == [1.5, 3.0, 4.5, 6.0]
-    assert by_uid[F.series_uid("cumj", "w1")]["yaxis"] == "y2"
-    empty = F.energy_figure([], {}, as_dict=True)
+    assert by_uid[series_uid("cumj", "w0")]["y"] == [1.5, 3.0, 4.5, 6.0]
+    assert by_uid[series_uid("cumj", "w1")]["yaxis"] == "y2"
+    empty = energy_figure([], {}, as_dict=True)
     assert "No energy recorded yet." in [a["text"] for a in empty["layout"]["annotations"]]
 
 
@@ -62,7 +63,7 @@ def test_live_ticks_append_energy_points_equal_to_a_fresh_drawing(tmp_path, smoo
         fresh = dict(zip(LIVE_FIGURES, board.live_view(rid, "iteration", None, "log", smoothing)[0]))["energy"]
         for (xs, ys), t in zip(drawn, fresh["data"], strict=True):
             assert xs == list(t["x"]) and ys == pytest.approx(list(t["y"])), t["uid"]
-        cum_w0 = next(t for t in fresh["data"] if t["uid"] == F.series_uid("cumj", "w0"))
+        cum_w0 = next(t for t in fresh["data"] if t["uid"] == series_uid("cumj", "w0"))
         assert cum_w0["y"][-1] == pytest.approx(7 * 1.5)
         board.close()
 

@@ -2,7 +2,13 @@
 import plotly.graph_objects as go
 import pytest
 
-from dashboards import figures as F
+from dashboards.compare import compare_figure, compare_summary, runs_table_rows
+from dashboards.panels.accuracy import accuracy_figure
+from dashboards.panels.channel import channel_figure
+from dashboards.panels.latency import latency_figure, latency_series
+from dashboards.panels.rate import rate_figure, rate_series
+from dashboards.panels.topology import link_loads, topology_figure
+from dashboards.style import event_marks, series_uid, smooth, smoothing_carry, stage_bands
 
 
 def its(n, bits_up=800, bits_down=200, uplink=0.5):
@@ -21,7 +27,7 @@ STAR = {"nodes": [{"id": "server", "role": "server"}, {"id": "w0", "role": "work
                   {"source": "w1", "target": "server", "bandwidth_mbps": 2.5}]}
 
 
-uid = F.series_uid
+uid = series_uid
 
 
 def test_uids_are_css_safe_and_distinct():
@@ -42,13 +48,13 @@ def validated(fig):
 
 def test_accuracy_against_iteration_and_virtual_time():
     rows = its(4)
-    fig = validated(F.accuracy_figure(rows, EVALS, [CONTROL], "iteration"))
+    fig = validated(accuracy_figure(rows, EVALS, [CONTROL], "iteration"))
     t = by_uid(fig)
     assert list(t["test_accuracy"].x) == [1, 3] and list(t["test_accuracy"].y) == [0.5, 0.8]
     assert list(t["train_loss"].y) == [1.0, 0.5, 1 / 3, 0.25]
     assert list(t["test_loss"].y) == [0.9, 0.5]
     assert t["train_loss"].yaxis == "y2"  # loss in the lower subplot
-    fig = F.accuracy_figure(rows, EVALS, [CONTROL], "virtual_time_s")
+    fig = accuracy_figure(rows, EVALS, [CONTROL], "virtual_time_s")
     assert list(by_uid(fig)["test_accuracy"].x) == [4.0, 8.0]
     assert list(by_uid(fig)["train_loss"].x) == [2.0, 4.0, 6.0, 8.0]
     # The control is marked at its virtual time and labelled with what changed.
@@ -56,27 +62,27 @@ def test_accuracy_against_iteration_and_virtual_time():
     assert shape.x0 == shape.x1 == 6.0
     assert any(a.text == "w0->server: bw 5 Mb/s, loss 2%" for a in fig.layout.annotations)
     with pytest.raises(ValueError, match="x axis 'wall' is unknown"):
-        F.accuracy_figure(rows, EVALS, x="wall")
+        accuracy_figure(rows, EVALS, x="wall")
 
 
 def test_lgc_coder_error_is_a_line_on_the_loss_axis_only_where_stored():
-    assert "lgc_coder_error" not in by_uid(F.accuracy_figure(its(4), EVALS))  # other methods
+    assert "lgc_coder_error" not in by_uid(accuracy_figure(its(4), EVALS))  # other methods
     evals = [EVALS[0], {**EVALS[1], "lgc_beta": 0.13, "lgc_coder_error": 0.8}]
-    t = by_uid(validated(F.accuracy_figure(its(4), evals)))
+    t = by_uid(validated(accuracy_figure(its(4), evals)))
     assert list(t["lgc_coder_error"].x) == [3] and list(t["lgc_coder_error"].y) == [0.8]
     assert t["lgc_coder_error"].yaxis == "y2"
 
 
 def test_no_data_and_no_eval_say_so():
-    assert "No iterations yet" in F.accuracy_figure([], []).layout.annotations[0].text
-    assert "No evaluation yet" in F.accuracy_figure(its(2), []).layout.annotations[0].text
-    assert not F.accuracy_figure(its(2), EVALS).layout.annotations
+    assert "No iterations yet" in accuracy_figure([], []).layout.annotations[0].text
+    assert "No evaluation yet" in accuracy_figure(its(2), []).layout.annotations[0].text
+    assert not accuracy_figure(its(2), EVALS).layout.annotations
 
 
 def test_rate_up_and_down_apart_per_node_uplink_and_cumulative_bytes():
     nodes = [{"iteration": i, "node": n, "bits_up": 400, "bits_down": 100}
              for i in range(3) for n in ("w1", "w0", "w10")]
-    fig = validated(F.rate_figure(its(3), nodes))
+    fig = validated(rate_figure(its(3), nodes))
     t = by_uid(fig)
     assert [tr.uid for tr in fig.data] == ["bits_up", "bits_down", uid("node", "w0"), uid("node", "w1"),
                                            uid("node", "w10"), "cum_up", "cum_down"]
@@ -87,35 +93,35 @@ def test_rate_up_and_down_apart_per_node_uplink_and_cumulative_bytes():
     assert list(t["cum_up"].y) == [100.0, 200.0, 300.0]   # 800 bits = 100 bytes each
     assert list(t["cum_down"].y) == [25.0, 50.0, 75.0]
     # Appending later rows continues each cumulative sum from where it stopped.
-    more = F.rate_series(its(5)[3:], [], start_bytes={"up": 300.0, "down": 75.0})
+    more = rate_series(its(5)[3:], [], start_bytes={"up": 300.0, "down": 75.0})
     assert more["cum_up"] == ([3, 4], [400.0, 500.0]) and more["cum_down"] == ([3, 4], [100.0, 125.0])
 
 
 def test_rate_axis_is_log_by_default_and_linear_on_request():
-    fig = validated(F.rate_figure(its(2), []))
+    fig = validated(rate_figure(its(2), []))
     assert fig.layout.yaxis.type == "log" and fig.layout.yaxis2.type == "log"
     assert "(log)" in fig.layout.title.text
-    fig = validated(F.rate_figure(its(2), [], scale="linear"))
+    fig = validated(rate_figure(its(2), [], scale="linear"))
     assert fig.layout.yaxis.type == "linear" and fig.layout.yaxis.rangemode == "tozero"
     with pytest.raises(ValueError, match="rate scale 'ln' is unknown; allowed: log, linear"):
-        F.rate_figure(its(2), [], scale="ln")
+        rate_figure(its(2), [], scale="ln")
 
 
 def test_binned_rows_keep_per_iteration_means_and_total_bits():
     binned = [{"iteration": 4, "bits_up": 800.0, "bits_down": 200.0, "bits_sum": 5000,
                "bits_up_sum": 4000, "bits_down_sum": 1000, "n": 5}]
-    s = F.rate_series(binned, [])
+    s = rate_series(binned, [])
     assert s["bits_up"] == ([4], [800.0]) and s["bits_down"] == ([4], [200.0])
     assert s["cum_up"] == ([4], [500.0]) and s["cum_down"] == ([4], [125.0])
 
 
 def test_latency_is_four_stacked_parts():
-    fig = validated(F.latency_figure(its(2, uplink=0.5)))
+    fig = validated(latency_figure(its(2, uplink=0.5)))
     assert [t.uid for t in fig.data][:4] == ["compute_s", "uplink_s", "aggregation_s", "downlink_s"]
     assert {t.stackgroup for t in fig.data[:4]} == {"latency"}
     assert list(by_uid(fig)["uplink_s"].y) == [0.5, 0.5]
     # A missing part counts as zero, so the stack still adds up.
-    assert F.latency_series([{"iteration": 0, "compute_s": 1.0}])["downlink_s"] == ([0], [0.0])
+    assert latency_series([{"iteration": 0, "compute_s": 1.0}])["downlink_s"] == ([0], [0.0])
 
 
 def test_channel_per_link_rate_loss_and_retransmissions_over_virtual_time():
@@ -127,7 +133,7 @@ def test_channel_per_link_rate_loss_and_retransmissions_over_virtual_time():
             {"iteration": 1, "src": "w0", "dst": "server", "bytes": 1000, "packets": 2, "lost": 0,
              "retransmitted": 0, "busy_s": 0.0}]        # no airtime: no rate point
     times = {0: 0.5, 1: 1.25}
-    fig = validated(F.channel_figure(rows, times))
+    fig = validated(channel_figure(rows, times))
     names = ["server->w0", "w0->server"]
     assert [tr.uid for tr in fig.data] == [uid(k, n) for k in ("rate", "loss", "retx", "coll", "retry", "snr")
                                            for n in names]
@@ -144,21 +150,21 @@ def test_channel_per_link_rate_loss_and_retransmissions_over_virtual_time():
     assert fig.layout.xaxis3.title.text == "virtual time (s)" and "yaxis4" not in fig.to_dict()["layout"]
     # A fading link's SNR gets a row of its own.
     fading = [dict(rows[0], snr_db=12.5)]
-    fig = validated(F.channel_figure(fading, times))
+    fig = validated(channel_figure(fading, times))
     assert by_uid(fig)[uid("snr", "w0->server")].y == (12.5,)
     assert by_uid(fig)[uid("snr", "w0->server")].yaxis == "y4" and fig.layout.yaxis4.title.text == "SNR (dB)"
     # A CSMA cell's MAC collisions and retries get rows of their own too, above the SNR.
     csma = [dict(rows[0], collisions=3, retries=2), dict(rows[2], collisions=0, retries=0)]
-    fig = validated(F.channel_figure(csma, times))
+    fig = validated(channel_figure(csma, times))
     coll, retry = by_uid(fig)[uid("coll", "w0->server")], by_uid(fig)[uid("retry", "w0->server")]
     assert list(coll.x) == [0.5, 1.25] and list(coll.y) == [3, 0] and coll.yaxis == "y4"
     assert list(retry.x) == [0.5, 1.25] and list(retry.y) == [2, 0] and retry.yaxis == "y5"
     assert fig.layout.yaxis4.title.text == "MAC collisions" and fig.layout.yaxis5.title.text == "MAC retries"
     assert "yaxis6" not in fig.to_dict()["layout"]
-    fig = validated(F.channel_figure([dict(rows[0], collisions=3, snr_db=12.5)], times))
+    fig = validated(channel_figure([dict(rows[0], collisions=3, snr_db=12.5)], times))
     assert (by_uid(fig)[uid("coll", "w0->server")].yaxis, by_uid(fig)[uid("snr", "w0->server")].yaxis) == ("y4", "y5")
     # retries without a collision (frames lost to the loss model on a CSMA cell): that row alone
-    fig = validated(F.channel_figure([dict(rows[0], retries=4)], times))
+    fig = validated(channel_figure([dict(rows[0], retries=4)], times))
     assert by_uid(fig)[uid("retry", "w0->server")].yaxis == "y4" and "yaxis5" not in fig.to_dict()["layout"]
 
 
@@ -168,34 +174,34 @@ def test_stage_bands_span_each_stage_to_the_next_and_the_last_to_the_newest_poin
               {"id": 3, "kind": "stage", "iteration": 60, "virtual_time_s": 4.6, "detail": {"stage": "ae_train"}},
               CONTROL,
               {"id": 8, "kind": "stage", "iteration": 90, "virtual_time_s": 5.7, "detail": {"stage": "lgc"}}]
-    assert F.stage_bands(events, "iteration", 149) == [("warmup", 0, 60), ("ae_train", 60, 90), ("lgc", 90, 149)]
-    assert F.stage_bands(events, "virtual_time_s", 6.75)[2] == ("lgc", 5.7, 6.75)
+    assert stage_bands(events, "iteration", 149) == [("warmup", 0, 60), ("ae_train", 60, 90), ("lgc", 90, 149)]
+    assert stage_bands(events, "virtual_time_s", 6.75)[2] == ("lgc", 5.7, 6.75)
     # one stage only (fp32, top-k) is no band
-    assert F.stage_bands(events[:2], "iteration", 10) == []
-    shapes, notes = F.event_marks(events, "iteration", 149)
+    assert stage_bands(events[:2], "iteration", 10) == []
+    shapes, notes = event_marks(events, "iteration", 149)
     rects = [s for s in shapes if s["type"] == "rect"]
     assert [(r["x0"], r["x1"]) for r in rects] == [(0, 60), (60, 90), (90, 149)]
     assert [n["text"] for n in notes][:3] == ["warmup", "ae_train", "lgc"]
     assert [s["x0"] for s in shapes if s["type"] == "line"] == [2]  # the control stays a line
-    fig = validated(F.rate_figure(its(3), [], events))
+    fig = validated(rate_figure(its(3), [], events))
     assert len([s for s in fig.layout.shapes if s.type == "rect"]) == 3
 
 
 def test_smoothing_is_an_ema_that_carries_over_appended_points():
     s = {"train_loss": ([0, 1, 2, 3], [1.0, 0.0, 1.0, 0.0]), "test_loss": ([1], [5.0])}
-    out, carry = F.smooth(s, "accuracy", 0.5)
+    out, carry = smooth(s, "accuracy", 0.5)
     # by hand: 1, 0.5*1 + 0.5*0 = 0.5, 0.5*0.5 + 0.5*1 = 0.75, 0.375
     assert out["train_loss"] == ([0, 1, 2, 3], [1.0, 0.5, 0.75, 0.375])
     assert out["test_loss"] == s["test_loss"] and carry == {"train_loss": 0.375}  # evals stay raw
-    head, c = F.smooth({"train_loss": ([0, 1], [1.0, 0.0])}, "accuracy", 0.5)
-    tail, _ = F.smooth({"train_loss": ([2, 3], [1.0, 0.0])}, "accuracy", 0.5, c)
+    head, c = smooth({"train_loss": ([0, 1], [1.0, 0.0])}, "accuracy", 0.5)
+    tail, _ = smooth({"train_loss": ([2, 3], [1.0, 0.0])}, "accuracy", 0.5, c)
     assert head["train_loss"][1] + tail["train_loss"][1] == out["train_loss"][1]
-    assert F.smooth(s, "accuracy", 0.0)[0] is s
+    assert smooth(s, "accuracy", 0.0)[0] is s
     with pytest.raises(ValueError, match="smoothing = 1.0: must be in"):
-        F.smooth(s, "accuracy", 1.0)
-    fig = F.accuracy_figure(its(4), EVALS, smoothing=0.5, as_dict=True)
+        smooth(s, "accuracy", 1.0)
+    fig = accuracy_figure(its(4), EVALS, smoothing=0.5, as_dict=True)
     # train losses 1, 1/2, 1/3, 1/4: the last smoothed value is what a later tick continues from
-    assert F.smoothing_carry(fig, "accuracy") == {
+    assert smoothing_carry(fig, "accuracy") == {
         "train_loss": pytest.approx(((1 * .5 + .5 * .5) * .5 + .5 / 3) * .5 + .5 * .25)}
     assert "smoothed 0.5" in fig["layout"]["title"]["text"]
 
@@ -203,8 +209,8 @@ def test_smoothing_is_an_ema_that_carries_over_appended_points():
 def test_legends_sit_right_of_the_plot():
     links = [{"iteration": 0, "src": f"w{i}", "dst": "server", "bytes": 1, "packets": 1, "lost": 0,
               "retransmitted": 0, "busy_s": 1.0} for i in range(16)]
-    for fig in (F.accuracy_figure(its(2), EVALS), F.rate_figure(its(2), []), F.latency_figure(its(2)),
-                F.channel_figure(links, {0: 1.0})):
+    for fig in (accuracy_figure(its(2), EVALS), rate_figure(its(2), []), latency_figure(its(2)),
+                channel_figure(links, {0: 1.0})):
         legend = fig.layout.legend
         assert legend.orientation == "v" and legend.x > 1 and legend.xanchor == "left"
 
@@ -213,8 +219,8 @@ def test_topology_colours_by_load_and_labels_bandwidth():
     window = [{"iteration": 9, "src": "w0", "dst": "server", "bytes": 300},
               {"iteration": 9, "src": "server", "dst": "w0", "bytes": 100},
               {"iteration": 9, "src": "w1", "dst": "server", "bytes": 100}]
-    assert F.link_loads(window) == {frozenset({"w0", "server"}): 400, frozenset({"w1", "server"}): 100}
-    fig = validated(F.topology_figure(STAR, window))
+    assert link_loads(window) == {frozenset({"w0", "server"}): 400, frozenset({"w1", "server"}): 100}
+    fig = validated(topology_figure(STAR, window))
     lines = [t for t in fig.data if t.mode == "lines"]
     assert len(lines) == 2
     assert lines[0].line.width > lines[1].line.width  # w0's link carries 4x the load
@@ -224,7 +230,7 @@ def test_topology_colours_by_load_and_labels_bandwidth():
     assert list(nodes.text) == ["server", "w0", "w1"]
     # A star without recorded positions: the server sits in the middle.
     assert (nodes.x[0], nodes.y[0]) == (0.0, 0.0)
-    assert "No topology" in F.topology_figure(None).layout.annotations[0].text
+    assert "No topology" in topology_figure(None).layout.annotations[0].text
 
 
 def test_compare_summary_ratio_and_time_to_target():
@@ -232,28 +238,28 @@ def test_compare_summary_ratio_and_time_to_target():
             "evals": EVALS}
     topk = {"run": {"id": 2, "name": "topk", "method": "topk"}, "iterations": its(2, 80, 20),
             "evals": [{"iteration": 1, "virtual_time_s": 3.0, "test_accuracy": 0.85}]}
-    rows = {r["name"]: r for r in F.compare_summary([fp32, topk], target=0.8)}
+    rows = {r["name"]: r for r in compare_summary([fp32, topk], target=0.8)}
     assert rows["fp32"]["compression_ratio"] == 1.0
     assert rows["topk"]["compression_ratio"] == 10.0  # 1000 vs 100 bits per iteration
     assert rows["fp32"]["total_bits"] == 4000 and rows["topk"]["total_bits"] == 200
     assert (rows["fp32"]["iterations_to_target"], rows["fp32"]["time_to_target_s"]) == (3, 8.0)
     assert rows["topk"]["time_to_target_s"] == 3.0
     assert rows["fp32"]["final_accuracy"] == 0.8 and rows["fp32"]["best_accuracy"] == 0.8
-    never = F.compare_summary([topk], target=0.9)[0]
+    never = compare_summary([topk], target=0.9)[0]
     assert never["time_to_target_s"] is None and never["compression_ratio"] is None
-    fig = validated(F.compare_figure([fp32, topk], "virtual_time_s", target=0.8))
+    fig = validated(compare_figure([fp32, topk], "virtual_time_s", target=0.8))
     assert list(by_uid(fig)[uid("bits", 2)].y) == [100, 200]
     assert list(by_uid(fig)[uid("acc", 1)].x) == [4.0, 8.0]
 
 
 def test_dict_and_figure_forms_agree():
-    a = F.rate_figure(its(3), [], as_dict=True)
-    b = F.rate_figure(its(3), []).to_dict()
+    a = rate_figure(its(3), [], as_dict=True)
+    b = rate_figure(its(3), []).to_dict()
     assert [t["y"] for t in a["data"]] == [list(t["y"]) for t in b["data"]]
 
 
 def test_runs_table_rows_keep_numbers():
-    row = F.runs_table_rows([{"id": 1, "name": "a", "status": "running", "total_bits": 2_500_000,
+    row = runs_table_rows([{"id": 1, "name": "a", "status": "running", "total_bits": 2_500_000,
                               "best_accuracy": 0.5}])[0]
     assert row["total_mbit"] == 2.5 and row["best_accuracy"] == 0.5 and row["status"] == "running"
 
@@ -261,15 +267,13 @@ def test_runs_table_rows_keep_numbers():
 def test_link_colours_and_colour_bar_use_one_scale_the_busiest_link_darkest():
     """The colour bar's scale is an explicit list (plotly.js reverses its own named YlOrRd),
     and the busiest link is drawn in that scale's top colour."""
-    from dashboards import figures as F
-
     graph = {"nodes": [{"id": "server", "role": "server"}, {"id": "w0", "role": "worker"},
                        {"id": "w1", "role": "worker"}],
              "edges": [{"source": "server", "target": "w0", "bandwidth_mbps": 10},
                        {"source": "server", "target": "w1", "bandwidth_mbps": 10}]}
     links = [{"iteration": 0, "src": "w0", "dst": "server", "bytes": 1000},
              {"iteration": 0, "src": "w1", "dst": "server", "bytes": 10}]
-    fig = F.topology_figure(graph, links, "", as_dict=True)
+    fig = topology_figure(graph, links, "", as_dict=True)
     bars = [t for t in fig["data"] if t.get("marker", {}).get("showscale")]
     assert bars and isinstance(bars[0]["marker"]["colorscale"], list)
     top = bars[0]["marker"]["colorscale"][-1][1].replace(" ", "")
@@ -285,8 +289,8 @@ def test_left_out_workers_are_marked_on_the_latency_panel():
     nodes = [{"iteration": 1, "node": "w1", "left_out": "unavailable"},
              {"iteration": 1, "node": "w3", "left_out": "deadline"},
              {"iteration": 1, "node": "w0", "left_out": None}]
-    fig = validated(F.latency_figure(rows, nodes=nodes))
+    fig = validated(latency_figure(rows, nodes=nodes))
     mark = by_uid(fig)["left_out"]
     assert list(mark.x) == [1] and list(mark.y) == [3.5]
     assert list(mark.text) == ["left out: w1 (unavailable), w3 (deadline)"]
-    assert F.latency_series(rows)["left_out"] == ([1], [3.5])
+    assert latency_series(rows)["left_out"] == ([1], [3.5])

@@ -225,7 +225,7 @@ def link_trace(driver, graph_id: str, uid: str, expr: str):
 def test_channel_panel_shows_the_new_rate_of_every_link(live, browser):
     """Rate while sending = bytes on the wire / airtime, per link: the star's links run at
     20 Mb/s before the control's iteration and at 5 Mb/s from it on (no loss on this star)."""
-    from dashboards.figures import series_uid
+    from dashboards.style import series_uid
 
     store, rid = live["store"], live["run_id"]
     (control,) = [c for c in store.controls(rid) if c["status"] == "applied"]
@@ -254,7 +254,7 @@ def test_channel_panel_shows_the_new_rate_of_every_link(live, browser):
 def test_energy_panel_shows_each_workers_cumulative_joules(live, browser):
     """The energy panel, per worker over virtual time: its cumulative joules are the running
     sum of the store's node_iterations.energy_j (radio + compute, channels/energy.py)."""
-    from dashboards.figures import series_uid
+    from dashboards.style import series_uid
 
     store, rid = live["store"], live["run_id"]
     for w in ("w0", "w1"):
@@ -360,7 +360,7 @@ def test_lgc_run_rate_on_a_log_axis_with_its_stages(live, browser):
     lgc_bits = [y for x, y in zip(xs, ys) if x >= 35]
     assert len(lgc_bits) == 25 and max(lgc_bits) < ys[0] / 20, (ys[0], max(lgc_bits))
     # the channel panel: SNR per link as stored (mean over the iteration's transmissions)
-    from dashboards.figures import series_uid
+    from dashboards.style import series_uid
 
     assert js_graph(browser, "channel-graph", "g.layout.yaxis4.title.text") == "SNR (dB)"
     for link in ("w2->server", "server->w2"):
@@ -400,13 +400,14 @@ def test_lgc_run_rate_on_a_log_axis_with_its_stages(live, browser):
 
 
 def test_sweep_view_heat_maps(live, browser):
-    """Six runs named as `testbed sweep` names them (bandwidth x ratio x seed), written with the
-    store's API: the heat maps average the seeds of each (bandwidth, ratio) cell."""
+    """Six runs recorded as `testbed sweep` records them (bandwidth x ratio x seed), written with
+    the store's API: the heat maps average the seeds of each (bandwidth, ratio) cell."""
     with Store(live["path"]) as writer:
         for bw, ratio, seed, accs in [(2, 0.01, 0, (0.5, 0.8)), (2, 0.01, 1, (0.6, 0.9)),
                                       (20, 0.01, 0, (0.7, 0.95)), (20, 0.01, 1, (0.91, 0.97)),
                                       (2, 0.1, 0, (0.4, 0.6)), (20, 0.1, 0, (0.3, 0.5))]:
             rid = writer.create_run(f"grid[bandwidth_mbps={bw},ratio={ratio},seed={seed}]", {}, method="topk")
+            writer.set_sweep(rid, "grid", {"bandwidth_mbps": str(bw), "ratio": str(ratio), "seed": str(seed)})
             for i, acc in enumerate(accs):
                 writer.append_eval(rid, {"iteration": i, "virtual_time_s": (i + 1) * 20 / bw,
                                          "test_accuracy": acc})

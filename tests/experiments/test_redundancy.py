@@ -16,7 +16,7 @@ if str(ROOT) not in sys.path:           # `experiments` is a folder of the repo,
 import torch  # noqa: E402
 
 from experiments.results import redundancy as red  # noqa: E402
-from nodes.compression.lgc_common import order_of  # noqa: E402
+from nodes.compression.lgc_messages import order_of  # noqa: E402
 
 
 def test_scalar_fit_recovers_the_multiple_and_the_noise_share():

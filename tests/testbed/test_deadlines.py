@@ -1,7 +1,6 @@
 """Deadlines and device traces against hand figures: who is left out, the aggregate over the
 others, the iteration's virtual time, the bits, and what a left-out worker's memory keeps."""
 import json
-import textwrap
 
 import pytest
 import torch
@@ -11,40 +10,15 @@ from nodes.compression.memory import memories
 from testbed.config import ConfigError, load_config
 from testbed.experiment import Experiment, LocalGradients
 from testbed.store import Store
+from tests.testbed.experiment_files import experiment_file as write_experiment
 
 BANDWIDTH, DELAY, HEADER = 10e6, 1e-3, 40
 SLOW = 0.001  # w3's compute_speed: a straggler
 
 
-def experiment_file(tmp_path, *, method="none", options="", iterations=2, run="", nodes="",
-                    topology="star", bandwidth=BANDWIDTH):
-    path = tmp_path / "e.toml"
-    path.write_text(textwrap.dedent(f"""
-        [run]
-        seed = 0
-        iterations = {iterations}
-        eval_every = 100
-        compute_time = "flops"
-        {run}
-        [data]
-        dataset = "digits"
-        batch_size = 16
-        [model]
-        name = "mlp"
-        [compression]
-        method = "{method}"
-        {options}
-        [network]
-        topology = "{topology}"
-        workers = 4
-        medium = "dedicated"
-        [network.link]
-        bandwidth_mbps = {bandwidth / 1e6}
-        delay_ms = {DELAY * 1e3}
-        delivery = "reliable"
-        {nodes}
-        """))
-    return path
+def experiment_file(tmp_path, *, bandwidth=BANDWIDTH, **kw):
+    """The shared builder's file, 4 workers, at `bandwidth` bit/s and DELAY (the hand figures')."""
+    return write_experiment(tmp_path, bandwidth_mbps=bandwidth / 1e6, delay_ms=DELAY * 1e3, **kw)
 
 
 class Recorder:

@@ -2,7 +2,6 @@
 communication capacity): the rate in force at an iteration's start is the rate every
 transmission of that iteration runs at, against hand figures."""
 import json
-import textwrap
 
 import pytest
 
@@ -10,35 +9,13 @@ from testbed.cli import main as cli
 from testbed.config import ConfigError, load_config
 from testbed.experiment import Experiment
 from testbed.store import Store
+from tests.testbed.experiment_files import experiment_file
 
 
 def experiment(tmp_path, nodes: dict, iterations=6):
     trace = tmp_path / "trace.json"
     trace.write_text(json.dumps({"nodes": nodes}))
-    path = tmp_path / "e.toml"
-    path.write_text(textwrap.dedent(f"""
-        [run]
-        seed = 0
-        iterations = {iterations}
-        eval_every = 100
-        compute_time = "flops"
-        device_trace = "{trace}"
-        [data]
-        dataset = "digits"
-        batch_size = 16
-        [model]
-        name = "mlp"
-        [compression]
-        method = "none"
-        [network]
-        topology = "star"
-        workers = 2
-        medium = "dedicated"
-        [network.link]
-        bandwidth_mbps = 10.0
-        delay_ms = 1.0
-        """))
-    return path
+    return experiment_file(tmp_path, iterations=iterations, workers=2, run=f'device_trace = "{trace}"')
 
 
 def test_a_transfers_time_follows_the_traces_rate(tmp_path):

@@ -4,7 +4,6 @@ node, the columns in the store, and `testbed export` (json, csv, tensorboard) ca
 import csv
 import json
 import sqlite3
-import textwrap
 
 import pytest
 
@@ -13,6 +12,7 @@ from testbed.cli import main as cli
 from testbed.config import ConfigError, load_config
 from testbed.experiment import Experiment
 from testbed.store import Store
+from tests.testbed.experiment_files import experiment_file
 
 ITERATIONS = 4
 
@@ -23,32 +23,8 @@ def experiment(tmp_path, away_after=None, profile="jetson_nano"):
     if away_after is not None:
         nodes["w1"] = {"available": [[0, away_after]]}
     trace.write_text(json.dumps({"nodes": nodes}))
-    path = tmp_path / "e.toml"
-    path.write_text(textwrap.dedent(f"""
-        [run]
-        seed = 0
-        iterations = {ITERATIONS}
-        eval_every = 2
-        compute_time = "flops"
-        device_trace = "{trace}"
-        [data]
-        dataset = "digits"
-        batch_size = 16
-        [model]
-        name = "mlp"
-        [compression]
-        method = "none"
-        [network]
-        topology = "star"
-        workers = 4
-        medium = "dedicated"
-        [network.link]
-        bandwidth_mbps = 10.0
-        delay_ms = 1.0
-        [network.nodes.w2]
-        energy_profile = "phone"
-        """))
-    return path
+    return experiment_file(tmp_path, iterations=ITERATIONS, eval_every=2, run=f'device_trace = "{trace}"',
+                           nodes='[network.nodes.w2]\nenergy_profile = "phone"')
 
 
 @pytest.fixture(scope="module")

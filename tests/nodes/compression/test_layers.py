@@ -6,7 +6,7 @@ import torch
 from nodes.compression import codec
 from nodes.compression.ideal import run_exchange
 from nodes.compression.layers import LayerSelection
-from nodes.compression.lgc_common import KIND_INNOVATION, by_kind
+from nodes.compression.lgc_messages import KIND_INNOVATION, by_kind
 from nodes.compression.registry import build_scheme
 from schema import OptionError
 

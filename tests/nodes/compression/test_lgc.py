@@ -10,11 +10,12 @@ import torch
 from nodes.compression import codec
 from nodes.compression.ideal import run_exchange
 from nodes.compression.lgc_autoencoder import GradientAutoencoder, n_params
-from nodes.compression.lgc_common import (KIND_COMMON, KIND_INDICES, KIND_LATENT, KIND_REFRESH,
-                                          KIND_WEIGHTS, Schedule, by_kind)
+from nodes.compression.lgc_common import Schedule
+from nodes.compression.lgc_messages import (KIND_COMMON, KIND_INDICES, KIND_LATENT, KIND_REFRESH,
+                                            KIND_WEIGHTS, by_kind)
 from nodes.compression.phases import (AllGather, AllReduce, Broadcast, Members, ServerCompute,
                                      WorkerCompute)
-from nodes.compression.registry import build_scheme
+from nodes.compression.registry import build_scheme, wire_id
 from nodes.compression.ring import ring_sum
 
 torch.set_num_threads(1)
@@ -182,7 +183,7 @@ def test_lgc_rar_warms_up_as_dgc_itself():
     rar = scheme("lgc_rar", **common, ae_iterations=2, ae_steps=2)
     dgc = build_scheme("dgc", {**common, "collective": "allgather"}, n_workers=N_WORKERS,
                        shapes=[(N_COORD,)], payload_bytes=PAYLOAD, seed=0)
-    ids = {codec.method_id("lgc_rar"), codec.method_id("dgc")}
+    ids = {wire_id("lgc_rar"), wire_id("dgc")}
     for it in range(7):
         gs = grads(it, False)
         got, want = [], []
@@ -418,7 +419,7 @@ def test_lgc_ps_refresh_sends_the_memories_at_the_leaders_positions_and_trains_o
 @pytest.mark.parametrize("order", ["value", "magnitude", "sign", "index"])
 @pytest.mark.parametrize("coding", ["ordered", "sorted_ranks"])
 def test_positions_travel_in_the_order_the_autoencoder_reads_them(order, coding):
-    from nodes.compression.lgc_common import order_of, positions_message, read_positions
+    from nodes.compression.lgc_messages import order_of, positions_message, read_positions
     gen = torch.Generator().manual_seed(3)
     idx = torch.sort(torch.randperm(5000, generator=gen)[:300]).values
     vals = torch.randn(300, generator=gen)
@@ -429,7 +430,7 @@ def test_positions_travel_in_the_order_the_autoencoder_reads_them(order, coding)
         pos, neg = idx[vals >= 0], idx[vals < 0]
         assert torch.equal(ordered, torch.cat([pos, neg]))
     m = positions_message(ordered, 5000, order=order, coding=coding, payload_bytes=400,
-                          method="lgc_ps", iteration=0, scale=2.0)
+                          method=wire_id("lgc_ps"), iteration=0, scale=2.0)
     back, s = read_positions(m.packets, 5000, order=order, coding=coding)
     assert torch.equal(back, ordered) and s == 2.0
     if order in ("value", "magnitude") and coding == "ordered":
@@ -440,7 +441,7 @@ def test_positions_travel_in_the_order_the_autoencoder_reads_them(order, coding)
                    for p, h in zip(m.packets, heads))
     if order in ("index", "sign"):  # delta varints + 1 bit each, independent of the order
         plain = positions_message(idx, 5000, order="index", coding=coding, payload_bytes=400,
-                                  method="lgc_ps", iteration=0, scale=2.0)
+                                  method=wire_id("lgc_ps"), iteration=0, scale=2.0)
         assert m.nbytes == plain.nbytes
     # a lost packet: the order cannot be rebuilt, the receiver says so
     if len(m.packets) > 1:

@@ -9,7 +9,7 @@ from experiments.lgc_probe import collect_held_out, predictor_errors, real_run
 from nodes.compression import codec
 from nodes.compression.ideal import run_exchange
 from nodes.compression.lgc_autoencoder import GradientAutoencoder
-from nodes.compression.lgc_common import KIND_INNOVATION, by_kind
+from nodes.compression.lgc_messages import KIND_INNOVATION, by_kind
 from nodes.compression.registry import build_scheme
 from nodes.workers import set_gradients
 

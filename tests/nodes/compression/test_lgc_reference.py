@@ -7,7 +7,8 @@ import torch
 from nodes.compression import codec
 from nodes.compression.ideal import run_exchange
 from nodes.compression.lgc_autoencoder import GradientAutoencoder
-from nodes.compression.lgc_common import KIND_INDICES, KIND_INNOVATION, AETrainer, by_kind
+from nodes.compression.lgc_messages import KIND_INDICES, KIND_INNOVATION, by_kind
+from nodes.compression.lgc_trainer import AETrainer
 from nodes.compression.registry import build_scheme
 
 N, n = 3, 200

@@ -26,7 +26,7 @@ class ToyScaled(DenseScheme):
 
     def encode(self, worker, iteration, grad):
         return codec.encode_dense(grad / self.scale, payload_bytes=self.payload_bytes, dtype="f16",
-                                  method=self.name, iteration=iteration)
+                                  method=self.wire_id, iteration=iteration)
 
     def decode(self, worker, iteration, packets):
         d = codec.decode(packets, self.numel, iteration=iteration)
@@ -37,7 +37,8 @@ class ToyScaled(DenseScheme):
 @pytest.fixture
 def toy():
     registry.load_all()
-    registry.register(TOY, scale=Field(4.0, float, min=0, min_open=True, help="divisor before f16"),
+    registry.register(TOY, wire_id=registry.FIRST_FREE_ID,
+                      scale=Field(4.0, float, min=0, min_open=True, help="divisor before f16"),
                       **precision(downlink="f32"))(ToyScaled)
     yield TOY
     registry.unregister(TOY)

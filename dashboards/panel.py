@@ -1,0 +1,84 @@
+"""The contract of a live panel: what the live view (dashboards/callbacks.py), the page
+(dashboards/layout.py) and the offline export (dashboards/export.py) know of a figure.
+
+A panel is one module under dashboards/panels/ that ends with `PANEL = Panel(...)`, listed
+once in `dashboards.panels.PANELS` (the page's order). Adding a panel touches those two files:
+nothing else names a panel. Each panel draws from `Rows` (one run's rows, raw or binned by
+dashboards/queries.py) and a `View` (the page's controls); the live view calls `figure` on first
+load and `series` on each tick, appending the new points to the traces of the same uid.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from collections.abc import Callable, Sequence
+
+from dashboards.style import NOISY, Series
+
+
+@dataclass
+class Rows:
+    """One run's rows as a panel reads them: `iterations`, `nodes`, `links` (raw, or binned:
+    then they carry the bin's sums), `evals`, `events`; `window` the link rows of the newest
+    iterations and `window_label` what they cover (the topology)."""
+
+    run: dict
+    iterations: Sequence[dict] = ()
+    nodes: Sequence[dict] = ()
+    links: Sequence[dict] = ()
+    evals: Sequence[dict] = ()
+    events: Sequence[dict] = ()
+    window: Sequence[dict] = ()
+    window_label: str = ""
+
+    @cached_property
+    def times(self) -> dict:
+        """{iteration: virtual time at its end} of these iteration rows."""
+        return {r["iteration"]: r["virtual_time_s"] for r in self.iterations}
+
+
+@dataclass(frozen=True)
+class View:
+    """The page's controls: the accuracy panel's x axis, the rate axis scale, the EMA weight,
+    a note for every title (the binning) and plotly's uirevision (keeps zoom across redraws)."""
+
+    x: str = "iteration"
+    scale: str = "log"
+    smoothing: float = 0.0
+    note: str = ""
+    uirevision: object = None
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One live figure.
+
+    name:    the figure's id on the page (`NAME-graph`) and in the live state.
+    figure:  (rows, view, as_dict) -> the whole figure.
+    series:  (rows, view, totals) -> {uid: (x, y)} of the new points, for the uids `figure`
+             drew; None: the panel is redrawn whole when rows or events arrive (topology).
+    noisy:   uids (or prefixes ending in "_") the smoothing applies to.
+    mark_x:  the x of its event marks: "iteration", "virtual_time_s" or "view" (the view's x;
+             such a panel is redrawn when the x changes, from iterations, evals and events).
+    totals:  (rows, totals before) -> running totals carried from tick to tick (cumulative
+             bytes, joules), handed to `series`; None when it keeps none.
+    hover:   rows -> {uid: [text per new point]} for traces whose points carry hover text.
+    parts:   rows -> the optional rows of its layout these rows call for (a new one: redrawn).
+    exports: the x axes it is drawn against in the offline export (None: the view's default).
+    """
+
+    name: str
+    figure: Callable[[Rows, View, bool], object]
+    series: Callable[[Rows, View, dict], Series] | None = None
+    noisy: tuple[str, ...] = ()
+    mark_x: str = "iteration"
+    totals: Callable[[Rows, dict], dict] | None = None
+    hover: Callable[[Rows], dict[str, list]] | None = None
+    parts: Callable[[Rows], frozenset] | None = None
+    exports: tuple = (None,)
+
+    def __post_init__(self):
+        if self.mark_x not in ("iteration", "virtual_time_s", "view"):
+            raise ValueError(f"panel {self.name}: mark_x = {self.mark_x!r}: must be iteration, "
+                             "virtual_time_s or view")
+        NOISY[self.name] = self.noisy  # the smoothing reads it by figure name

@@ -1,0 +1,53 @@
+"""`testbed sweep` records each run's membership in the store's sweep columns, and a store made
+before those columns gets them from its runs' names once, when opened for writing."""
+import sqlite3
+from pathlib import Path
+
+from testbed.cli import main
+from testbed.store import Store
+
+QUICK = Path(__file__).resolve().parents[2] / "experiments" / "quickstart.toml"
+TINY = ["run.iterations=1", "run.eval_every=1", "run.device=cpu", "model.name=mlp",
+        "data.dataset=digits", "network.workers=2"]
+
+
+def test_sweep_records_each_run_as_a_member_at_its_grid_values(tmp_path, capsys):
+    db = tmp_path / "sweep.db"
+    with Store(db) as s:  # a run named as a sweep's would be, made by `testbed run`: no member
+        s.create_run("qs[seed=0]", {}, method="topk")
+    code = main(["sweep", str(QUICK), "--store", str(db), "--quiet", "--seeds", "3",
+                 "--grid", "compression.method=none,topk", *sum((["--set", s] for s in TINY), [])])
+    assert code == 0, capsys.readouterr().err
+    with Store(db, readonly=True) as s:
+        runs = s.runs()
+    assert [(r["name"], r["sweep"], r["sweep_params"]) for r in runs] == [
+        ("qs[seed=0]", None, None),
+        ("quickstart[method=none,seed=3]", "quickstart", {"method": "none", "seed": "3"}),
+        ("quickstart[method=topk,seed=3]", "quickstart", {"method": "topk", "seed": "3"})]
+
+
+def test_a_store_made_before_the_sweep_columns_migrates_them_from_the_names(tmp_path):
+    old = tmp_path / "old.sqlite"
+    db = sqlite3.connect(old)          # the runs table as stores had it before the columns
+    db.executescript("""
+        CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, method TEXT,
+            topology TEXT, workers INTEGER, bandwidth_mbps REAL, status TEXT NOT NULL,
+            config_json TEXT NOT NULL, graph_json TEXT, started_at REAL, ended_at REAL,
+            pid INTEGER, host TEXT, error TEXT, last_iteration INTEGER, virtual_time_s REAL,
+            total_bits INTEGER NOT NULL DEFAULT 0, best_accuracy REAL);
+        INSERT INTO runs (name, status, config_json) VALUES
+            ('qs[bandwidth_mbps=2,seed=0]', 'completed', '{}'), ('plain', 'completed', '{}'),
+            ('odd[no-equals]', 'completed', '{}'), ('a[b]c[ratio=0.1]', 'completed', '{}');
+    """)
+    db.commit()
+    db.close()
+    with Store(old, readonly=True) as s:   # read as it is: no column, no sweep
+        assert [r["sweep"] for r in s.runs()] == [None] * 4
+    with Store(old) as s:                  # opened for writing: migrated in place, once
+        assert [(r["sweep"], r["sweep_params"]) for r in s.runs()] == [
+            ("qs", {"bandwidth_mbps": "2", "seed": "0"}), (None, None), (None, None),
+            ("a[b]c", {"ratio": "0.1"})]
+        s.set_sweep(2, "other", {"k": "v"})
+    with Store(old) as s:                  # a second open leaves the recorded values alone
+        assert s.run(2)["sweep"] == "other" and s.run(2)["sweep_params"] == {"k": "v"}
+        assert s.run(1)["sweep_params"] == {"bandwidth_mbps": "2", "seed": "0"}
