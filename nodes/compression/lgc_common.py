@@ -9,7 +9,7 @@ Stage schedule (iterations, from the experiment file):
     [warmup_iterations, warmup_iterations + ae_iterations) "ae_train" sparsified training at the final density;
                                                        the aggregator trains the AE online
     then                                    "lgc"      encoded exchange; if retrain_every = R > 0,
-                                                       every R iterations `retrain_iters` more
+                                                       every R iterations `retrain_iterations` more
                                                        "ae_train" iterations refresh the AE
 """
 from __future__ import annotations
@@ -168,7 +168,8 @@ COMMON_OPTIONS: dict[str, Field] = dict(
     ae_iterations=Field(20, int, min=1, old_names=("ae_iters",),
                         help="iterations in which the autoencoder is trained online"),
     retrain_every=Field(0, int, min=0, help="re-train the AE every R LGC iterations; 0 = never"),
-    retrain_iters=Field(5, int, min=1, help="iterations of each re-training window"),
+    retrain_iterations=Field(5, int, min=1, old_names=("retrain_iters",),
+                             help="iterations of each re-training window"),
     ae_channels=Field("16,16,16", str, check=channels_problem,
                       help="widths of the stride-2 conv layers, e.g. '16,16,16'"),
     ae_kernel=Field(5, int, min=1, max=31, check=lambda k: None if k % 2 else "an odd integer in [1, 31]",
@@ -195,8 +196,8 @@ COMMON_OPTIONS: dict[str, Field] = dict(
 
 # What one option alone cannot say (each rule skips a table without its keys: the ablation).
 LGC_RULES = (
-    Rule("retrain_iters", needs=("retrain_every",),
-         check=lambda t: None if not t["retrain_every"] or t["retrain_iters"] < t["retrain_every"]
+    Rule("retrain_iterations", needs=("retrain_every",),
+         check=lambda t: None if not t["retrain_every"] or t["retrain_iterations"] < t["retrain_every"]
          else f"in [1, {t['retrain_every'] - 1}] with retrain_every = {t['retrain_every']}"),
     Rule("latent_ratio", needs=("ae_channels",),
          check=lambda t: latent_problem(t["latent_ratio"], len(parse_channels(t["ae_channels"])))),
@@ -215,7 +216,7 @@ class LGCBase(Scheme):
     handles_momentum = True  # DGC's momentum correction: the optimizer must not add momentum
 
     def __init__(self, *, ratio, momentum, clip_norm, sample_fraction, warmup_iterations,
-                 ae_iterations, retrain_every, retrain_iters, ae_channels, ae_kernel, latent_ratio,
+                 ae_iterations, retrain_every, retrain_iterations, ae_channels, ae_kernel, latent_ratio,
                  ae_lr, ae_batch, ae_steps, ae_buffer, ae_gflops, worker_gflops, latent_dtype,
                  leader, order, index_coding, dense_below, topk_scope, momentum_masking, coder,
                  decoders, latent_pull, **kw):
@@ -224,7 +225,7 @@ class LGCBase(Scheme):
         super().__init__(**kw)
         self.order, self.index_coding, self.coder = order, index_coding, coder
         self.sched = Schedule(int(warmup_iterations), int(ae_iterations), int(retrain_every),
-                              int(retrain_iters) if retrain_every else 0)
+                              int(retrain_iterations) if retrain_every else 0)
         self.density = float(ratio)
         self.latent_dtype = latent_dtype
         self.leader = check_leader(leader, self.n_workers)

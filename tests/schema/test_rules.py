@@ -37,8 +37,8 @@ SHAPES = dict(n_workers=3, shapes=[(512,)], payload_bytes=400)
     ({"ae_channels": "16,x"}, "compression.ae_channels = '16,x': must be 1 to 8 comma-separated"),
     ({"ae_channels": "16,16", "latent_ratio": 0.3},
      "compression.latent_ratio = 0.3: must be a multiple of 1/4 with 2 stride-2 layers"),
-    ({"retrain_every": 4, "retrain_iters": 4},
-     "compression.retrain_iters = 4: must be in [1, 3] with retrain_every = 4"),
+    ({"retrain_every": 4, "retrain_iterations": 4},
+     "compression.retrain_iterations = 4: must be in [1, 3] with retrain_every = 4"),
     ({"leader": 3}, "compression.leader = 3: must be -1 (cyclic) or in [0, 2]"),
 ])
 def test_lgc_options_refused_in_one_house_line(options, line):
@@ -51,6 +51,7 @@ def test_the_experiment_file_applies_the_methods_rules():
     with pytest.raises(ConfigError, match=r"compression.ae_refresh_every = 2: must be 0 with "
                                           r"decoders = 'per_node'"):
         validate(raw)
-    # the default retrain_every (0) lets any retrain_iters through, as the schedule ignores it
+    # the default retrain_every (0) lets any retrain_iterations through, as the schedule ignores it;
+    # the old name `retrain_iters` is still taken for it (issue 23's deprecation path)
     assert validate({"compression": {"method": "lgc_ps", "retrain_iters": 9}}).compression.options[
-        "retrain_iters"] == 9
+        "retrain_iterations"] == 9

@@ -281,7 +281,7 @@ def test_stages_switch_at_the_configured_iterations():
     sched = Schedule(warmup_iters=3, ae_iters=2, retrain_every=4, retrain_iters=1)
     expect = ["warmup"] * 3 + ["ae_train"] * 2 + ["lgc"] * 3 + ["ae_train"] + ["lgc"] * 3 + ["ae_train"]
     assert [sched.stage(i) for i in range(13)] == expect
-    sch = scheme(warmup_iterations=3, ae_iterations=2, retrain_every=4, retrain_iters=1, ae_steps=2)
+    sch = scheme(warmup_iterations=3, ae_iterations=2, retrain_every=4, retrain_iterations=1, ae_steps=2)
     kinds = []
     for it in range(13):
         _, st = run_exchange(sch, it, grads(it, True))
@@ -315,7 +315,7 @@ def test_ae_training_time_is_its_flops_over_ae_gflops():
                                           ("lgc_ps", dict(ae_refresh_every=2, ae_refresh_steps=2))])
 def test_state_dict_round_trip_mid_run_reproduces_the_continuation(method, extra):
     opts = dict(warmup_iterations=2, ae_iterations=3, ae_steps=5, momentum=0.9, clip_norm=10.0,
-                retrain_every=3, retrain_iters=1, **extra)
+                retrain_every=3, retrain_iterations=1, **extra)
     a = scheme(method, **opts)
     outs = {}
     for it in range(9):
