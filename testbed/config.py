@@ -97,7 +97,34 @@ OPTIM_KEYS = {
     "lr_schedule": Field("constant", str, choices=("constant", "cosine", "step")),
     "warmup_iterations": Field(0, int, min=0),
 }
-SECTIONS = ("run", "data", "model", "optim", "compression", "network")
+# Federated training (testbed/federated.py, nodes/federated.py): a population of clients, a
+# few sampled per round, local steps with [optim] as the client's optimizer, the model delta
+# through [compression]'s exchange, a server optimizer. Each round's clients send from the
+# network's worker nodes (one per client of a round: network.workers is set to it).
+FEDERATED_KEYS = {
+    "clients": Field(100, int, min=1, help="population size; each client has its own shard "
+                     "([data] partition over the clients)"),
+    "clients_per_round": Field(10, int, min=1, help="sync: clients sampled per round"),
+    "sampler": Field("uniform", str, choices=("uniform", "available"),
+                     help="uniform over all clients, or over those the device trace (names "
+                     "c0..cN-1) says are available at the round's start"),
+    "local_steps": Field(5, int, min=1, help="SGD steps a client runs per round ([optim] lr, "
+                         "momentum, weight_decay; a fresh optimizer each round)"),
+    "server_optimizer": Field("fedavg", str, choices=("fedavg", "fedavgm", "fedadam")),
+    "server_lr": Field(1.0, float, min=0, min_open=True),
+    "server_momentum": Field(0.9, float, min=0, max=1, max_open=True, help="fedavgm"),
+    "beta1": Field(0.9, float, min=0, max=1, max_open=True, help="fedadam"),
+    "beta2": Field(0.99, float, min=0, max=1, max_open=True, help="fedadam"),
+    "tau": Field(1e-3, float, min=0, min_open=True, help="fedadam's adaptivity"),
+    "mode": Field("sync", str, choices=("sync", "fedbuff")),
+    "concurrency": Field(20, int, min=1, help="fedbuff: clients training at once"),
+    "buffer_size": Field(10, int, min=1, help="fedbuff: updates per server step (K)"),
+    "staleness": Field("sqrt", str, choices=("sqrt", "none"),
+                       help="fedbuff: an update tau versions old weighs 1/sqrt(1+tau), or 1"),
+    "download_model": Field(True, bool, help="a client downloads the whole fp32 model over the "
+                            "link before its local steps"),
+}
+SECTIONS = ("run", "data", "model", "optim", "compression", "network", "federated")
 
 
 @dataclass
@@ -155,6 +182,30 @@ class CompressionConfig:
 
 
 @dataclass
+class FederatedConfig:
+    clients: int
+    clients_per_round: int
+    sampler: str
+    local_steps: int
+    server_optimizer: str
+    server_lr: float
+    server_momentum: float
+    beta1: float
+    beta2: float
+    tau: float
+    mode: str
+    concurrency: int
+    buffer_size: int
+    staleness: str
+    download_model: bool
+
+    @property
+    def slots(self) -> int:
+        """Clients of one exchange, each at a worker node of the network."""
+        return self.concurrency if self.mode == "fedbuff" else self.clients_per_round
+
+
+@dataclass
 class ExperimentConfig:
     run: RunConfig
     data: DataConfig
@@ -163,6 +214,7 @@ class ExperimentConfig:
     compression: CompressionConfig
     network: ValidNetwork  # the [network] table, checked once, defaults filled (channels.config)
     source: str = "<config>"
+    federated: FederatedConfig | None = None   # [federated]: None for data-parallel runs
     # run.device_trace parsed (testbed.device_trace.DeviceTrace), once, by `validate`
     devices: Any = field(default=None, repr=False, compare=False)
 
@@ -176,6 +228,7 @@ class ExperimentConfig:
             "optim": vars(self.optim).copy(),
             "compression": {"method": self.compression.method, **self.compression.options},
             "network": self.network,
+            **({"federated": vars(self.federated).copy()} if self.federated else {}),
         }
 
 
@@ -311,6 +364,38 @@ def switch_to_known_good(raw: dict, file_method: str, given: set[str]) -> dict:
     return raw
 
 
+def _check_federated(raw: dict, run: dict) -> FederatedConfig | None:
+    """[federated] checked, and the network given one worker node per client of an exchange
+    (`network.workers`, if the file sets it, must say the same)."""
+    if "federated" not in raw:
+        return None
+    fed = FederatedConfig(**check_table("federated", raw["federated"], FEDERATED_KEYS))
+    if fed.clients_per_round > fed.clients:
+        raise ConfigError("federated.clients_per_round", fed.clients_per_round,
+                          f"<= federated.clients ({fed.clients})")
+    if fed.mode == "fedbuff":
+        if fed.concurrency > fed.clients:
+            raise ConfigError("federated.concurrency", fed.concurrency,
+                              f"<= federated.clients ({fed.clients})")
+        if fed.buffer_size > fed.concurrency:
+            raise ConfigError("federated.buffer_size", fed.buffer_size,
+                              f"<= federated.concurrency ({fed.concurrency}): a buffer fills "
+                              "from the clients in flight")
+        if run["deadline_s"] is not None:
+            raise ConfigError("run.deadline_s", run["deadline_s"], "unset in federated.mode = "
+                              "'fedbuff' (the buffer, not a deadline, closes a step)")
+    network = raw.setdefault("network", {})
+    if isinstance(network, dict):
+        given = network.get("workers")
+        if given is None:
+            network["workers"] = fed.slots
+        elif given != fed.slots:
+            what = "concurrency" if fed.mode == "fedbuff" else "clients_per_round"
+            raise ConfigError("network.workers", given, f"{fed.slots} (federated.{what}: one "
+                              "worker node per client of an exchange), or unset")
+    return fed
+
+
 def _check_network(table: dict) -> ValidNetwork:
     """`[network]`, checked once by the link layer's validator: the ValidNetwork every user of
     the run takes as it is (channels.topology, testbed.network)."""
@@ -369,6 +454,7 @@ def validate(raw: dict, *, source: str = "<config>", default_name: str = "run") 
             raise ConfigError("model.name", model["name"],
                               "one of " + ", ".join(map(repr, names)))
         optim = check_table("optim", raw.get("optim", {}), OPTIM_KEYS)
+        federated = _check_federated(raw, run)
         network = _check_network(raw.get("network", {}))
         compression = _check_compression(raw.get("compression", {}), network)
         devices = None if run["device_trace"] is None else \
@@ -379,7 +465,8 @@ def validate(raw: dict, *, source: str = "<config>", default_name: str = "run") 
         raise
     return ExperimentConfig(run=RunConfig(**run), data=data, model=ModelConfig(**model),
                             optim=OptimConfig(**optim), compression=compression,
-                            network=network, source=source, devices=devices)
+                            network=network, source=source, federated=federated,
+                            devices=devices)
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:

@@ -165,12 +165,16 @@ class Experiment:
         self.node_gflops = {w: float(self.graph.nodes[w].get("gflops", cfg.run.device_gflops))
                             for w in self.workers}
         self.devices = None if cfg.devices is None else cfg.devices.check_workers(
-            "run.device_trace", cfg.run.device_trace, [str(w) for w in self.workers])
+            "run.device_trace", cfg.run.device_trace, self.traced_nodes())
         self.energy = self._energy_profiles()
         self.clock = 0.0
         self.gradients = (self._gradients_factory or LocalGradients)(self)
         self.transport = (self._transport_factory(self) if self._transport_factory
                           else self.emulated_transport())
+
+    def traced_nodes(self) -> list[str]:
+        """The names a device trace may give (federated runs: the clients)."""
+        return [str(w) for w in self.workers]
 
     def _energy_profiles(self) -> dict:
         """Each worker's device profile (channels/energy.py): its `[network.nodes.X]
@@ -500,7 +504,3 @@ class Experiment:
                                 iteration=state["iteration"], virtual_time_s=self.clock)
         self.store.flush()
 
-
-def run_experiment(cfg: ExperimentConfig, store: Store, **kwargs) -> int:
-    exp = Experiment(cfg, store, **kwargs)
-    return exp.run()

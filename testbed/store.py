@@ -7,8 +7,10 @@ Schema (virtual-time columns end in `_s`; `wall_time_s` is this machine's clock)
            sweep: the sweep the run belongs to (its base name) and sweep_params its grid values
            as JSON {key: value}, written by `testbed sweep` (`set_sweep`); NULL for other runs
   iterations(run_id, iteration, stage, virtual_time_s, wall_time_s, train_loss, bits_up,
-       bits_down, compute_s, uplink_s, aggregation_s, downlink_s, left_out)   bits summed over
-       nodes; left_out: how many workers the aggregate went without
+       bits_down, compute_s, uplink_s, aggregation_s, downlink_s, left_out, participants,
+       staleness)   bits summed over nodes; left_out: how many workers the aggregate went
+       without; federated runs (an iteration is a round or a FedBuff step): participants,
+       the clients whose updates counted, and staleness, their mean (server versions), else NULL
   node_iterations(run_id, iteration, node, bits_up, bits_down, compute_s, uplink_done_s,
        left_out, radio_j, compute_j, energy_j)   left_out: NULL when the node's update counted,
        else "deadline" (not arrived by run.deadline_s) or "unavailable" (away in the device
@@ -111,7 +113,7 @@ CREATE INDEX IF NOT EXISTS events_run ON events (run_id, iteration);
 
 ITERATION_COLUMNS = ["iteration", "stage", "virtual_time_s", "wall_time_s", "train_loss",
                      "bits_up", "bits_down", "compute_s", "uplink_s", "aggregation_s",
-                     "downlink_s", "left_out", "energy_j"]
+                     "downlink_s", "left_out", "energy_j", "participants", "staleness"]
 NODE_COLUMNS = ["iteration", "node", "bits_up", "bits_down", "compute_s", "uplink_done_s",
                 "left_out", "radio_j", "compute_j", "energy_j"]
 LINK_COLUMNS = ["iteration", "src", "dst", "bytes", "packets", "lost", "retransmitted", "busy_s",
@@ -121,7 +123,8 @@ LINK_COLUMNS = ["iteration", "src", "dst", "bytes", "packets", "lost", "retransm
 # of such a store reads the default instead.
 ADDED_COLUMNS = {"links": {"snr_db": "REAL", "collisions": "INTEGER DEFAULT 0",
                            "retries": "INTEGER DEFAULT 0"},
-                 "iterations": {"left_out": "INTEGER", "energy_j": "REAL"},
+                 "iterations": {"left_out": "INTEGER", "energy_j": "REAL",
+                                "participants": "INTEGER", "staleness": "REAL"},
                  "node_iterations": {"left_out": "TEXT", "radio_j": "REAL", "compute_j": "REAL",
                                      "energy_j": "REAL"},
                  "runs": {"energy_j": "REAL", "sweep": "TEXT", "sweep_params": "TEXT"},

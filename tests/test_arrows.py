@@ -31,7 +31,7 @@ CASES = {
     "schema": ("import schema", ["channels", "nodes", "testbed", "torch"]),
     "channels": ("import channels.config, channels.network, channels.topology",
                  ["nodes", "testbed", "torch"]),
-    "nodes": ("import nodes.compression.registry as r; r.load_all(); import nodes.data",
+    "nodes": ("import nodes.compression.registry as r; r.load_all(); import nodes.data, nodes.federated",
               ["channels", "testbed", "simpy"]),
     # `testbed --help` and every command's argument parsing: the commands load the heavy rooms
     # only inside their main()

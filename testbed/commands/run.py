@@ -39,10 +39,11 @@ def load(args):
 
 def build_experiment(cfg, store):
     """The Experiment of `cfg`; what its set-up refuses is the user's (SetupError, exit 2)."""
-    from testbed.experiment import Experiment, ExperimentError
+    from testbed.experiment import ExperimentError
+    from testbed.federated import experiment_class
 
     try:
-        return Experiment(cfg, store)
+        return experiment_class(cfg)(cfg, store)
     except (ExperimentError, ValueError, FileNotFoundError) as e:
         raise SetupError(f"{cfg.source}: {e}") from e
 
@@ -88,6 +89,10 @@ def main(args) -> int:
     cfg = load(args)
     if args.launcher == "torchrun":
         from testbed.launch import launch_torchrun
+
+        if cfg.federated is not None:  # issue 26: spreading a round's clients over ranks is not done
+            raise SetupError(f"{cfg.source}: --launcher torchrun does not run [federated] "
+                             "files yet; use --launcher local")
 
         return launch_torchrun(args, cfg)
     with opened_store(args.store) as store:

@@ -15,8 +15,8 @@ import pytest
 
 from nodes.compression.registry import SCHEMES, build_scheme, names
 from testbed.cli import main
-from testbed.config import ConfigError, load_config
-from testbed.experiment import Experiment
+from testbed.config import ConfigError, load_config, load_raw
+from testbed.federated import experiment_class
 from testbed.store import Store
 
 FILES = sorted((Path(__file__).resolve().parents[2] / "experiments").glob("*.toml"))
@@ -48,9 +48,12 @@ def test_every_method_switches_on_every_file(path, capsys):
 
 
 def _run_once(path, method, tmp_path):
-    cfg = load_config(path, [f"compression.method={method}", *TINY])
+    sets = [f"compression.method={method}", *TINY]
+    if "federated" in load_raw(path):   # one client per worker node of an exchange
+        sets += [f"federated.{k}=2" for k in ("clients_per_round", "concurrency", "buffer_size")]
+    cfg = load_config(path, sets)
     store = Store(tmp_path / f"{path.stem}-{method}.db")
-    run_id = Experiment(cfg, store).run()
+    run_id = experiment_class(cfg)(cfg, store).run()
     return store.iterations(run_id)
 
 

@@ -150,3 +150,58 @@ def test_a_worker_left_out_keeps_all_it_had(method, collective, pool_and_shapes)
             torch.testing.assert_close(s.memory.residuals[3], had[3], rtol=0, atol=0)
         assert float((had[0] - s.memory.residuals[0]).norm()) > 0  # the members did send
         params = params - 0.05 * agg
+
+
+# Federated mode (nodes/federated.py): two slots, three clients drawn in turn, so each client
+# comes back in another slot after another client used its old one.
+FED_ROUNDS = [(0, 1), (2, 0), (1, 2), (0, 1), (2, 0)]
+
+
+@pytest.mark.parametrize("method", WITH_MEMORY)
+def test_federated_clients_keep_their_memory_and_the_invariant_holds(method, pool_and_shapes):
+    """Every memory of the scheme a client had at the end of its last round is what its next
+    round starts from, in whatever slot; over each round's clients what they had equals what
+    the aggregate credited plus what they keep."""
+    from nodes.compression.memory import memories
+    from nodes.federated import ClientMemories
+
+    model, pool, shapes = pool_and_shapes
+    s = build_scheme(method, options(method), n_workers=2, shapes=shapes, payload_bytes=PAYLOAD, seed=3)
+    clients = ClientMemories()
+    had, ends = {}, {}   # ends: client -> its memories' tensors when its last round ended
+    compensate = s.memory.compensate
+
+    def spy(worker, grad):
+        out = compensate(worker, grad)
+        had[worker] = out.clone()
+        return out
+
+    s.memory.compensate = spy
+    state = lambda slot: [t.clone() if t is not None else None
+                          for m in memories(s) for t in m.snapshot(slot).values()]
+    params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    came_back = 0
+    for it, drawn in enumerate(FED_ROUNDS):
+        grads, _ = pool.gradients(params)
+        for slot, c in enumerate(drawn):
+            clients.load(s, slot, c)
+            now = state(slot)
+            if c in ends:
+                came_back += 1
+                for a, b in zip(now, ends[c]):
+                    assert (a is None) == (b is None)
+                    if a is not None:
+                        torch.testing.assert_close(a, b, rtol=0, atol=0)
+            else:
+                assert all(t is None for t in now), "a first-timer starts with no memory"
+        agg, _ = run_exchange(s, it, grads[:2])
+        kept = torch.stack([s.memory.residuals[w] for w in range(2)]).mean(0)
+        orig = torch.stack([had[w] for w in range(2)]).mean(0)
+        scale = float(orig.abs().max())
+        assert torch.allclose(orig, agg + kept, atol=1e-5 * scale, rtol=0), method
+        for slot, c in enumerate(drawn):
+            clients.save(s, slot, c)
+            ends[c] = state(slot)
+        params = params - 0.05 * agg
+    assert came_back == 7   # 10 draws, 3 of them first-timers
+    assert any(float(t.abs().sum()) > 0 for snaps in ends.values() for t in snaps if t is not None)
