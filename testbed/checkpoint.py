@@ -17,19 +17,20 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import torch
-
 FORMAT = 1
 
 
 def path_for(store_path: str | os.PathLike, run_id: int, rank: int | None = None) -> Path:
-    """The run's checkpoint beside the store; under torchrun (`rank`) one file per rank."""
-    name = f"run-{int(run_id)}" + ("" if rank is None else f".rank-{int(rank)}")
-    return Path(f"{store_path}.checkpoints") / f"{name}.pt"
+    """`run-N.pt`, or with a torchrun rank `run-N.rank-R.pt` (each rank holds its own
+    worker's compressor state and batch order)."""
+    ranked = "" if rank is None else f".rank-{int(rank)}"
+    return Path(f"{store_path}.checkpoints") / f"run-{int(run_id)}{ranked}.pt"
 
 
 def save(path: Path, state: dict) -> None:
     """Replace `path` with `state`, atomically (see the module's docstring)."""
+    import torch  # here: `testbed resume` reads paths from this module before any torch
+
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -53,6 +54,8 @@ def save(path: Path, state: dict) -> None:
 def load(path: Path) -> dict:
     """The state saved at `path` (a file this testbed wrote: it holds pickled link-layer
     objects, so only load checkpoints you trust, like any pickle)."""
+    import torch
+
     state = torch.load(path, map_location="cpu", weights_only=False)
     if state.get("format") != FORMAT:
         raise ValueError(f"{path}: checkpoint format {state.get('format')!r}, this testbed "

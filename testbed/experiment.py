@@ -18,13 +18,25 @@ from typing import Callable
 import numpy as np
 import torch
 
-from nodes.compression.transport import Transport
+from channels.energy import check_profile, load_profiles
+from nodes.compression.base import check_finite
+from nodes.compression.memory import hold_memory, keep_undelivered
+from nodes.compression.registry import build_scheme
+from nodes.compression.transport import IterationReport, Transport, drive
+from nodes.data import load_dataset
+from nodes.device import resolve_device
+from nodes.flops import train_step_flops
+from nodes.models import build_model
+from nodes.partition import split
+from nodes.workers import WorkerPool, evaluate, set_gradients
+from testbed import checkpoint
 from testbed.config import ExperimentConfig, ps_without_server
+from testbed.controls import ALL_LINKS, ControlError, resolve_target, validate_control
+from testbed.device_trace import apply_link_rates
 from testbed.graph_json import graph_to_json
 from testbed.network import build_network
 from testbed.store import Store
 from testbed.transport import EmulatedTransport, Timer
-
 
 DEFAULT_THREADS = 1  # run.threads = 0: why one, see the Field in testbed/config.py
 
@@ -55,6 +67,22 @@ class Progress:
     train_loss: float
     accuracy: float | None
     stage: str
+
+
+@dataclass
+class Work:
+    """One iteration's computed part: every worker's gradient and loss, who takes part, and
+    when each worker's compute ends (virtual seconds)."""
+    start: float                  # virtual time the iteration starts
+    grads: list[torch.Tensor]
+    losses: list[float]
+    present: list                 # the workers taking part
+    away: list[int]               # the indices of the others
+    ready: dict                   # worker -> its compute end
+
+    @property
+    def train_loss(self) -> float:
+        return float(np.mean(self.losses))
 
 
 GradientSource = Callable[[], tuple[list[torch.Tensor], list[float], float]]
@@ -114,14 +142,6 @@ class Experiment:
 
     # ------------------------------------------------------------------ setup
     def _setup(self) -> None:
-        from nodes.compression.registry import build_scheme
-        from nodes.data import load_dataset
-        from nodes.device import resolve_device
-        from nodes.flops import train_step_flops
-        from nodes.models import build_model
-        from nodes.partition import split
-        from nodes.workers import WorkerPool
-
         cfg = self.cfg
         apply_threads(cfg.run.threads)
         self.device = resolve_device(cfg.run.device)
@@ -179,8 +199,6 @@ class Experiment:
     def _energy_profiles(self) -> dict:
         """Each worker's device profile (channels/energy.py): its `[network.nodes.X]
         energy_profile`, else the one its device trace names, else `[network] energy_profile`."""
-        from channels.energy import check_profile, load_profiles
-
         net = self.cfg.network
         profiles = load_profiles(net.get("energy_profiles"))
         out = {}
@@ -252,8 +270,6 @@ class Experiment:
 
     def _device_links(self, t: float) -> None:
         """A device trace's uplink/downlink rates at virtual time t set the worker's links."""
-        from testbed.device_trace import apply_link_rates
-
         if self.devices is not None and apply_link_rates(self.devices, self.network, self.workers, t):
             if self.run_id is not None:
                 self._refresh_graph_json()   # the topology panel shows the rates in force
@@ -281,8 +297,6 @@ class Experiment:
 
     # ------------------------------------------------------------------ controls
     def _apply_controls(self, it: int) -> None:
-        from testbed.controls import ControlError, validate_control
-
         for req in self.store.pending_controls(self.run_id):
             try:
                 target, changes = validate_control(self.run_info, req["target"], req["changes"])
@@ -304,8 +318,6 @@ class Experiment:
             self.store.resolve_control(req["id"], "applied", it, f"{len(changed)} link(s) changed")
 
     def _steer(self, target: str, changes: dict) -> list[str]:
-        from testbed.controls import ALL_LINKS, resolve_target
-
         kwargs = dict(changes)
         if "loss_p" in kwargs:
             p = kwargs.pop("loss_p")
@@ -329,15 +341,11 @@ class Experiment:
 
     def evaluate(self) -> tuple[float, float]:
         """Test loss and accuracy of the current model."""
-        from nodes.workers import evaluate
-
         return evaluate(self.model, self.data.test_x, self.data.test_y,
                         batch_size=self.cfg.data.eval_batch_size, device=self.device)
 
     def apply_gradient(self, it: int, agg: torch.Tensor) -> None:
         """One optimizer step with the aggregated gradient."""
-        from nodes.workers import set_gradients
-
         for group in self.optimizer.param_groups:
             group["lr"] = self._lr(it)
         set_gradients(self.model, agg)
@@ -377,11 +385,6 @@ class Experiment:
         return self.run_id
 
     def _loop(self) -> None:
-        from nodes.compression.base import check_finite
-        from nodes.compression.memory import hold_memory, keep_undelivered
-        from nodes.compression.transport import drive
-
-        cfg = self.cfg
         wall0 = time.perf_counter() - self._wall_offset
         for it in range(self.next_iteration, self.iterations):
             if self.should_stop():
@@ -389,76 +392,101 @@ class Experiment:
                 return
             self._apply_controls(it)
             t_iter = self.clock
-            with self._timed("compute", it):
-                grads, losses, wall_compute = self.gradients()
-            check_finite(grads, it)
-            present = self._present(t_iter)
-            self._device_links(t_iter)
-            self._move(t_iter)
-            ready = {w: t_iter + (self._compute_seconds(w, wall_compute, t_iter) if w in present else 0.0)
-                     for w in self.workers}
-            away = [r for r, w in enumerate(self.workers) if w not in present]
-            for r in away:  # an away worker computes nothing (its message is never sent)
-                grads[r] = torch.zeros_like(grads[r])
-            deadline = t_iter + cfg.run.deadline_s if cfg.run.deadline_s else None
-            self.transport.begin(it, t_iter, ready, present=present, deadline=deadline)
-            stage = self.scheme.stage(it)
-            if stage != self.stage:
-                self.store.append_event(self.run_id, "stage", {"stage": stage}, iteration=it,
-                                        virtual_time_s=self.clock)
-                self.stage = stage
-            with hold_memory(self.scheme, away):
-                agg = drive(self.scheme, it, grads, self.transport)
-                carried = self.transport.end()
-                left_out = carried.left_out
-                keep_undelivered(self.scheme, [r for r, w in enumerate(self.workers)
-                                               if left_out.get(w) == "deadline"])
-            timing, traffic = carried.timing, carried.traffic
-            self.clock = max(carried.clock, t_iter + timing.total_s)
+            work = self._compute(it, t_iter)
+            agg, carried = self._exchange(it, work)
+            self.clock = max(carried.clock, t_iter + carried.timing.total_s)
             with self._timed("compute", it):
                 self.apply_gradient(it, agg)
-            train_loss = float(np.mean(losses))
-            bits_up = sum(traffic.bits_up.values())
-            bits_down = sum(traffic.bits_down.values())
-            energy = {w: self.node_energy(w, self.clock - t_iter, ready[w] - t_iter, w not in present,
-                                          traffic.radio) for w in self.workers}
-            self.store.append_iteration(
-                self.run_id,
-                {"iteration": it, "stage": stage, "virtual_time_s": self.clock,
-                 "wall_time_s": time.perf_counter() - wall0, "train_loss": train_loss,
-                 "bits_up": bits_up, "bits_down": bits_down, "left_out": len(left_out),
-                 "energy_j": sum(e["energy_j"] for e in energy.values()), **vars(timing)},
-                nodes=[{"iteration": it, "node": w, "bits_up": traffic.bits_up.get(w, 0),
-                        "bits_down": traffic.bits_down.get(w, 0),
-                        "compute_s": ready[w] - t_iter,
-                        "uplink_done_s": traffic.uplink_done.get(w),
-                        "left_out": left_out.get(w), **energy[w]} for w in self.workers],
-                links=[{"iteration": it, "src": u, "dst": v, **row}
-                       for (u, v), row in traffic.links.items()])
-            last = it == self.iterations - 1
-            if (it + 1) % cfg.run.eval_every == 0 or last:
-                with self._timed("eval", it):
-                    test_loss, self.accuracy = self.evaluate()
-                self.store.append_eval(self.run_id, {"iteration": it, "virtual_time_s": self.clock,
-                                                     "test_loss": test_loss,
-                                                     "test_accuracy": self.accuracy,
-                                                     **self.scheme_metrics()})
-            if (it + 1) % cfg.run.flush_every == 0 or last:
-                self.store.flush()
-            every = cfg.run.checkpoint_every
-            if self.checkpoints and every and (it + 1) % every == 0 and not last:
-                self.store.flush()  # the checkpoint never runs ahead of the committed rows
-                self.save_checkpoint(it, time.perf_counter() - wall0)
+            bits = self._record(it, work, carried, time.perf_counter() - wall0)
+            self._evaluate_and_save(it, wall0)
             if self.progress:
-                self.progress(Progress(it + 1, self.iterations, self.clock, bits_up + bits_down,
-                                       train_loss, self.accuracy, stage))
-            if (cfg.run.stop_at_accuracy and cfg.run.target_accuracy and self.accuracy is not None
-                    and self.accuracy >= cfg.run.target_accuracy):
-                self.store.append_event(self.run_id, "target_reached", {"accuracy": self.accuracy},
-                                        iteration=it, virtual_time_s=self.clock)
+                self.progress(Progress(it + 1, self.iterations, self.clock, bits,
+                                       work.train_loss, self.accuracy, self.stage))
+            if self._target_reached(it):
                 break
         self.store.finish_run(self.run_id, "completed")
 
+    def _compute(self, it: int, t: float) -> Work:
+        """Every worker's gradient, and the world at virtual time `t`: who is present (an away
+        worker computes nothing), the device trace's link rates, where moving nodes are, and
+        when each worker's compute ends."""
+        with self._timed("compute", it):
+            grads, losses, wall_compute = self.gradients()
+        check_finite(grads, it)
+        present = self._present(t)
+        self._device_links(t)
+        self._move(t)
+        ready = {w: t + (self._compute_seconds(w, wall_compute, t) if w in present else 0.0)
+                 for w in self.workers}
+        away = [r for r, w in enumerate(self.workers) if w not in present]
+        for r in away:  # an away worker's message is never sent
+            grads[r] = torch.zeros_like(grads[r])
+        return Work(t, grads, losses, present, away, ready)
+
+    def _exchange(self, it: int, work: Work) -> tuple[torch.Tensor, IterationReport]:
+        """The scheme's exchange over the transport: the aggregate and what was carried. An
+        away worker's memory is held; a worker left out at the deadline keeps what it sent."""
+        deadline = work.start + self.cfg.run.deadline_s if self.cfg.run.deadline_s else None
+        self.transport.begin(it, work.start, work.ready, present=work.present, deadline=deadline)
+        stage = self.scheme.stage(it)
+        if stage != self.stage:
+            self.store.append_event(self.run_id, "stage", {"stage": stage}, iteration=it,
+                                    virtual_time_s=self.clock)
+            self.stage = stage
+        with hold_memory(self.scheme, work.away):
+            agg = drive(self.scheme, it, work.grads, self.transport)
+            carried = self.transport.end()
+            keep_undelivered(self.scheme, [r for r, w in enumerate(self.workers)
+                                           if carried.left_out.get(w) == "deadline"])
+        return agg, carried
+
+    def _record(self, it: int, work: Work, carried: IterationReport, wall_s: float) -> int:
+        """The iteration's rows (run, nodes, links) into the store; the bits it carried."""
+        t, ready, traffic, left_out = work.start, work.ready, carried.traffic, carried.left_out
+        bits_up = sum(traffic.bits_up.values())
+        bits_down = sum(traffic.bits_down.values())
+        energy = {w: self.node_energy(w, self.clock - t, ready[w] - t, w not in work.present,
+                                      traffic.radio) for w in self.workers}
+        self.store.append_iteration(
+            self.run_id,
+            {"iteration": it, "stage": self.stage, "virtual_time_s": self.clock,
+             "wall_time_s": wall_s, "train_loss": work.train_loss,
+             "bits_up": bits_up, "bits_down": bits_down, "left_out": len(left_out),
+             "energy_j": sum(e["energy_j"] for e in energy.values()), **vars(carried.timing)},
+            nodes=[{"iteration": it, "node": w, "bits_up": traffic.bits_up.get(w, 0),
+                    "bits_down": traffic.bits_down.get(w, 0), "compute_s": ready[w] - t,
+                    "uplink_done_s": traffic.uplink_done.get(w),
+                    "left_out": left_out.get(w), **energy[w]} for w in self.workers],
+            links=[{"iteration": it, "src": u, "dst": v, **row}
+                   for (u, v), row in traffic.links.items()])
+        return bits_up + bits_down
+
+    def _evaluate_and_save(self, it: int, wall0: float) -> None:
+        """Evaluate, flush and checkpoint when their `run.*_every` says so (and after the last
+        iteration, but no checkpoint then)."""
+        run, last = self.cfg.run, it == self.iterations - 1
+        if (it + 1) % run.eval_every == 0 or last:
+            with self._timed("eval", it):
+                test_loss, self.accuracy = self.evaluate()
+            self.store.append_eval(self.run_id, {"iteration": it, "virtual_time_s": self.clock,
+                                                 "test_loss": test_loss,
+                                                 "test_accuracy": self.accuracy,
+                                                 **self.scheme_metrics()})
+        if (it + 1) % run.flush_every == 0 or last:
+            self.store.flush()
+        every = run.checkpoint_every
+        if self.checkpoints and every and (it + 1) % every == 0 and not last:
+            self.store.flush()  # the checkpoint never runs ahead of the committed rows
+            self.save_checkpoint(it, time.perf_counter() - wall0)
+
+    def _target_reached(self, it: int) -> bool:
+        run = self.cfg.run
+        if not (run.stop_at_accuracy and run.target_accuracy and self.accuracy is not None
+                and self.accuracy >= run.target_accuracy):
+            return False
+        self.store.append_event(self.run_id, "target_reached", {"accuracy": self.accuracy},
+                                iteration=it, virtual_time_s=self.clock)
+        return True
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self, iteration: int) -> dict:
@@ -481,13 +509,9 @@ class Experiment:
         self.next_iteration = state["iteration"] + 1
 
     def checkpoint_path(self, run_id: int):
-        from testbed import checkpoint
-
         return checkpoint.path_for(self.store.path, run_id)
 
     def save_checkpoint(self, iteration: int, wall_s: float) -> None:
-        from testbed import checkpoint
-
         checkpoint.save(self.checkpoint_path(self.run_id),
                         {**self.state_dict(iteration), "wall_time_s": wall_s})
 

@@ -1,289 +1,40 @@
-"""One process per worker with torchrun.
+"""`python -m testbed.launch FILE [--store ...] [--set k=v ...]`: one rank of a torchrun run.
 
-Two halves:
-- `launch_torchrun(args, cfg)` is what `testbed run FILE --launcher torchrun` calls: it starts
-  `python -m torch.distributed.run` on this host with one process per worker (rendezvous c10d on
-  127.0.0.1 at a free port), waits, and reports the run, or the rank that failed, in one line.
-- `python -m testbed.launch FILE [--store ...] [--set k=v ...]` is what every rank runs (torchrun
-  sets RANK, WORLD_SIZE, LOCAL_RANK); use it directly with torchrun's own rendezvous arguments
-  to run across several hosts (docs/distributed.md).
-
-Each rank writes a small JSON report (run id, status, error) into the folder named by
-TESTBED_LAUNCH_REPORT_DIR when the launcher set it; the launcher reads them to say which rank
-failed and marks the run failed in the store if rank 0 could not.
+torchrun sets RANK, WORLD_SIZE, LOCAL_RANK; rank r is worker r. `testbed run FILE --launcher
+torchrun` starts it through torchrun (testbed/launcher.py); use it directly with torchrun's own
+rendezvous arguments to run across several hosts (docs/distributed.md). When the launcher
+started it, the rank writes its JSON report (run id, status, error) into the launcher's folder
+and ends with the launcher.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import re
 import shutil
 import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from testbed.errors import ConfigError, RunFailed, SetupError
-from testbed.lifeline import die_with_parent
+import torch
 
-REPORT_DIR_ENV = "TESTBED_LAUNCH_REPORT_DIR"
-LAUNCHER_PID_ENV = "TESTBED_LAUNCHER_PID"
-STOP_FILE = "stop"        # in the report folder: the launcher was told to stop (not a failure)
+from nodes.device import resolve_device
+from testbed import checkpoint
+from testbed.comm import Comm, WorkerFailure, install_sigterm
+from testbed.config import config_from_stored, load_config
+from testbed.distributed import DistributedExperiment
+from testbed.errors import ConfigError
+from testbed.experiment import ExperimentError
+from testbed.launcher import LAUNCHER_PID_ENV, REPORT_DIR_ENV, STOP_FILE, TIMEOUT_ENV
+from testbed.lifeline import alive, die_with_parent, watch
+from testbed.progress import progress_printer, summary_line
+from testbed.store import Store
+
 ORPHAN_GRACE_S = 8.0      # a rank whose launcher died ends within this (after its clean-up)
-TIMEOUT_ENV = "TESTBED_DIST_TIMEOUT"
 DEFAULT_TIMEOUT_S = 300.0
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-# ====================================================================== the launcher
-def count_workers(cfg) -> int:
-    """Worker nodes of the file's network (what torchrun must start one process for)."""
-    from testbed.network import build_network
-
-    return len(build_network(cfg.network, cfg.run.seed).workers)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def rank_arguments(file: str | None, store: str, overrides: list[str], *, name: str | None = None,
-                   timeout_s: float | None = None, quiet: bool = False,
-                   check_replicas: bool = True, resume: int | None = None) -> list[str]:
-    """The arguments of `python -m testbed.launch` (what every rank gets)."""
-    out = ([str(file)] if file is not None else []) + ["--store", str(store)]
-    if resume is not None:
-        out += ["--resume", str(resume)]
-    for item in overrides:
-        out += ["--set", item]
-    if name:
-        out += ["--name", name]
-    if timeout_s is not None:
-        out += ["--timeout", str(timeout_s)]
-    if quiet:
-        out.append("--quiet")
-    if not check_replicas:
-        out.append("--no-check-replicas")
-    return out
-
-
-def torchrun_command(nproc: int, port: int, rank_args: list[str],
-                     log_dir: Path | None = None) -> list[str]:
-    """`log_dir`: torchrun's own folder (else a torchelastic_* folder in the temp directory,
-    left behind when torchrun is killed)."""
-    logs = ["--log-dir", str(log_dir)] if log_dir is not None else []
-    return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
-            "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d",
-            "--rdzv-endpoint", f"127.0.0.1:{port}", "--max-restarts", "0", *logs,
-            "-m", "testbed.launch", *rank_args]
-
-
-def _timeout(args) -> float | None:
-    value = getattr(args, "timeout", None) or os.environ.get(TIMEOUT_ENV)
-    return None if value in (None, "") else float(value)
-
-
-def launch_torchrun(args, cfg, resume: int | None = None) -> int:
-    """Run the experiment with one process per worker on this host; the exit code.
-
-    torchrun's and the ranks' output go to a log file beside the store (its path is printed);
-    the terminal gets a progress bar read from the store and, at the end, one line. torchrun
-    dies with this process (PR_SET_PDEATHSIG) and its ranks with it (testbed.lifeline)."""
-    from schema import OptionError
-
-    from testbed.store import Store
-
-    try:
-        workers = count_workers(cfg)
-    except ValueError as e:  # a network the validator let through but the topology refuses
-        raise SetupError(f"{cfg.source}: {e}") from e
-    nproc = args.nproc or workers
-    if nproc != workers:
-        raise OptionError("--nproc", nproc, f"{workers}, the file's number of workers: every worker "
-                          "is one process (for several hosts, start torchrun -m testbed.launch on "
-                          "each, see docs/distributed.md)")
-    Store(args.store).close()  # a bad --store is refused here, before any process starts
-    log = log_path(args.store)
-    report_dir = Path(tempfile.mkdtemp(prefix="testbed-launch-"))
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", "1")  # N processes on one host: one thread each
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    env[REPORT_DIR_ENV] = str(report_dir)
-    env[LAUNCHER_PID_ENV] = str(os.getpid())
-    cmd = torchrun_command(nproc, free_port(), rank_arguments(
-        None if resume is not None else args.file, args.store, list(getattr(args, "overrides", [])),
-        name=getattr(args, "name", None), timeout_s=_timeout(args), quiet=True, resume=resume),
-        log_dir=report_dir / "torchrun")
-    wall = time.perf_counter()
-    print(f"torchrun: {nproc} processes; their output goes to {log}", file=sys.stderr, flush=True)
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, preexec_fn=_torchrun_preexec)
-    stop = None
-    try:
-        follow(proc, report_dir, args.store, quiet=getattr(args, "quiet", False))
-    except KeyboardInterrupt as e:  # SIGINT or SIGTERM (testbed.errors.Stopped)
-        stop = e
-        (report_dir / STOP_FILE).touch()  # the ranks' SIGTERM handler reads it: a stop, no failure
-        _end(proc)
-    reports = read_reports(report_dir, nproc)
-    shutil.rmtree(report_dir, ignore_errors=True)
-    wall = time.perf_counter() - wall
-    zero = reports.get(0) or {}
-    run_id = zero.get("run_id")
-    if stop is not None:
-        if run_id is not None:
-            _mark(args.store, run_id, "stopped", f"stopped by {_signal_name(stop)}")
-        print(f"run {run_id} stopped; rows so far are in {args.store}; torchrun's and the ranks' "
-              f"output: {log}", file=sys.stderr)
-        raise stop
-    if proc.returncode == 0 and zero.get("status") == "completed":
-        print(f"{zero['summary']}, {nproc} processes, wall time {wall:.1f} s -> {args.store}")
-        return 0
-    reason = failure_reason(reports, nproc, log.read_text(errors="replace") if log.exists() else "")
-    where = f"torchrun's and the ranks' output: {log}"
-    if run_id is None:  # no run in the store: refused set-up (2) or lost before it began
-        refused = len(reports) == nproc and all(
-            rep.get("status") == "failed" and rep.get("primary") for rep in reports.values())
-        raise (SetupError if refused else RunFailed)(f"{reason}; {where}")
-    _mark(args.store, run_id, "failed", reason)
-    raise RunFailed(f"run {run_id} failed: {reason}; rows so far are in {args.store}; {where}")
-
-
-def log_path(store: str) -> Path:
-    """A new log file in the folder beside the store (`runs.db` -> `runs.db.logs/`)."""
-    folder = Path(f"{store}.logs")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"torchrun-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-
-
-def _torchrun_preexec() -> None:
-    """In torchrun's process, before it starts: die with the launcher, however it dies."""
-    die_with_parent(signal.SIGTERM)
-
-
-def _end(proc: subprocess.Popen) -> None:
-    """Stop torchrun (it sends SIGTERM to the ranks and waits for them); a second Ctrl-C or
-    SIGTERM while waiting kills it."""
-    try:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-    except (KeyboardInterrupt, subprocess.TimeoutExpired):
-        proc.kill()
-        proc.wait()
-
-
-def _signal_name(stop: BaseException) -> str:
-    return signal.Signals(getattr(stop, "signum", signal.SIGINT)).name
-
-
-def follow(proc: subprocess.Popen, report_dir: Path, store_path: str, *, quiet: bool) -> None:
-    """Wait for torchrun; meanwhile draw rank 0's progress from the store it writes."""
-    bar = store = None
-    try:
-        while proc.poll() is None:
-            time.sleep(0.5)
-            if quiet:
-                continue
-            zero = read_reports(report_dir, 1).get(0) or {}
-            if zero.get("run_id") is None:
-                continue
-            if store is None:
-                from tqdm import tqdm
-
-                from testbed.store import Store
-
-                store = Store(store_path, readonly=True)
-                bar = tqdm(total=zero.get("iterations"), unit="it", dynamic_ncols=True,
-                           file=sys.stderr)
-            row = store.db.execute("SELECT last_iteration, virtual_time_s, best_accuracy FROM runs "
-                                   "WHERE id=?", (zero["run_id"],)).fetchone()
-            if row and row[0] is not None:
-                bar.n = row[0] + 1
-                acc = "-" if row[2] is None else f"{100 * row[2]:.1f}%"
-                bar.set_postfix_str(f"acc {acc} | vt {row[1]:.2f}s", refresh=False)
-                bar.update(0)
-    finally:
-        if bar is not None:
-            bar.close()
-        if store is not None:
-            store.close()
-
-
-def read_reports(folder: Path, nproc: int) -> dict[int, dict]:
-    out = {}
-    for r in range(nproc):
-        p = folder / f"rank{r}.json"
-        try:
-            out[r] = json.loads(p.read_text())
-        except (OSError, ValueError):
-            continue
-    return out
-
-
-def exit_codes_in_log(text: str) -> dict[int, str]:
-    """What torchrun's own failure summary says each failed rank exited with."""
-    out = {}
-    for m in re.finditer(r"rank\s*:\s*(\d+) \(local_rank: \d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)", text):
-        code = int(m.group(2))
-        out[int(m.group(1))] = (f"killed by {signal.Signals(-code).name}" if code < 0 and
-                                -code in signal.valid_signals() else f"exit code {code}")
-    return out
-
-
-def failure_reason(reports: dict[int, dict], nproc: int, log_text: str = "") -> str:
-    """One sentence naming the rank that failed, the iteration and the cause: a rank that
-    raised an error of its own wins, then ranks that vanished without a final report (with the
-    exit code torchrun saw), then what the ranks still running saw (rank 0 first)."""
-    finished = {r: rep for r, rep in reports.items() if rep.get("status") != "running"}
-    own = {r: rep for r, rep in sorted(finished.items())
-           if rep.get("status") == "failed" and rep.get("primary")}
-    if own and len(own) == nproc and len({rep["error"] for rep in own.values()}) == 1:
-        return f"every rank failed: {own[0]['error']}"  # e.g. a set-up error
-    if own:
-        return "; ".join(f"rank {r} (worker w{r}) failed{_at(rep)}: {rep['error']}"
-                         for r, rep in own.items())
-    seen = next((rep for _, rep in sorted(finished.items()) if rep.get("error")), None)
-    vanished = [r for r in range(nproc) if r not in finished]
-    if vanished:
-        codes = exit_codes_in_log(log_text)
-        return "; ".join(f"rank {r} (worker w{r}) ended{_at(seen)} without a report "
-                         f"({codes.get(r, 'crashed, killed or hung')})" for r in vanished)
-    if seen:
-        return seen["error"]
-    return "torchrun reported a failure; see its output"
-
-
-def _at(report: dict | None) -> str:
-    it = (report or {}).get("iteration")
-    return "" if it is None else f" at iteration {it}"
-
-
-def _mark(store_path: str, run_id: int, status: str, reason: str) -> None:
-    """Give the run its final status if rank 0 could not (it died, or saw only a peer's
-    failure where the launcher knows the run was stopped); rows written so far stay."""
-    from testbed.store import Store
-
-    try:
-        with Store(store_path) as store:  # opening it also marks runs of dead processes
-            run = store.run(run_id)
-            generic = not run.get("error") or "the run's process ended" in run["error"]
-            if run["status"] == "running" or (run["status"] == "failed" and (
-                    status == "stopped" or generic)):
-                store.finish_run(run_id, status, reason)
-    except Exception as e:  # say so rather than hide the run's own error
-        print(f"testbed: warning: could not mark run {run_id} {status} in {store_path}: {e}",
-              file=sys.stderr)
-
-
-# ====================================================================== every rank
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m testbed.launch",
                                 description="one rank of a torchrun run (rank r = worker r)")
@@ -333,8 +84,6 @@ class _Launcher:
         return self.folder is not None and (self.folder / STOP_FILE).exists()
 
     def gone(self) -> bool:
-        from testbed.lifeline import alive
-
         return self.pid is not None and not alive(self.pid)
 
     def why_sigterm(self) -> str | None:
@@ -351,8 +100,6 @@ def tie_to_launcher(launcher: _Launcher) -> None:
     """End this rank with torchrun (PR_SET_PDEATHSIG: SIGTERM, handled as a failure or a stop),
     and within ORPHAN_GRACE_S of its launcher's or torchrun's death in any case (a watchdog
     thread, for a rank stuck in a collective or a system without prctl)."""
-    from testbed.lifeline import watch
-
     die_with_parent(signal.SIGTERM)
     watch([launcher.pid] if launcher.pid else [], ORPHAN_GRACE_S, before_exit=launcher.clean_up)
 
@@ -383,17 +130,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _rank_main(args, rank: int, local: int, who: str, reporter: _Reporter,
                launcher: _Launcher) -> int:
-
-    from testbed.config import load_config
-
     overrides = list(args.overrides)
     if args.name:
         overrides.append(f"run.name={json.dumps(args.name)}")
     try:
         if args.resume is not None:  # the run's own configuration, as stored
-            from testbed.config import config_from_stored
-            from testbed.store import Store
-
             with Store(args.store, readonly=True) as s:
                 cfg = config_from_stored(s.run(args.resume)["config"],
                                          source=f"run {args.resume} of {args.store}")
@@ -405,13 +146,6 @@ def _rank_main(args, rank: int, local: int, who: str, reporter: _Reporter,
         reporter.write(status="failed", primary=True, rank=rank, error=str(e))
         print(f"testbed: error: {who}: {e}", file=sys.stderr)
         return 2
-
-    import torch
-
-    from nodes.device import resolve_device
-    from testbed.distributed import Comm, DistributedExperiment, WorkerFailure, install_sigterm
-    from testbed.experiment import ExperimentError
-    from testbed.store import Store
 
     try:
         device = resolve_device(cfg.run.device)
@@ -440,14 +174,10 @@ def _rank_main(args, rank: int, local: int, who: str, reporter: _Reporter,
             return 2
         close = lambda: None  # noqa: E731
         if rank == 0 and not args.quiet:
-            from testbed.progress import progress_printer
-
             exp.progress, close = progress_printer(exp.iterations, False)
         wall = time.perf_counter()
         try:
             if args.resume is not None:
-                from testbed import checkpoint
-
                 exp.resume(args.resume, checkpoint.load(exp.checkpoint_path(args.resume)))
             else:
                 exp.start()
@@ -482,8 +212,6 @@ def _rank_main(args, rank: int, local: int, who: str, reporter: _Reporter,
 
 
 def _summary(store, exp, wall_s: float) -> str:
-    from testbed.progress import summary_line
-
     return f"{summary_line(store, exp.run_id, exp.cfg.run.name)}, rank 0 wall time {wall_s:.1f} s"
 
 

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
+from channels.network import Network
+from channels.topology import build_topology
+
 # Salt of the link layer's random stream: a run's loss/timing draws depend on [run] seed only.
 NETWORK_RNG_SALT = 0xC4A7
 
@@ -41,9 +44,6 @@ class EdgeNetwork:
 
 def build_network(table: dict, seed: int) -> EdgeNetwork:
     """Graph, workers, server and Network of a validated `[network]` table (defaults filled)."""
-    from channels.network import Network
-    from channels.topology import build_topology
-
     graph = build_topology(table, seed)
     network = Network(graph, medium=table.get("medium", "dedicated"),
                       sharing=table.get("sharing", "tdma"), engine=table.get("engine", "auto"),

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from testbed import checkpoint
 from testbed.commands import add_store_arg, open_store
 from testbed.commands.run import build_experiment, run_experiment
 from testbed.config import config_from_stored
 from testbed.errors import UserError
+from testbed.launcher import RunSpec, launch_torchrun
 
 
 class ResumeError(UserError):
@@ -29,8 +31,6 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from testbed import checkpoint  # torch: not on the CLI's import path
-
     with open_store(args.store) as store:
         run = store.run(args.run)  # a run left `running` by a dead process is `failed` by now
         rid = run["id"]
@@ -54,12 +54,10 @@ def main(args) -> int:
         except (OSError, ValueError, RuntimeError) as e:
             raise ResumeError(f"run {rid}: checkpoint {path} cannot be read ({e})") from e
         print(f"run {rid} ({run['name']}) resumes after iteration {state['iteration']}", flush=True)
+        spec = RunSpec(store=args.store, launcher=args.launcher, quiet=args.quiet, resume=rid)
         if args.launcher == "torchrun":  # every rank loads its own checkpoint
-            from testbed.launch import launch_torchrun
-
             store.close()  # rank 0 writes it
-            args.nproc = None
-            return launch_torchrun(args, cfg, resume=rid)
+            return launch_torchrun(spec, cfg)
         exp = build_experiment(cfg, store)
         exp.resume(rid, state)
-        return run_experiment(exp, store, args)
+        return run_experiment(exp, store, spec)

@@ -8,8 +8,11 @@ import time
 from pathlib import Path
 
 from testbed.commands import add_store_arg
+from testbed.config import load_config
 from testbed.errors import RunFailed, SetupError
+from testbed.launcher import RunSpec, launch_torchrun
 from testbed.progress import progress_printer, summary_line
+from testbed.store import Store
 
 
 def register(sub) -> None:
@@ -27,14 +30,18 @@ def register(sub) -> None:
     p.set_defaults(func=main)
 
 
-def load(args):
-    """The experiment file with the CLI's overrides (a ConfigError is the user's: exit 2)."""
-    from testbed.config import load_config
+def spec_of(args) -> RunSpec:
+    """The run `testbed run`'s arguments ask for."""
+    return RunSpec(store=args.store, file=args.file, overrides=tuple(args.overrides),
+                   name=args.name, launcher=args.launcher, nproc=args.nproc, quiet=args.quiet)
 
-    overrides = list(args.overrides)
-    if getattr(args, "name", None):
-        overrides.append(f"run.name={args.name!r}".replace("'", '"'))
-    return load_config(args.file, overrides)
+
+def load(spec: RunSpec):
+    """The experiment file with the CLI's overrides (a ConfigError is the user's: exit 2)."""
+    overrides = list(spec.overrides)
+    if spec.name:
+        overrides.append(f"run.name={spec.name!r}".replace("'", '"'))
+    return load_config(spec.file, overrides)
 
 
 def build_experiment(cfg, store):
@@ -66,8 +73,6 @@ def run_failures() -> tuple[type, ...]:
 def opened_store(path: str):
     """The store at `path`; if it did not exist and the block fails before a run began, the
     files made for it are removed again (a refused run leaves no trace)."""
-    from testbed.store import Store
-
     new = not Path(path).exists()
     store = Store(path)
     try:
@@ -86,30 +91,32 @@ def opened_store(path: str):
 
 
 def main(args) -> int:
-    cfg = load(args)
-    if args.launcher == "torchrun":
-        from testbed.launch import launch_torchrun
+    return run(spec_of(args))
 
+
+def run(spec: RunSpec) -> int:
+    """The run `spec` asks for, in this process or under torchrun; its exit code."""
+    cfg = load(spec)
+    if spec.launcher == "torchrun":
         if cfg.federated is not None:  # issue 26: spreading a round's clients over ranks is not done
             raise SetupError(f"{cfg.source}: --launcher torchrun does not run [federated] "
                              "files yet; use --launcher local")
-
-        return launch_torchrun(args, cfg)
-    with opened_store(args.store) as store:
+        return launch_torchrun(spec, cfg)
+    with opened_store(spec.store) as store:
         exp = build_experiment(cfg, store)
-        return run_experiment(exp, store, args)
+        return run_experiment(exp, store, spec)
 
 
-def run_experiment(exp, store, args) -> int:
+def run_experiment(exp, store, spec: RunSpec) -> int:
     """Run `exp` with a progress bar; its one summary line, or the one line of its failure."""
-    update, close = progress_printer(exp.iterations, args.quiet)
+    update, close = progress_printer(exp.iterations, spec.quiet)
     exp.progress = update
     wall = time.perf_counter()
     try:
         run_id = exp.run()
     except KeyboardInterrupt:  # SIGINT or SIGTERM: the run is marked stopped, rows flushed
         close()
-        print(f"run {exp.run_id} stopped; rows so far are in {args.store}", file=sys.stderr)
+        print(f"run {exp.run_id} stopped; rows so far are in {spec.store}", file=sys.stderr)
         raise
     except run_failures() as e:  # the run is already marked failed in the store
         close()
@@ -119,5 +126,5 @@ def run_experiment(exp, store, args) -> int:
         raise
     close()
     line = summary_line(store, run_id, exp.cfg.run.name)
-    print(f"{line}, wall time {time.perf_counter() - wall:.1f} s -> {args.store}")
+    print(f"{line}, wall time {time.perf_counter() - wall:.1f} s -> {spec.store}")
     return 0

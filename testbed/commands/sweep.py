@@ -8,13 +8,13 @@ from __future__ import annotations
 import itertools
 import sys
 import time
-from types import SimpleNamespace
 
 from schema import OptionError
 from testbed.commands import add_store_arg
 from testbed.commands import run as run_cmd
 from testbed.config import load_raw
 from testbed.errors import RunFailed
+from testbed.launcher import RunSpec
 from testbed.store import RunNotFound, Store
 
 
@@ -72,9 +72,8 @@ def main(args) -> int:
         sets = [f"{k}={v}" for k, v in combo]
         since = time.time()
         try:
-            run_cmd.main(SimpleNamespace(file=args.file, store=args.store, name=f"{base}[{label}]",
-                                         overrides=args.overrides + sets, launcher="local",
-                                         nproc=None, quiet=args.quiet))
+            run_cmd.run(RunSpec(store=args.store, file=args.file, name=f"{base}[{label}]",
+                                overrides=(*args.overrides, *sets), quiet=args.quiet))
         except RunFailed as e:  # the next variant may well run: say so and go on
             print(f"testbed: error: {e}", file=sys.stderr)
             failures += 1
