@@ -32,7 +32,9 @@ $(STAMP): pyproject.toml
 demo: venv
 	$(BIN)/testbed demo experiments/quickstart.toml --store runs.db --port $(PORT)
 
+# The linter first (pyproject.toml [tool.ruff]): seconds, and it names the file:line.
 test: venv
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
 bench: venv

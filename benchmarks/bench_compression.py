@@ -16,6 +16,10 @@ import torch
 
 from nodes.compression.ideal import run_exchange
 from nodes.compression.registry import build_scheme, load_all, names
+from nodes.data import load_dataset
+from nodes.models import build_model
+from nodes.partition import split
+from nodes.workers import WorkerPool, flatten, unflatten
 
 # every registered method but the LGC family (benchmarks/bench_lgc.py measures those)
 METHODS = [m for m in names() if not m.startswith("lgc_")]
@@ -29,7 +33,6 @@ TRAIN_ITERATIONS = 120
 
 
 def _cnn_shapes():
-    from nodes.models import build_model
     model = build_model("cnn", (1, 8, 8), 10)
     return [p.shape for p in model.parameters()]
 
@@ -67,11 +70,6 @@ def train_digits(method: str, options: dict | None = None, *, iterations: int = 
                  model_name: str = "cnn") -> dict:
     """Data-parallel SGD of `model_name` on digits with 4 iid workers, every packet delivered.
     Momentum SGD on the aggregate, except for schemes that handle momentum themselves (DGC)."""
-    from nodes.data import load_dataset
-    from nodes.models import build_model
-    from nodes.partition import split
-    from nodes.workers import WorkerPool, flatten
-
     ds = load_dataset("digits", seed=seed)
     torch.manual_seed(seed)
     model = build_model(model_name, ds.input_shape, ds.num_classes)
@@ -92,7 +90,6 @@ def train_digits(method: str, options: dict | None = None, *, iterations: int = 
         else:
             buf = momentum * buf + agg
             params = params - lr * buf
-    from nodes.workers import unflatten
     loss, acc = pool.evaluate(ds.test_x, ds.test_y, params=unflatten(params, pool.shapes))
     return {"method": method, "accuracy": acc, "loss": loss,
             "bits_per_iteration": bits / iterations / WORKERS}

@@ -9,13 +9,17 @@ Target: every callback under 200 ms.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
+
+from plotly.io.json import to_json_plotly
+
+from dashboards.callbacks import Dashboard
+from testbed.store import Store
 
 TARGET_MS = 200.0
 
@@ -64,8 +68,6 @@ def write_run(store, name: str, method: str, iterations: int, workers: int = 4,
 
 
 def build_store(path: Path, runs: int, iterations: int) -> None:
-    from testbed.store import Store
-
     methods = ["none", "topk", "lgc", "dgc", "powersgd"]
     with Store(path) as store:
         for i in range(runs):
@@ -75,16 +77,12 @@ def build_store(path: Path, runs: int, iterations: int) -> None:
 
 def _json_ms(output) -> float:
     """Serialise a callback's output the way Dash does before it goes to the browser."""
-    from plotly.io.json import to_json_plotly
-
     t0 = time.perf_counter()
     to_json_plotly(output)
     return 1e3 * (time.perf_counter() - t0)
 
 
 def measure(path: Path, repeat: int = 5) -> list[dict]:
-    from dashboards.callbacks import Dashboard
-
     board = Dashboard(path)
     with board.store() as store:
         runs = store.runs()
@@ -116,8 +114,6 @@ def measure(path: Path, repeat: int = 5) -> list[dict]:
             times.append(ms + _json_ms(out))
         rows.append({"callback": name, "median_ms": statistics.median(times), "max_ms": max(times)})
     # A tick that finds new rows: append one bin of iterations to the live run, then read them.
-    from testbed.store import Store
-
     times = []
     with Store(path) as writer:
         nxt = writer.runs()[-1]["last_iteration"] + 1

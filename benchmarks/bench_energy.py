@@ -11,14 +11,15 @@ import time
 
 import numpy as np
 
+from channels.energy import radio_seconds
+from channels.network import Network
+from channels.topology import build_topology
+
 LOSS = {"model": "fading", "fading": "none", "shadowing_db": 0.0, "rate": "mcs", "coherence_ms": 10.0,
         "path_loss_exponent": 3.5}
 
 
 def _net(mobile: bool):
-    from channels.network import Network
-    from channels.topology import build_topology
-
     table = {"topology": "star", "workers": 8, "medium": "shared",
              "link": {"delay_ms": 2.0, "delivery": "reliable", "loss": LOSS}}
     if mobile:
@@ -30,8 +31,6 @@ def _net(mobile: bool):
 
 
 def main(quick: bool = True) -> None:
-    from channels.energy import radio_seconds
-
     calls, packets = (5, 200) if quick else (20, 1000)
     print(f"{'stations':<10} {'packets':>9} {'wall s':>8} {'packets / wall s':>17} {'radio_seconds us/call':>22}")
     for mobile in (False, True):

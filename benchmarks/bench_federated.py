@@ -25,6 +25,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from nodes.federated import local_train, sample_clients
+from nodes.workers import ShardSampler, assign
+from testbed.config import load_config
+from testbed.federated import FederatedExperiment
+from testbed.store import Store
+
 CLIENTS, PER_ROUND, LOCAL_STEPS = 1000, 50, 5
 
 FILE = """
@@ -59,12 +65,6 @@ def _measure(method: str, rounds: int, folder: Path):
     """Per round (but the first, a warm-up, and the last, which evaluates): the round's wall
     and CPU seconds, and, right after it, those of 50 clients' local steps run alone (fresh
     batch orders, the driver's own untouched), so both see the same load."""
-    from nodes.federated import local_train, sample_clients
-    from nodes.workers import ShardSampler, assign
-    from testbed.config import load_config
-    from testbed.federated import FederatedExperiment
-    from testbed.store import Store
-
     path = folder / f"{method}.toml"
     path.write_text(textwrap.dedent(FILE.format(rounds=rounds + 2, method=method, clients=CLIENTS,
                                                 per_round=PER_ROUND, steps=LOCAL_STEPS)))

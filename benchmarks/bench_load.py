@@ -28,6 +28,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
+
+from nodes.models import build_model
+from testbed.config import load_config
+from testbed.experiment import Experiment
+from testbed.store import Store
+
 ROOT = Path(__file__).resolve().parents[1]
 FILE = ROOT / "experiments" / "quickstart.toml"
 TARGET = 2.0
@@ -46,12 +53,6 @@ def settings() -> list[tuple[str, int]]:
 def child(threads: int, iterations: int, cap_s: float) -> None:
     """In the measured process: one quickstart run, stopped at `iterations` or after `cap_s` wall
     seconds, whichever comes first, printing its wall and CPU seconds and iterations as JSON."""
-    import torch
-
-    from testbed.config import load_config
-    from testbed.experiment import Experiment
-    from testbed.store import Store
-
     sets = ["network.workers=2", f"run.iterations={iterations}", "run.device=cpu"]
     if threads:
         sets.append(f"run.threads={threads}")
@@ -101,10 +102,6 @@ def models(reps: int = 3) -> list[dict]:
     """Does a larger model pay for more threads? One forward + backward of a batch of 32 per
     shipped model, 1 thread against every core, idle and busy (best of `reps`, after a warm-up),
     in this process. The thread policy's choice by model size rests on this table."""
-    import torch
-
-    from nodes.models import build_model
-
     cores = os.cpu_count() or 1
     rows = []
     print(f"\nper model: ms per forward+backward, batch 32, best of {reps}; 1 thread vs {cores}")

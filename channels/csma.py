@@ -83,7 +83,7 @@ class CsmaParams:
     eifs_share: float = _DEFAULT["eifs_share"]
 
     @classmethod
-    def from_table(cls, t: dict | None) -> "CsmaParams":
+    def from_table(cls, t: dict | None) -> CsmaParams:
         """From a validated `[network.csma]` table (times in microseconds); none: the defaults."""
         if not t:
             return cls()

@@ -24,7 +24,6 @@ airtime, delivery and links.
 """
 from __future__ import annotations
 
-import math
 from collections import namedtuple
 
 import numpy as np
@@ -396,7 +395,7 @@ def run(medium, queues, stats: dict) -> None:
 def _answer_fading(cell: Cell, D: _Dcf, links: list) -> None:
     """The rates (and, for a lone frame, loss outcomes of time-based links) of the attempt the
     loop stopped before, drawn as Cell.attempt draws them at its start."""
-    ST, eng = D.ST, D.eng
+    ST = D.ST
     on = np.flatnonzero(ST[:, GNEXT] >= 0)
     times = [float(D.STF[s, SBASE] + ST[s, GNEXT] * D.P[SLOT]) for s in on]
     t = min(times)

@@ -33,11 +33,11 @@ class LinkSpec:
         return self.bandwidth_mbps * 1e6
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "LinkSpec":
+    def from_dict(cls, d: dict[str, Any]) -> LinkSpec:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
-    def with_changes(self, **changes: Any) -> "LinkSpec":
+    def with_changes(self, **changes: Any) -> LinkSpec:
         return replace(self, **changes)
 
     def as_dict(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ not all adjacent to its source is relayed by a `server` adjacent to everyone.
 from __future__ import annotations
 
 import pickle
-from typing import Iterable
+from collections.abc import Iterable
 
 import networkx as nx
 import numpy as np
@@ -22,13 +22,13 @@ import numpy as np
 import zlib
 
 from channels import fast, relay
-from channels.config import LINK_KEYS, NETWORK_KEYS, validate_link
+from channels.config import NETWORK_KEYS, validate_link
 from channels.csma import CsmaParams
 from channels.errors import ChannelConfigError
 from channels.link import LinkSpec
 from channels.link_layer import LinkLayer
 from channels.mobility import link_distance
-from channels.report import CollectiveReport, FlowReport, LinkStats, build_report
+from channels.report import CollectiveReport, build_report
 from channels.sim import SimEngine
 from channels.state import FlowAcc, LinkState, Medium, TxQueue
 from channels.topology import link_spec
@@ -169,7 +169,7 @@ class Network(LinkLayer):
             self.unicast: list = []     # (flow, path, sizes, ready)
             self.multicast: list = []   # (src, dsts, flows, sizes, ready)
 
-    def _run(self, call: "_Call", start: float, pattern: str, stats: dict | None = None) -> list[FlowAcc]:
+    def _run(self, call: _Call, start: float, pattern: str, stats: dict | None = None) -> list[FlowAcc]:
         stats = {} if stats is None else stats
         # OFDMA: links of one cell that carry traffic in this call split its band equally.
         cell_links: dict = {}

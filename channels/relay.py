@@ -421,7 +421,7 @@ def _build(media: dict, stats: dict):
             # a packet enters a hop's FIFO at most once and has at most one retransmission
             # pending there: slots for as many packets as the flow has
             slots.append(max(flow.arrived.size, q.n))
-    nx_, nm, nl, nf = len(txs), len(meds), len(links), len(flows)
+    nm, nl, nf = len(meds), len(links), len(flows)
     X, XF = np.array(xi, dtype=np.int64), np.array(xf, dtype=float)
     med, nxt, lk = X[:, MED], X[:, NXT], X[:, LINK]
     X[nxt[nxt >= 0], PREV] = np.flatnonzero(nxt >= 0)

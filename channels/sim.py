@@ -13,6 +13,7 @@ import simpy
 from simpy.events import URGENT
 
 from channels import csma
+from channels.errors import DeliveryError
 from channels.report import LinkStats
 from channels.state import Medium, TxQueue, record
 
@@ -75,7 +76,6 @@ class SimEngine:
                 flow.lost_any += 1
                 if q.reliable:
                     if att + 1 > q.retry_limit:
-                        from channels.errors import DeliveryError
                         self._fail(DeliveryError(flow.src, flow.dst, pkt, att + 1, end))
                         return
                     q.insert(np.array([pkt]), np.array([bits]), np.array([end + q.rto_s]),

@@ -26,7 +26,7 @@ class Trace:
         self.n = self.ms.size
 
     @classmethod
-    def load(cls, path: str, key: str = "network.link.trace") -> "Trace":
+    def load(cls, path: str, key: str = "network.link.trace") -> Trace:
         try:
             text = Path(path).read_text()
         except OSError as e:

@@ -15,13 +15,15 @@ import math
 import os
 import pickle
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 
+from nodes.errors import DatasetError, DatasetFileError
 from schema import Field
 
 
@@ -38,14 +40,6 @@ class Dataset:
     def __repr__(self) -> str:
         return (f"Dataset({self.name!r}, train={len(self.train_y)}, test={len(self.test_y)}, "
                 f"input_shape={self.input_shape}, num_classes={self.num_classes})")
-
-
-class DatasetError(ValueError):
-    """Unknown dataset, unknown option or an option value out of range."""
-
-
-class DatasetFileError(FileNotFoundError):
-    """A dataset file is missing or is not in the format expected."""
 
 
 # ----------------------------------------------------------------------------------- options

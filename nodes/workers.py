@@ -20,7 +20,7 @@ exchange, as in data-parallel training.
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch

@@ -11,6 +11,9 @@ import argparse
 import importlib
 import sys
 
+from nodes.errors import DatasetError, DatasetFileError
+from schema import OptionError
+from testbed.controls import ControlError
 from testbed.errors import RunFailed, Stopped, UserError, stop_on_sigterm
 
 # Each module exposes `register(subparsers)`; missing optional ones are skipped so one
@@ -40,10 +43,6 @@ def exit_codes() -> list[tuple[type, int]]:
     are exit 2; the other rooms' own user-error classes are listed here because they do not
     import testbed (schema.OptionError: a bad key or value of any room, the link layer's and
     the command line's included). Anything not listed is a bug: a traceback, exit 1."""
-    from nodes.data import DatasetError, DatasetFileError
-    from schema import OptionError
-    from testbed.controls import ControlError
-
     return [(Stopped, -1), (UserError, 2), (OptionError, 2), (DatasetError, 2),
             (DatasetFileError, 2), (ControlError, 2), (RunFailed, 1)]
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
+from torch.distributed import distributed_c10d
 
 from testbed.errors import Stopped
 from testbed.experiment import ExperimentError
@@ -55,15 +56,14 @@ class Comm:
         self.why = lambda: None  # install_sigterm's why(): "orphaned" once the launcher died
         self.store = None
         try:  # the rendezvous store (torchrun's agent keeps it alive when a worker dies)
-            from torch.distributed.distributed_c10d import _get_default_store
-            self.store = _get_default_store()
+            self.store = distributed_c10d._get_default_store()
         except Exception:  # no store: failures are still reported, without the culprit
             self.store = None
         self._mark("start")
 
     # ------------------------------------------------------------------ set-up
     @classmethod
-    def init(cls, *, device: torch.device, timeout_s: float) -> "Comm":
+    def init(cls, *, device: torch.device, timeout_s: float) -> Comm:
         """init_process_group from torchrun's environment: NCCL for a GPU, Gloo for the CPU."""
         backend = "nccl" if device.type == "cuda" else "gloo"
         kwargs: dict[str, Any] = {"timeout": timedelta(seconds=float(timeout_s))}

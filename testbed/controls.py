@@ -12,7 +12,8 @@ It is pure: a run dict (`status`, `graph` as node-link JSON) in, a normalised re
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from channels.config import LINK_KEYS, LOSS_KEYS
 from schema import Field, OptionError

@@ -36,9 +36,11 @@ communication, kbit/s, becomes the client's `uplink_mbps` and `downlink_mbps`). 
 """
 from __future__ import annotations
 
+import argparse
 import bisect
 import json
 import math
+import pickle
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -247,9 +249,6 @@ def from_fedscale(behave: dict, capacity: dict, clients: list, workers: list[str
 
 
 def main(argv=None) -> int:
-    import argparse
-    import pickle
-
     ap = argparse.ArgumentParser(prog="python -m testbed.device_trace",
                                  description="Convert FedScale's device traces into ours.")
     ap.add_argument("behave", help="FedScale client_behave_trace (pickle)")

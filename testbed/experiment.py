@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch
@@ -92,7 +92,7 @@ class LocalGradients:
     """Every worker's flat gradient and loss computed in this process, and the wall seconds
     per worker (what `compute_time = "measured"` charges)."""
 
-    def __init__(self, exp: "Experiment"):
+    def __init__(self, exp: Experiment):
         self.pool, self.n = exp.pool, len(exp.workers)
 
     def __call__(self):
@@ -110,8 +110,8 @@ class Experiment:
     def __init__(self, cfg: ExperimentConfig, store: Store, *,
                  progress: Callable[[Progress], None] | None = None,
                  should_stop: Callable[[], bool] | None = None,
-                 gradients: Callable[["Experiment"], GradientSource] | None = None,
-                 transport: Callable[["Experiment"], Transport] | None = None,
+                 gradients: Callable[[Experiment], GradientSource] | None = None,
+                 transport: Callable[[Experiment], Transport] | None = None,
                  timer: Timer | None = None):
         """`gradients` / `transport`: factories called with the set-up experiment (default:
         every worker in this process / the emulated network); `timer(what, wall_s, iteration)`
@@ -528,9 +528,3 @@ class Experiment:
                                 iteration=state["iteration"], virtual_time_s=self.clock)
         self.store.flush()
 
-
-def run_experiment(cfg: ExperimentConfig, store: Store, **kwargs) -> int:
-    from testbed.federated import experiment_class  # it imports this module
-
-    exp = experiment_class(cfg)(cfg, store, **kwargs)
-    return exp.run()

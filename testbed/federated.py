@@ -48,6 +48,7 @@ from nodes.federated import (
     sample_clients,
     staleness_weight,
 )
+from nodes.partition import split
 from nodes.workers import assign, flatten
 from testbed.experiment import Experiment, ExperimentError, Progress
 
@@ -96,8 +97,6 @@ class FederatedExperiment(Experiment):
         return [client_name(c) for c in range(self.cfg.federated.clients)]
 
     def _setup(self) -> None:
-        from nodes.partition import split
-
         super()._setup()
         cfg, fed = self.cfg, self.cfg.federated
         if len(self.workers) != fed.slots:

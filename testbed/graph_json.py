@@ -8,7 +8,10 @@ node-link "links" and "directed" keys.
 """
 from __future__ import annotations
 
-import networkx as nx
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # only an annotation: the steering validator reads JSON without networkx
+    import networkx as nx
 
 
 def graph_to_json(graph: nx.Graph) -> dict:

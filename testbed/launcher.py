@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tqdm import tqdm
+
 from schema import OptionError
 from testbed.errors import RunFailed, SetupError
 from testbed.lifeline import die_with_parent
@@ -201,8 +203,6 @@ def follow(proc: subprocess.Popen, report_dir: Path, store_path: str, *, quiet: 
             if zero.get("run_id") is None:
                 continue
             if store is None:
-                from tqdm import tqdm
-
                 store = Store(store_path, readonly=True)
                 bar = tqdm(total=zero.get("iterations"), unit="it", dynamic_ncols=True,
                            file=sys.stderr)

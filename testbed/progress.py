@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import sys
 
+from tqdm import tqdm
+
 
 def progress_printer(total: int, quiet: bool):
     """A tqdm bar showing iteration, accuracy, virtual time and bits per iteration."""
     if quiet:
         return None, lambda: None
-    from tqdm import tqdm
-
     bar = tqdm(total=total, unit="it", dynamic_ncols=True, file=sys.stderr)
 
     def update(p) -> None:

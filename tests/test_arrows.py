@@ -1,9 +1,31 @@
 """The rooms' arrows point one way: `schema` imports nothing of ours, `channels` never loads
-torch, nodes or testbed, `nodes` never loads channels (checked in a fresh interpreter)."""
+torch, nodes or testbed, `nodes` never loads channels, the CLI starts without torch (checked in a
+fresh interpreter). And no import cycle hides in a function body: the import graph of our
+packages, function-level imports counted, has no cycle, and an import inside a function is one
+of the few listed in LAZY, each keeping a heavy package off a path that must not load it.
+
+The graph is read from the source (ast): `import x` / `from x import y` anywhere in a module,
+except under `if TYPE_CHECKING:` (never run). Plugins loaded by name through importlib (the CLI's
+commands, the registry's methods, the benchmarks) are not edges: the loader is complete before
+it loads them.
+"""
+from __future__ import annotations
+
+import ast
 import subprocess
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
+import networkx as nx
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("schema", "channels", "nodes", "testbed", "dashboards", "experiments", "benchmarks",
+            "validation")
+# What a path that must start quickly (the CLI's parser) must not load: each takes about a second
+# or more to import here (torch ~5 s, sklearn ~3 s, dash ~1.5 s, numba ~1 s; plotly is dash's).
+HEAVY = ("torch", "sklearn", "tensorboard", "dash", "plotly", "numba")
 
 CASES = {
     "schema": ("import schema", ["channels", "nodes", "testbed", "torch"]),
@@ -11,7 +33,95 @@ CASES = {
                  ["nodes", "testbed", "torch"]),
     "nodes": ("import nodes.compression.registry as r; r.load_all(); import nodes.data, nodes.federated",
               ["channels", "testbed", "simpy"]),
+    # `testbed --help` and every command's argument parsing: the commands load the heavy rooms
+    # only inside their main()
+    "cli": ("import testbed.cli as c; c.build_parser()", list(HEAVY)),
 }
+
+# The function-level imports that stay, as (file, our module or another package): why. Each one
+# loads a HEAVY package (checked below, so that an entry cannot go stale); every other import is
+# at the top of its module.
+LAZY = {
+    ("testbed/cli.py", "dashboards.app"): "dash: only `testbed dashboard` serves it",
+    ("testbed/cli.py", "dashboards.export"): "plotly: only `testbed export --format html|png`",
+    ("testbed/commands/methods.py", "nodes.compression.registry"):
+        "torch: the methods' modules; the parser registers `methods` without them",
+    ("nodes/data.py", "sklearn"): "3 s to import; only the digits and synthetic datasets use it",
+    # testbed.config is loaded by the CLI's parser (probe, sweep and resume import it); the rooms
+    # behind [data], [compression] and [model] load torch, so their checks import them when run
+    ("testbed/config.py", "nodes.data"): "torch: the [data] table's Fields",
+    ("testbed/config.py", "nodes.compression.registry"): "torch: the methods' Fields and collectives",
+    ("testbed/config.py", "nodes.models"): "torch: the model names",
+    # the link layer (channels.network: numba, simpy, scipy): only when a command runs it
+    ("testbed/commands/probe.py", "testbed.network"): "numba: the probe runs the link layer",
+    ("testbed/launcher.py", "testbed.network"): "numba: the launcher counts the workers",
+    # torch: the run and resume commands load the orchestrator only when they run
+    ("testbed/commands/run.py", "testbed.experiment"): "torch: the orchestrator",
+    ("testbed/commands/run.py", "testbed.federated"): "torch: the federated orchestrator",
+    ("testbed/commands/run.py", "nodes.compression.base"): "torch: GradientError's room",
+    ("testbed/commands/run.py", "testbed.transport"): "torch: TransportError's module",
+    ("testbed/checkpoint.py", "torch"): "`testbed resume` reads checkpoint paths before any torch",
+    ("testbed/tensorboard_export.py", "torch"):
+        "torch.utils.tensorboard needs the optional tensorboard package: one line names it if missing",
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str        # importing module
+    target: str        # imported module (ours or not)
+    where: str         # file:line
+    in_function: bool
+
+
+def our_modules() -> dict[str, Path]:
+    mods = {}
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return mods
+
+
+def imports_of(module: str, path: Path, mods: dict[str, Path]) -> list[Import]:
+    """Every import the module can run, `from pkg import sub` resolved to the submodule."""
+    rel = path.relative_to(ROOT).as_posix()
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    found = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            children = node.orelse  # the body is for the type checker only
+        else:
+            children = list(ast.iter_child_nodes(node))
+        if isinstance(node, ast.Import):
+            found.extend(Import(module, a.name, f"{rel}:{node.lineno}", in_function)
+                         for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package[:len(package) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            for a in node.names:
+                sub = f"{base}.{a.name}"
+                found.append(Import(module, sub if sub in mods else base,
+                                    f"{rel}:{node.lineno}", in_function))
+        inner = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        for child in children:
+            visit(child, inner)
+
+    visit(ast.parse(path.read_text(), rel), False)
+    return found
+
+
+def ours(name: str) -> bool:
+    return name.split(".")[0] in PACKAGES
+
+
+@pytest.fixture(scope="module")
+def graph():
+    mods = our_modules()
+    return mods, [imp for m, p in mods.items() for imp in imports_of(m, p, mods)]
 
 
 @pytest.mark.parametrize("room", sorted(CASES))
@@ -22,3 +132,67 @@ def test_room_does_not_load_what_it_must_not(room):
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", f"{room} loads {out.stdout.strip()}"
+
+
+def test_every_import_of_ours_resolves_to_a_module(graph):
+    mods, imports = graph
+    lost = [f"{i.where}: {i.target}" for i in imports if ours(i.target) and i.target not in mods]
+    assert not lost, "imports of our modules that the graph cannot place:\n" + "\n".join(lost)
+
+
+def test_no_import_cycle_counting_function_level_imports(graph):
+    mods, imports = graph
+    g = nx.DiGraph()
+    for i in imports:
+        if i.target in mods and i.target != i.source:
+            g.add_edge(i.source, i.target, where=i.where)
+    cycles = []
+    for scc in nx.strongly_connected_components(g):
+        if len(scc) > 1:
+            edges = nx.find_cycle(g.subgraph(scc))
+            cycles.append(" -> ".join(f"{u} ({g.edges[u, v]['where']})" for u, v in edges)
+                          + f" -> {edges[0][0]}")
+    assert not cycles, "import cycles (each arrow at the file:line that imports):\n" + "\n".join(cycles)
+
+
+def lazy_key(i: Import) -> tuple[str, str]:
+    """(file, module) as LAZY lists it: our module by its full name, another by its package."""
+    return i.where.split(":")[0], i.target if ours(i.target) else i.target.split(".")[0]
+
+
+def test_function_level_imports_are_only_the_listed_ones(graph):
+    mods, imports = graph
+    bad = sorted({(i.where, i.target) for i in imports if i.in_function
+                  and lazy_key(i) not in LAZY})
+    per_file: dict[str, list[str]] = {}
+    for where, target in bad:
+        per_file.setdefault(where.split(":")[0], []).append(f"{where} {target}")
+    assert not per_file, (f"{len(bad)} function-level imports outside LAZY (move them to the top, "
+                          "or list them in LAZY with the heavy package they keep away):\n"
+                          + "\n".join(f"{f} ({len(v)}): " + ", ".join(v) for f, v in per_file.items()))
+
+
+def test_each_lazy_import_exists_and_keeps_a_heavy_package_away(graph):
+    mods, imports = graph
+    top: dict[str, set[str]] = {}
+    for i in imports:
+        if not i.in_function:
+            top.setdefault(i.source, set()).add(i.target)
+
+    def loads(module: str) -> set[str]:
+        """The HEAVY packages importing `module` loads (our modules' top-level imports followed)."""
+        seen, todo, found = set(), [module], set()
+        while todo:
+            m = todo.pop()
+            if m in seen:
+                continue
+            seen.add(m)
+            if m.split(".")[0] in HEAVY:
+                found.add(m.split(".")[0])
+            todo.extend(t for t in top.get(m, ()) if t in mods or t.split(".")[0] in HEAVY)
+        return found
+
+    used = {lazy_key(i) for i in imports if i.in_function}
+    stale = [f"{f} {m}: not imported in a function there" for f, m in LAZY if (f, m) not in used]
+    stale += [f"{f} {m}: loads none of {HEAVY}" for f, m in LAZY if not loads(m)]
+    assert not stale, "LAZY entries to delete (and their imports to move to the top):\n" + "\n".join(stale)

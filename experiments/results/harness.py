@@ -11,6 +11,7 @@ Wall-clock figures are this machine's (shared, 2 cores); virtual time is the emu
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import statistics
@@ -18,9 +19,14 @@ import tempfile
 import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
+
+from testbed.config import NoServerError, load_config
+from testbed.experiment import ExperimentError
+from testbed.federated import experiment_class
+from testbed.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENTS = ROOT / "experiments"
@@ -107,8 +113,6 @@ class Timers:
 
 def timed_store(path, timers: Timers):
     """A `Store` whose writes and control polls count as 'store' time."""
-    from testbed.store import Store
-
     class TimedStore(Store):
         pass
 
@@ -131,19 +135,14 @@ def timed_store(path, timers: Timers):
 
 
 def timed_experiment(cfg, store, timers: Timers):
-    """The orchestrator with `timers` as its timer (imported lazily: torch is heavy); the
-    federated driver for a file with [federated]."""
-    from testbed.federated import experiment_class
-
+    """The orchestrator with `timers` as its timer; the federated driver for a file with
+    [federated]."""
     return experiment_class(cfg)(cfg, store, timer=timers.observe)
 
 
 # ----------------------------------------------------------------------------- running
 def execute(spec: RunSpec, store_path: str | None = None) -> RunResult:
     """Run one spec through the orchestrator; never raises for a refused or failed run."""
-    from testbed.config import NoServerError, load_config
-    from testbed.experiment import ExperimentError
-
     config = Path(spec.config)
     if not config.is_absolute():
         config = ROOT / config
@@ -251,9 +250,6 @@ def run_many(specs: list[RunSpec], *, jobs: int = 1, store: str | None = None,
 
 def jsonl_sink(path: str | Path):
     """A `run_many` sink appending one JSON line per finished run to `path`."""
-    import json
-    from dataclasses import asdict
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
 
@@ -267,8 +263,6 @@ def jsonl_sink(path: str | Path):
 
 def read_runs(path: str | Path) -> list[RunResult]:
     """The RunResults a `jsonl_sink` wrote (lines that are not JSON objects are skipped)."""
-    import json
-
     out = []
     for line in Path(path).read_text().splitlines():
         try:

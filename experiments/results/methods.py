@@ -6,6 +6,8 @@ sparsity warm-up); LGC's stages scale with the budget (harness.stage_lengths).
 """
 from __future__ import annotations
 
+from nodes.compression.registry import SCHEMES, load_all, names
+
 DENSITY = 0.01
 
 LABELS = ["fp32", "fp16", "topk", "dgc", "qsgd", "signsgd_ef", "powersgd", "lgc_ablation", "lgc_ps",
@@ -36,8 +38,6 @@ def options(label: str, warmup: int, ae_iters: int) -> dict:
         "lgc_rar": {"method": "lgc_rar", **lgc},
         "scalecom": {"method": "scalecom", "ratio": DENSITY},
     }
-    from nodes.compression.registry import names
-
     if label not in table and label in names():  # any registered method, with its defaults
         return {"method": label}
     if label not in table:
@@ -61,8 +61,6 @@ def uses_warmup(label: str) -> bool:
 
 def collectives(label: str) -> tuple[str, ...]:
     """The collectives a method declares, its natural one (the default) first."""
-    from nodes.compression.registry import SCHEMES, load_all
-
     load_all()
     return tuple(SCHEMES[options(label, 1, 1)["method"]].collectives)
 

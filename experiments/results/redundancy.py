@@ -48,6 +48,14 @@ from pathlib import Path
 import torch
 
 from experiments.results.harness import DOCS_RESULTS
+from nodes.compression.ideal import run_exchange
+from nodes.compression.lgc_autoencoder import GradientAutoencoder
+from nodes.compression.lgc_trainer import AETrainer
+from nodes.compression.registry import build_scheme
+from nodes.data import load_dataset
+from nodes.models import SmallCNN, build_model
+from nodes.partition import split
+from nodes.workers import WorkerPool, set_gradients
 
 OUT = DOCS_RESULTS / "redundancy"
 STAGES = ("early", "mid", "late")
@@ -147,14 +155,12 @@ QUICK = Point("quick", workers=4, batch=8, iterations=24, max_train=512, ae_step
 
 
 def build(model: str, shape, classes: int):
-    from nodes.models import SmallCNN, build_model
     if model == "cnn_fc_w32":   # cnn_fc's structure at the cnn's 32/64 channels (not in nodes.models)
         return SmallCNN(shape, classes, width=32, hidden=256)
     return build_model(model, shape, classes)
 
 
 def driver_scheme(p: Point, shapes, warmup: int):
-    from nodes.compression.registry import build_scheme
     opts = {"ratio": p.density, "warmup_iterations": warmup}
     if p.driver == "lgc_ablation":
         opts["ae_iters"] = 1    # no coder to train: its LGC stage starts right after the warm-up
@@ -172,11 +178,6 @@ def stage_of(it: int, warmup: int, iterations: int) -> int | None:
 
 def run_point(p: Point, data=None) -> dict:
     """Train, measure every iteration after the warm-up, return the point's record."""
-    from nodes.compression.ideal import run_exchange
-    from nodes.data import load_dataset
-    from nodes.partition import split
-    from nodes.workers import WorkerPool, set_gradients
-
     t0 = time.perf_counter()
     torch.manual_seed(p.seed)
     if data is None:
@@ -272,9 +273,6 @@ def run_point(p: Point, data=None) -> dict:
 def coder_errors(its: list, p: Point) -> dict:
     """The AE trained on the first two thirds of a stage's iterations, held out on the rest;
     the scalar fitted on the same training pairs, and 1/N, on the same held-out pairs."""
-    from nodes.compression.lgc_autoencoder import GradientAutoencoder
-    from nodes.compression.lgc_trainer import AETrainer
-
     cut = max(1, (2 * len(its)) // 3)
     if len(its) - cut < 1:
         return {}
@@ -393,7 +391,7 @@ def svg(recs: list[dict]) -> str:
               ("memories v: top-k share / chance (1 = chance)", lambda r, s: s["share"] / r["chance_share"], 1.0)]
     both = [others(r, s[key]) for r in recs for s in r["stages"].values() for key in ("beta", "beta_grad")]
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H + 14 * ((len(recs) + 3) // 4)}" '
-           f'font-family="sans-serif" font-size="11">', f'<rect width="100%" height="100%" fill="white"/>']
+           f'font-family="sans-serif" font-size="11">', '<rect width="100%" height="100%" fill="white"/>']
     for pi, (title, f, ref) in enumerate(panels):
         x0 = pad + pi * (pw + gap)
         vals = (both if pi < 2 else [f(r, s) for r in recs for s in r["stages"].values()]) or [1.0]

@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import plotly.graph_objects as go
+
 from experiments.results import methods as M
 from experiments.results.harness import RunSpec, run_many, stage_lengths
 from experiments.results.tables import Column, common_args, emit, out_dir, pick, seeds_of
@@ -69,8 +71,6 @@ def columns(bandwidths) -> list[Column]:
 
 
 def figure(rows, bandwidths, target):
-    import plotly.graph_objects as go
-
     fig = go.Figure()
     for row in rows:
         xs = [bw for bw in bandwidths if row.get(f"tta_s_{bw:g}") is not None]

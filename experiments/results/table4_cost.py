@@ -28,7 +28,7 @@ import argparse
 import sys
 
 from experiments.results.harness import TIMER_NAMES, RunSpec, run_many
-from experiments.results.tables import emit, out_dir
+from experiments.results.tables import Column, emit, format_text, out_dir
 
 
 QUICKSTART = "experiments/quickstart.toml"
@@ -78,8 +78,6 @@ def run(quick: bool = True, iterations: dict[int, int | None] | None = None,
 
 
 def _print(rows: list[dict], quick: bool) -> None:
-    from experiments.results.tables import format_text
-
     print(format_text(rows, COLUMNS))
     four = next((r for r in rows if r["workers"] == 4 and r.get("emulation_share") is not None), None)
     if four:
@@ -90,8 +88,6 @@ def _print(rows: list[dict], quick: bool) -> None:
 
 
 def _columns():
-    from experiments.results.tables import Column
-
     return [Column("workers", "workers", "{:d}"), Column("iterations", "it", "{:d}"),
             Column("total_ms", "total ms/it", "{:.1f}"), Column("compute_ms", "compute", "{:.1f}"),
             Column("compression_ms", "compression", "{:.1f}"),

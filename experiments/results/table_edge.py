@@ -24,6 +24,8 @@ from pathlib import Path
 
 from experiments.results import methods as M
 from experiments.results.harness import RunSpec, execute, stage_lengths
+from nodes.flops import train_step_flops
+from nodes.models import build_model
 
 STAR = "experiments/results_star.toml"
 LABELS = ["fp32", "dgc", "lgc_ps"]
@@ -39,9 +41,6 @@ def base(n: int, sharing: str, iterations: int, eval_every: int, target: float) 
 
 def step_seconds() -> float:
     """The MLP's step on Fashion-MNIST (batch 32) at the default 20 GFLOP/s, speed 1."""
-    from nodes.flops import train_step_flops
-    from nodes.models import build_model
-
     return train_step_flops(build_model("mlp", (1, 28, 28), 10), (1, 28, 28), 32) / 20e9
 
 

@@ -26,6 +26,9 @@ from pathlib import Path
 
 from experiments.results.harness import DOCS_RESULTS, stage_lengths
 from experiments.results.table_fashion import options
+from testbed.config import load_config
+from testbed.experiment import Experiment
+from testbed.store import Store
 
 BASE = "experiments/fashion_mobile.toml"
 ITERATIONS = 600
@@ -42,10 +45,6 @@ def overrides(label: str, iterations: int) -> list[str]:
 
 
 def run_one(label: str, iterations: int) -> dict:
-    from testbed.config import load_config
-    from testbed.experiment import Experiment
-    from testbed.store import Store
-
     cfg = load_config(BASE, overrides(label, iterations))
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "runs.db") as store:
         t0 = time.perf_counter()

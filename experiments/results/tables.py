@@ -4,9 +4,10 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from experiments.results.harness import DOCS_RESULTS
 

@@ -6,8 +6,9 @@ Q matrices, autoencoder copies) and the aggregator side. The orchestrator only c
 """
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generator, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 

@@ -10,7 +10,7 @@ generator with the same loop (`transport.drive`) over the emulated network inste
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

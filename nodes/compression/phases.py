@@ -7,7 +7,7 @@ own module while the link layer stays the single place that decides timing and l
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from nodes.compression.base import Message

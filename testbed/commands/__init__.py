@@ -5,6 +5,8 @@ error into one line and an exit code (testbed/errors.py says which kind is which
 """
 from __future__ import annotations
 
+from testbed.store import Store
+
 DEFAULT_STORE = "runs.db"
 
 
@@ -15,6 +17,4 @@ def add_store_arg(parser) -> None:
 
 def open_store(path: str):
     """An existing store (StoreError naming the path if there is none or it is not one)."""
-    from testbed.store import Store
-
     return Store(path, create=False)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from testbed.commands import add_store_arg, open_store
+from testbed.controls import validate_control
 
 
 def register(sub) -> None:
@@ -23,8 +24,6 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from testbed.controls import validate_control
-
     changes = {k: getattr(args, k) for k in ("bandwidth_mbps", "delay_ms", "loss_p")
                if getattr(args, k) is not None}
     with open_store(args.store) as store:

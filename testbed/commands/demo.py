@@ -9,6 +9,8 @@ import time
 from types import SimpleNamespace
 
 from testbed.commands import add_store_arg
+from testbed.commands import run as run_cmd
+from testbed.store import Store
 
 
 def register(sub) -> None:
@@ -35,12 +37,8 @@ def wait_for_port(host: str, port: int, timeout: float) -> bool:
 
 
 def main(args) -> int:
-    from testbed.commands import run as run_cmd
-
     url = f"http://{args.host}:{args.port}"
     print(f"dashboard: {url}", flush=True)
-    from testbed.store import Store
-
     Store(args.store).close()  # the dashboard finds the store's tables from the first second
     server = subprocess.Popen([sys.executable, "-m", "testbed.cli", "dashboard", "--store", args.store,
                                "--host", args.host, "--port", str(args.port)],

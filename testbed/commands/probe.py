@@ -25,7 +25,6 @@ from schema import OptionError
 from testbed.config import RUN_KEYS, ConfigError, apply_overrides, load_raw
 from testbed.device_trace import apply_link_rates, check_device_trace
 from testbed.errors import RunFailed
-from testbed.network import build_network
 from testbed.paths import resolve_paths
 
 PATTERNS = ("p2p", "gather", "broadcast", "allgather", "allreduce")
@@ -79,6 +78,8 @@ def _away(args, workers) -> list:
 
 
 def _one(network: dict, seed: int, args):
+    from testbed.network import build_network
+
     edge = build_network(network, seed)
     net, workers, server = edge.network, edge.workers, edge.server
     N = args.payload_bytes
@@ -179,6 +180,8 @@ def _left_out(rep, network: dict, seed: int, args) -> dict:
     deadline = getattr(args, "deadline_s", None)
     if args.pattern == "p2p" or (deadline is None and getattr(args, "device_trace", None) is None):
         return {}
+    from testbed.network import build_network
+
     workers = build_network(network, seed).workers
     left = {str(w): "unavailable" for w in _away(args, workers)}
     if deadline is not None and args.pattern in ("gather", "allgather"):

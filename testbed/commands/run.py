@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+from channels.errors import DeliveryError
+from schema import OptionError
 from testbed.commands import add_store_arg
 from testbed.config import load_config
 from testbed.errors import RunFailed, SetupError
@@ -60,9 +62,7 @@ def run_failures() -> tuple[type, ...]:
     other exception in a run is a bug and stays a traceback. An OptionError here is a setting
     the link layer finds it cannot carry only once the run sends (e.g. network.engine = "fast"
     for a multi-hop call over a fading link): the run was made, so it failed (exit 1)."""
-    from channels.errors import DeliveryError
     from nodes.compression.base import GradientError
-    from schema import OptionError
     from testbed.experiment import ExperimentError
     from testbed.transport import TransportError
 

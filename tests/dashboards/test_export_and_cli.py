@@ -1,7 +1,5 @@
 """`testbed export --format html|png` figures and the `testbed dashboard` subcommand."""
 import argparse
-import os
-import shutil
 
 import pytest
 

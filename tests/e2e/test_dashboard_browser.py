@@ -34,7 +34,6 @@ if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 from testbed.store import Store  # noqa: E402
 

@@ -65,7 +65,7 @@ def test_a_stored_run_names_its_files_from_any_directory_and_an_old_one_beside_i
     path = experiment(tmp_path / "exp")
     stored = load_config(path).as_dict()
     monkeypatch.chdir(tmp_path)
-    assert config_from_stored(stored, source="s").network["file"] == str((tmp_path / "exp" / "g.json"))
+    assert config_from_stored(stored, source="s").network["file"] == str(tmp_path / "exp" / "g.json")
     # an older store kept the name as written: looked up beside the store (here: exp/)
     old = {**stored, "network": {**stored["network"], "file": "g.json"}}
     cfg = config_from_stored(old, source="s", base=tmp_path / "exp")

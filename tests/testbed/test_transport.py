@@ -1,7 +1,6 @@
 """The emulated transport against hand computations: an all-gather's completion time on
 dedicated links and on a shared (TDMA) cell, its bit accounting, and that it is made whole
 under loss; and the one drive() loop shared with the ideal transport."""
-import numpy as np
 import pytest
 import torch
 

@@ -27,6 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
+from channels import csma
+from channels.config import validate_network
+from testbed.network import build_network
+
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "cell.cc"
 LIBS = ["ns3-wifi", "ns3-core", "ns3-network", "ns3-mobility", "ns3-propagation", "ns3-point-to-point"]
@@ -71,8 +75,6 @@ def ns3_dcf(n: int, seconds: float, warmup: float = 0.5, seed: int = 1) -> dict:
 
 def cell_table(n: int, engine: str = "fast") -> dict:
     """The `[network]` table of the scenario as `testbed probe` validates it."""
-    from channels.config import validate_network
-
     return validate_network({"workers": n, "medium": "shared", "sharing": "csma", "engine": engine,
                              "link": {"bandwidth_mbps": RATE_MBPS, "delay_ms": 0.0, "mtu_bytes": MPDU,
                                       "header_bytes": MPDU - PAYLOAD}})
@@ -81,9 +83,6 @@ def cell_table(n: int, engine: str = "fast") -> dict:
 def ours_dcf(n: int, frames: int, seed: int = 1) -> dict:
     """The project's cell of n stations, `frames` frames in all, sent at once (a gather): the
     same figures, over the time every station still had frames."""
-    from channels import csma
-    from testbed.network import build_network
-
     rows = []
     finish = csma.Cell.finish
 
@@ -129,9 +128,6 @@ def burst(count: int = 1000, nbytes: int = 1500, per: float = 0.05, seed: int = 
     """A burst of `count` frames of `nbytes` on a dedicated 54 Mbit/s link that loses each with
     probability `per` (best effort, no delay): last arrival and losses in ns-3 (PointToPoint +
     RateErrorModel) and in ours (a dedicated link with Bernoulli loss)."""
-    from testbed.network import build_network
-    from channels.config import validate_network
-
     out = subprocess.run([str(build()), "burst", str(count), str(nbytes), str(per), str(seed)],
                          check=True, capture_output=True, text=True).stdout
     a = json.loads(out.strip().splitlines()[-1])

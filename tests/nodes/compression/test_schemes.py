@@ -1,6 +1,5 @@
 """Every baseline method: round trip within its bound, bytes by hand, error feedback, loss,
 checkpoint continuation and NaN refusal."""
-import copy
 import io
 import math
 

@@ -1,7 +1,6 @@
 """Top-k and DGC: selection, error feedback, DGC's momentum correction and warm-up."""
 import math
 
-import numpy as np
 import pytest
 import torch
 
