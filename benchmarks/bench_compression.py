@@ -57,7 +57,9 @@ def measure(method: str, shapes, reps: int = 3, options: dict | None = None) -> 
         # between yields the scheme alternates: workers (even slots), server (odd slots)
         enc.append(sum(st.wall_s[0::2]) / WORKERS)
         dec.append(sum(st.wall_s[1::2]))
-        bits.append(st.bits_up[0])
+        # what one worker sends, on average: uplinks, ring chunks and a leader's broadcasts
+        # (PowerSGD and ScaleCom send nothing on an uplink)
+        bits.append((st.bits_up_total + sum(st.bits_allreduce.values()) + st.bits_broadcast) / WORKERS)
     fp32_bits = 8 * (4 * n + 30 * -(-4 * n // (PAYLOAD - 30)))
     b = statistics.median(bits)
     return {"method": method, "n": n, "bits_per_iteration": int(b), "bits_per_element": b / n,

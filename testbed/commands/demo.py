@@ -6,10 +6,10 @@ import socket
 import subprocess
 import sys
 import time
-from types import SimpleNamespace
 
 from testbed.commands import add_store_arg
 from testbed.commands import run as run_cmd
+from testbed.launcher import RunSpec
 from testbed.store import Store
 
 
@@ -47,9 +47,7 @@ def main(args) -> int:
         if not wait_for_port(args.host, args.port, 60):
             print(f"testbed: error: the dashboard did not start on {url}", file=sys.stderr)
             return 1
-        code = run_cmd.main(SimpleNamespace(file=args.file, store=args.store, name=None,
-                                            overrides=args.overrides, launcher="local",
-                                            nproc=None, quiet=False))
+        code = run_cmd.run(RunSpec(store=args.store, file=args.file, overrides=tuple(args.overrides)))
         if code or args.exit:
             return code
         print(f"run finished; the dashboard keeps serving at {url} (Ctrl-C to stop)", flush=True)
