@@ -37,7 +37,8 @@ def iterations(db: sqlite3.Connection, run_id: int, after: int, upto: int, strid
                SUM(bits_up) AS bits_up_sum, SUM(bits_down) AS bits_down_sum,
                AVG(compute_s) AS compute_s, AVG(uplink_s) AS uplink_s,
                AVG(aggregation_s) AS aggregation_s, AVG(downlink_s) AS downlink_s,
-               SUM(left_out) AS left_out, COUNT(*) AS n
+               SUM(left_out) AS left_out, AVG(participants) AS participants,
+               AVG(staleness) AS staleness, COUNT(*) AS n
         FROM iterations WHERE run_id=? AND iteration > ? AND iteration <= ?
         GROUP BY iteration / ? ORDER BY 1""", (run_id, after, upto, stride))
 

@@ -3,7 +3,8 @@
 line below, and the page, the live view and the offline export pick it up."""
 from __future__ import annotations
 
-from dashboards.panels import accuracy, channel, energy, latency, rate, topology
+from dashboards.panels import accuracy, channel, energy, federated, latency, rate, topology
 
-PANELS = (accuracy.PANEL, rate.PANEL, latency.PANEL, channel.PANEL, energy.PANEL, topology.PANEL)
+PANELS = (accuracy.PANEL, rate.PANEL, latency.PANEL, channel.PANEL, energy.PANEL, federated.PANEL,
+          topology.PANEL)
 BY_NAME = {p.name: p for p in PANELS}
