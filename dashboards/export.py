@@ -1,6 +1,6 @@
 """A run's dashboard figures as one file (`testbed export RUN --format html|png`).
 
-HTML: every figure of the live view (accuracy and loss, rate, latency, the channel per link, energy per node, topology)
+HTML: every figure of the live view (each panel of `dashboards.panels.PANELS`, in its order)
 in one self-contained page (plotly.js inlined once, so it opens offline). PNG: that page
 rendered by a headless Chromium (the system's; nothing is downloaded).
 """
