@@ -27,7 +27,8 @@ fedbuff  `concurrency` clients train at once, each from the model version it dow
          a time on the cell (a client that finished computing while it was busy waits).
 
 Rows: `iterations` gets participants (updates that counted) and staleness (mean, fedbuff; 0 in
-sync); `node_iterations` one row per slot. Not here: resume from a checkpoint, torchrun.
+sync); `node_iterations` one row per slot. Under torchrun a round's clients spread over the
+ranks (testbed/federated_distributed.py). Not here: resume from a checkpoint.
 """
 from __future__ import annotations
 
