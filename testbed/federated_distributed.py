@@ -20,8 +20,11 @@ evaluation and store this reuses):
   with the slot, hence with its rank, as it stays with the slot in one process.
 
 The rows are the in-process run's, every column but wall time, bit for bit
-(tests/e2e/test_federated_torchrun.py). Not here: resume from checkpoints. With BatchNorm
-models each rank's running statistics follow only its own clients (rank 0 evaluates).
+(tests/e2e/test_federated_torchrun.py). Differences: a client's NaN/Inf pseudo-gradient stops
+the run when it is computed (in one process, FedBuff notices it at the server step that
+buffers it); with BatchNorm models each rank's running statistics follow only its own clients
+(rank 0 evaluates); failure messages name ranks as "worker wR" (testbed/comm.py). Not here:
+resume from checkpoints.
 """
 from __future__ import annotations
 
