@@ -5,7 +5,6 @@ Checked against hand figures (a known packet dropped: the replica differs from t
 model exactly on that packet's coordinates, by lr x the aggregate there), against torch's own
 SGD run on two copies of a model (the drift recurrence of nodes/replicas.py), and against the
 loss-free path (no drift, the same rows as reliable delivery)."""
-import numpy as np
 import pytest
 import torch
 
@@ -24,11 +23,12 @@ from testbed.transport import EmulatedTransport
 
 
 class DropOne:
-    """The run's link layer, except that the first broadcast from `src` loses packet `k` on
-    its way to `dst` (the flow's other packets and every other flow as the network said)."""
+    """The run's link layer, except that the first broadcast from `src` (every one: `every`)
+    loses packet `k` on its way to `dst` (the flow's other packets and every other flow as the
+    network said)."""
 
-    def __init__(self, link, src: str, dst: str, k: int):
-        self.link, self.src, self.dst, self.k = link, src, dst, k
+    def __init__(self, link, src: str, dst: str, k: int, every: bool = False):
+        self.link, self.src, self.dst, self.k, self.every = link, src, dst, k, every
         self.broadcasts = 0
 
     def broadcast(self, src, dsts, sizes, at):
@@ -39,7 +39,7 @@ class DropOne:
                 if f.dst == self.dst:
                     f.arrived = f.arrived.copy()
                     f.arrived[self.k] = False
-            self.k = None
+            self.k = self.k if self.every else None
         return report
 
     def __getattr__(self, name):
@@ -213,3 +213,35 @@ def test_a_collective_that_stays_whole_says_so_in_one_line(tiny_experiment, tmp_
             "downlink loses packets (docs/reliability.md)"] if noted else [])
         with Store(db, readonly=True) as s:
             assert [e["kind"] for e in s.events(1)].count("note") == int(noted)
+
+
+def test_error_feedback_still_credits_the_servers_aggregate(tiny_experiment, tmp_path):
+    """The error-feedback invariant (tests/nodes/compression/test_error_feedback.py) in a run
+    whose downlink loses w1's packet 0 every iteration: the workers' mean of what they had
+    (gradient + memory) is the server's aggregate plus their mean memory kept, at every
+    iteration, w1's gradients being taken at its drifting replica. A downlink loss changes a
+    replica, never what a worker's memory holds."""
+    cfg = tiny(tiny_experiment, method="topk", compression="ratio = 0.05", iterations=5, workers=3)
+    with Store(tmp_path / "s.db") as store:
+        exp = Experiment(cfg, store)
+        exp.transport.link = DropOne(exp.transport.link, "server", "w1", 0, every=True)
+        had, checked = {}, []
+        compensate = exp.scheme.memory.compensate
+
+        def spy(worker, grad):
+            out = compensate(worker, grad)
+            had[worker] = out.clone()
+            return out
+        exp.scheme.memory.compensate = spy
+        apply = exp.apply_gradient
+
+        def check(it, agg):
+            kept = torch.stack([exp.scheme.memory.residuals[w] for w in range(3)]).mean(0)
+            orig = torch.stack([had[w] for w in range(3)]).mean(0)
+            scale = float(orig.abs().max())
+            assert torch.allclose(orig, agg + kept, atol=1e-5 * scale, rtol=0), it
+            checked.append(it)
+            apply(it, agg)
+        exp.apply_gradient = check
+        exp.run()
+    assert checked == list(range(5)) and set(exp.replicas.drift) == {1}
