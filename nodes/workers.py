@@ -210,13 +210,18 @@ class WorkerPool:
             s.load_state_dict(st)
 
     # -- gradients -----------------------------------------------------------------------
-    def gradients(self, params: Sequence[torch.Tensor] | torch.Tensor | None = None
+    def gradients(self, params: Sequence[torch.Tensor] | torch.Tensor | None = None,
+                  offsets: dict[int, torch.Tensor] | None = None
                   ) -> tuple[list[torch.Tensor], list[float]]:
         """One minibatch per worker at `params` (list like model.parameters(), one flat vector,
-        or None for the model's current parameters). The model's weights are not changed."""
+        or None for the model's current parameters). The model's weights are not changed.
+        `offsets`: worker -> flat vector added to the parameters for that worker alone (its
+        replica differs from the model, nodes/replicas.py); then every worker runs in turn."""
         plist = self._params(params)
         batches = [s.next() for s in self.samplers]
         self.iteration += 1
+        if offsets:
+            return self._gradients_offset(plist, batches, offsets)
         if self.mode == "vmap":
             try:
                 return self._gradients_vmap(plist, batches)
@@ -249,6 +254,17 @@ class WorkerPool:
             grads.append(flatten(torch.zeros_like(p) if gi is None else gi
                                  for gi, p in zip(g, leaves)))
             losses.append(float(loss.detach()))
+        return grads, losses
+
+    def _gradients_offset(self, plist, batches, offsets):
+        """As `_gradients_sequential`, worker w at plist + offsets[w] where it has one."""
+        grads, losses = [], []
+        for w, idx in enumerate(batches):
+            at = plist if w not in offsets else \
+                [p + o for p, o in zip(plist, unflatten(offsets[w].to(self.device), self.shapes))]
+            g, loss = self._gradients_sequential(at, [idx])
+            grads += g
+            losses += loss
         return grads, losses
 
     def _masked_loss(self, named, x, y, mask):

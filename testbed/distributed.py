@@ -85,7 +85,7 @@ class DistributedExperiment(Experiment):
         fault = parse_fault(os.environ.get(FAULT_ENV))
         super().__init__(cfg, store if comm.rank == 0 else NullStore(), progress=progress,
                          should_stop=should_stop,
-                         gradients=lambda exp: RankGradients(comm, exp.pool, fault),
+                         gradients=lambda exp: RankGradients(comm, exp.pool, fault, exp.replicas),
                          transport=lambda exp: exp.emulated_transport(DistributedTransport, comm=comm,
                                                                       owner=exp.owner))
         self._local_should_stop = self.should_stop

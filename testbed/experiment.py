@@ -10,6 +10,7 @@ A torchrun rank (testbed/distributed.py) passes in its own gradient source and t
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ import numpy as np
 import torch
 
 from channels.energy import check_profile, load_profiles
+from nodes.compression import codec
 from nodes.compression.base import check_finite
 from nodes.compression.memory import hold_memory, keep_undelivered
 from nodes.compression.registry import build_scheme
@@ -28,6 +30,7 @@ from nodes.device import resolve_device
 from nodes.flops import train_step_flops
 from nodes.models import build_model
 from nodes.partition import split
+from nodes.replicas import Replicas
 from nodes.workers import WorkerPool, evaluate, set_gradients
 from testbed import checkpoint
 from testbed.config import ExperimentConfig, ps_without_server
@@ -93,11 +96,12 @@ class LocalGradients:
     per worker (what `compute_time = "measured"` charges)."""
 
     def __init__(self, exp: Experiment):
-        self.pool, self.n = exp.pool, len(exp.workers)
+        self.pool, self.n, self.replicas = exp.pool, len(exp.workers), exp.replicas
 
     def __call__(self):
         w0 = time.perf_counter()
-        grads, losses = self.pool.gradients()
+        # a worker whose replica lost part of a lossy downlink computes at its own replica
+        grads, losses = self.pool.gradients(offsets=self.replicas.offsets())
         return grads, losses, (time.perf_counter() - w0) / self.n
 
 
@@ -188,6 +192,7 @@ class Experiment:
             "run.device_trace", cfg.run.device_trace, self.traced_nodes())
         self.energy = self._energy_profiles()
         self.clock = 0.0
+        self.replicas = Replicas()   # the workers' replicas that differ from the model
         self.gradients = (self._gradients_factory or LocalGradients)(self)
         self.transport = (self._transport_factory(self) if self._transport_factory
                           else self.emulated_transport())
@@ -351,6 +356,33 @@ class Experiment:
         set_gradients(self.model, agg)
         self.optimizer.step()
 
+    def follow_replicas(self, carried: IterationReport) -> None:
+        """The drift hook: what each worker lost of a lossy downlink (`carried.missed`, the
+        aggregate's packets) is missing from its replica's step (nodes/replicas.py); the
+        model the run holds and evaluates is the server's. Call after `apply_gradient`."""
+        for name, packets in carried.missed.items():
+            lost = codec.decode(packets, self.scheme.numel).values
+            self.replicas.missed(self.workers.index(name), lost.to(self.device))
+        g = self.optimizer.param_groups[0]
+        self.replicas.step(g["lr"], g["momentum"], g["weight_decay"], g["nesterov"])
+
+    def delivery_note(self) -> str | None:
+        """Best-effort delivery whose model update is still made whole (one line, at start)."""
+        link = self.cfg.network.get("link", {}) if isinstance(self.cfg.network, dict) else {}
+        if link.get("delivery") != "best_effort":
+            return None
+        method, collective = self.cfg.compression.method, self.scheme.collective
+        if collective != "ps":
+            return (f"network.link.delivery = 'best_effort' with compression.collective = "
+                    f"{collective!r}: what every node must share (all-gathered messages, a "
+                    "leader's broadcast, a ring's result) is resent until whole; only a "
+                    "parameter server's downlink loses packets (docs/reliability.md)")
+        if not self.scheme.lossy_downlink:
+            return (f"network.link.delivery = 'best_effort' with compression.method = "
+                    f"{method!r}: its downlink is not the aggregate's coordinates, so it is "
+                    "resent until every worker has it (docs/reliability.md)")
+        return None
+
     # ------------------------------------------------------------------ the run
     def start(self) -> int:
         cfg = self.cfg
@@ -365,6 +397,11 @@ class Experiment:
             "step_flops": self.step_flops, "device": str(self.device),
             "parameters": sum(p.numel() for p in self.model.parameters())},
             iteration=0, virtual_time_s=0.0)
+        note = self.delivery_note()
+        if note:
+            self.store.append_event(self.run_id, "note", {"note": note}, iteration=0,
+                                    virtual_time_s=0.0)
+            print(f"note: {note}", file=sys.stderr)
         self.store.flush()
         return self.run_id
 
@@ -397,6 +434,7 @@ class Experiment:
             self.clock = max(carried.clock, t_iter + carried.timing.total_s)
             with self._timed("compute", it):
                 self.apply_gradient(it, agg)
+                self.follow_replicas(carried)
             bits = self._record(it, work, carried, time.perf_counter() - wall0)
             self._evaluate_and_save(it, wall0)
             if self.progress:
@@ -456,7 +494,8 @@ class Experiment:
             nodes=[{"iteration": it, "node": w, "bits_up": traffic.bits_up.get(w, 0),
                     "bits_down": traffic.bits_down.get(w, 0), "compute_s": ready[w] - t,
                     "uplink_done_s": traffic.uplink_done.get(w),
-                    "left_out": left_out.get(w), **energy[w]} for w in self.workers],
+                    "left_out": left_out.get(w), "drift_norm": self.replicas.norm(i),
+                    **energy[w]} for i, w in enumerate(self.workers)],
             links=[{"iteration": it, "src": u, "dst": v, **row}
                    for (u, v), row in traffic.links.items()])
         return bits_up + bits_down
@@ -495,6 +534,7 @@ class Experiment:
                 "stage": self.stage, "model": self.model.state_dict(),
                 "optimizer": self.optimizer.state_dict(), "scheme": self.scheme.state_dict(),
                 "pool": self.pool.state_dict(), "network": self.network.state_dict(),
+                "replicas": self.replicas.state_dict(),
                 "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state()}
 
     def load_state_dict(self, state: dict) -> None:
@@ -503,6 +543,7 @@ class Experiment:
         self.scheme.load_state_dict(state["scheme"])
         self.pool.load_state_dict(state["pool"])
         self.network.load_state_dict(state["network"])
+        self.replicas.load_state_dict(state.get("replicas", {}))  # none before issue 23
         torch.set_rng_state(state["torch_rng"])
         np.random.set_state(state["numpy_rng"])
         self.clock, self.accuracy, self.stage = state["clock"], state["accuracy"], state["stage"]

@@ -28,8 +28,8 @@ class RankGradients:
     Worker r's entry is its real gradient; the other workers' entries are zeros (the scheme
     encodes garbage for them, replaced by `share` with the real bytes)."""
 
-    def __init__(self, comm: Comm, pool, fault=None):
-        self.comm, self.pool, self.fault = comm, pool, fault
+    def __init__(self, comm: Comm, pool, fault=None, replicas=None):
+        self.comm, self.pool, self.fault, self.replicas = comm, pool, fault, replicas
 
     def __call__(self):
         it = self.pool.iteration
@@ -37,7 +37,9 @@ class RankGradients:
         if self.fault and self.fault[0] == self.comm.rank and self.fault[1] == it:
             inject(self.fault[2])
         w0 = time.perf_counter()
-        grads, losses = self.pool.gradients()
+        # at this worker's replica if it lost part of a lossy downlink (nodes/replicas.py)
+        drift = None if self.replicas is None else self.replicas.drift.get(self.comm.rank)
+        grads, losses = self.pool.gradients(offsets=None if drift is None else {0: drift})
         wall = time.perf_counter() - w0
         g = grads[0]
         bad = float(not bool(torch.isfinite(g).all()))

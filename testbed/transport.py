@@ -5,7 +5,9 @@ virtual clock, charges the time to the iteration's split (compute / uplink / agg
 downlink) and counts the bits of the real messages. Per phase:
   Members     -> the round's members (who takes part, below);
   Uplink      -> Network.gather, each worker starting at its own compute end (stragglers);
-  Downlink    -> Network.broadcast from the server, made whole (see `_whole`);
+  Downlink    -> Network.broadcast from the server, made whole (see `_whole`); a lossy one
+                 (`phases.Downlink.lossy`: the aggregate, codec packets naming their own
+                 coordinates) is not: each worker's lost packets go to `IterationReport.missed`;
   Broadcast   -> Network.broadcast from a worker to every other worker, made whole;
   AllGather   -> Network.allgather among the workers, every source made whole;
   AllReduce   -> Network.ring_allreduce for the timing, `ring_sum` on the real bytes;
@@ -81,6 +83,7 @@ class EmulatedTransport(Transport):
         self.measured = measured                  # scheme wall time charged to the clock
         self.link: LinkLayer = net.network if link is None else link
         self.timer = timer
+        self._silent = 0   # iterations in a row in which nothing got through
         self._away: list[str] = []   # the workers the link layer routes around
         self.begin(0, 0.0, {w: 0.0 for w in self.workers})
 
@@ -108,9 +111,27 @@ class EmulatedTransport(Transport):
         self.first = True  # the first traffic of an iteration starts at each worker's own end
         self.timing = IterationTiming(compute_s=self.compute_end - self.clock)
         self.traffic = Traffic()
+        self.missed: dict[str, list[bytes]] = {}
+        self._sent = self._through = False   # did any packet go on the air / get through
 
     def end(self) -> IterationReport:
-        return IterationReport(self.clock, self.timing, self.traffic, dict(self.left_out))
+        self._check_through()
+        return IterationReport(self.clock, self.timing, self.traffic, dict(self.left_out),
+                               {w: list(p) for w, p in self.missed.items()})
+
+    def _check_through(self) -> None:
+        """Lost packets that are not resent (a best-effort uplink, a lossy downlink) can leave
+        a run training on nothing: after MAX_RESENDS iterations in a row in which packets went
+        on the air and none got through, the run fails rather than go on."""
+        if self._sent and not self._through:
+            self._silent += 1
+        elif self._through:
+            self._silent = 0
+        if self._silent >= self.MAX_RESENDS:
+            raise TransportError(f"no packet got through in {self._silent} iterations in a row "
+                                 f"(up to iteration {self.iteration}; best_effort delivery does "
+                                 "not resend updates or the server's aggregate): the links' "
+                                 "network.link.loss is too high for a run")
 
     def carriers(self):
         return {ph.Members: self.roll, ph.Uplink: self.uplink, ph.Downlink: self.downlink,
@@ -153,6 +174,10 @@ class EmulatedTransport(Transport):
         setattr(self.timing, f"{kind}_s", getattr(self.timing, f"{kind}_s") + max(0.0, end - start))
         self.clock = max(self.clock, end)
         for r in reports:
+            for f in r.flows:
+                if len(f.arrived):
+                    self._sent = True
+                    self._through = self._through or bool(f.arrived.any())
             self.traffic.add_links(r)
             self.traffic.add_radio(radio_seconds(r, self.net.shared))
         self.first = False
@@ -210,7 +235,13 @@ class EmulatedTransport(Transport):
         dsts = self._receivers()
         with self._emulating():
             reports = [self.link.broadcast(self.net.server, dsts, phase.message.sizes, at=self.clock)]
-        reports += self._whole(reports[0], {self.net.server: phase.message.sizes})
+        if phase.lossy:  # lost is lost: each worker's replica lacks those coordinates
+            for f in reports[0].flows:
+                if f.src == self.net.server and f.dst in dsts and not f.arrived.all():
+                    lost = [p for p, ok in zip(phase.message.packets, f.arrived) if not ok]
+                    self.missed.setdefault(f.dst, []).extend(lost)
+        else:
+            reports += self._whole(reports[0], {self.net.server: phase.message.sizes})
         for n in dsts:
             self.traffic.add_bits(self.traffic.bits_down, n, phase.message.nbits)
         self._advance(reports, "downlink")

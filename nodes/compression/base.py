@@ -69,6 +69,9 @@ class Scheme:
     collectives: ClassVar[tuple[Collective, ...]] = ("ps",)
     # True: momentum is applied inside the method (DGC's correction); the optimizer adds none.
     handles_momentum: ClassVar[bool] = False
+    # True: its "ps" Downlink is the aggregate as codec coordinates (phases.Downlink.lossy),
+    # so under best-effort delivery a worker's lost packets are lost (nodes/replicas.py)
+    lossy_downlink: ClassVar[bool] = False
 
     values_dtype: ClassVar[str] = "f32"     # precision.py: what workers send
     downlink_dtype: ClassVar[str] = "f32"   # and what the server broadcasts

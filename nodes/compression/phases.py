@@ -24,8 +24,16 @@ class Uplink:
 
 @dataclass
 class Downlink:
-    """The aggregator broadcasts one message to all workers (delivered reliably). Result: None."""
+    """The aggregator broadcasts one message to all workers. Result: None.
+
+    Made whole (what a worker misses is resent until it has every packet), unless `lossy`:
+    the message is the aggregate as codec packets that each name their own coordinates, so
+    under best-effort delivery nothing is resent and a worker that loses a packet lacks its
+    coordinates (the transport reports them as `IterationReport.missed`, the orchestrator
+    keeps that worker's replica apart: nodes/replicas.py). Under reliable delivery nothing
+    is lost and both are the same."""
     message: Message
+    lossy: bool = False
 
 
 @dataclass

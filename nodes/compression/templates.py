@@ -80,6 +80,7 @@ class DenseScheme(Scheme):
       rounded to the wire dtype by `ring.ring_sum`) over the round's members (phases.Members)
       and every node divides by their number."""
     collectives = ("ps", "allgather")
+    lossy_downlink = True  # the mean's packets name their coordinates
     ring_dtype: str | None = None  # wire dtype of a ring all-reduce, for methods whose values add
 
     # -- what a subclass changes
@@ -115,7 +116,7 @@ class DenseScheme(Scheme):
             (self.decode(w, iteration, arrived.get(w, [])) for w in range(len(grads))), self.numel)
         down = codec.encode_dense(mean, payload_bytes=self.payload_bytes, dtype=self.downlink_dtype,
                                   method=self.wire_id, kind=codec.KIND_AGGREGATE, iteration=iteration)
-        yield Downlink(down)
+        yield Downlink(down, lossy=self.lossy_downlink)
         return codec.decode(down.packets, self.numel).values.to(out_device)
 
 
@@ -128,6 +129,7 @@ class SparseScheme(Scheme):
     from that worker, and a lost packet's coordinates count as zeros too (best effort).
     """
     collectives = ("ps", "allgather")
+    lossy_downlink = True  # the union-sparse mean's packets name their coordinates
 
     def select(self, worker: int, iteration: int, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(indices, values as sent) of one worker; updates that worker's state."""
@@ -153,7 +155,7 @@ class SparseScheme(Scheme):
         if self.collective == "allgather":
             return mean.to(out_device)
         down = self.encode_aggregate(iteration, mean)
-        yield Downlink(down)
+        yield Downlink(down, lossy=self.lossy_downlink)
         return codec.decode(down.packets, self.numel).values.to(out_device)
 
     def encode_aggregate(self, iteration: int, mean: torch.Tensor) -> Message:

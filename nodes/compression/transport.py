@@ -83,6 +83,8 @@ class IterationReport:
     timing: IterationTiming
     traffic: Traffic
     left_out: dict[str, str]    # worker -> "unavailable" | "deadline"
+    # worker -> the packets of a lossy Downlink (phases.Downlink.lossy) it did not receive
+    missed: dict[str, list[bytes]] = field(default_factory=dict)
 
 
 class Transport:

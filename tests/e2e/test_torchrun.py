@@ -161,6 +161,8 @@ def test_torchrun_matches_the_in_process_run(folder, reference, method, workers)
     # the comparison is not vacuous: packets were lost and bits moved in the reference
     assert sum(r["lost"] for r in ref["links"]) > 0
     assert all(r["bits_up"] > 0 for r in ref["iterations"])
+    if method in ("topk", "dgc"):  # their server downlink is lossy: replicas drifted (issue 23)
+        assert any(n["drift_norm"] > 0 for n in ref["nodes"])
     store_path = folder / f"dist_{method.replace(':', '_')}_{workers}.db"
     proc, _ = run_torchrun(path, store_path)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -128,10 +128,12 @@ def test_kill_minus_9_of_a_real_run_leaves_earlier_rows_and_marks_it_failed(tiny
         assert its == list(range(len(its))) and len(its) >= n
 
 
-def test_best_effort_downlink_resends_until_every_worker_has_every_packet(tiny_experiment, tmp_path):
-    """Under 30% loss the model update still reaches each worker whole: on every server->w link
-    the packets that got through equal the message's packet count (fp32 sends the same-size
-    dense vector both ways), while the uplink keeps its losses (best-effort)."""
+def test_best_effort_downlink_loses_what_it_loses_both_ways(tiny_experiment, tmp_path):
+    """Under 30% loss the server's aggregate is sent once, as the uplink is (issue 23): on
+    every server->w link the packets sent equal the message's packet count (fp32 sends the
+    same-size dense vector both ways) and those lost are not resent; each worker's replica
+    then differs from the model (tests/testbed/test_lossy_downlink.py for the figures).
+    Models whose update is still made whole are resent: test_lossy_downlink's all-gather note."""
     path = tiny_experiment(method="none", compression="", iterations=4, delivery="best_effort",
                            loss='{ model = "bernoulli", p = 0.3 }')
     store, rid, _ = run_file(path, tmp_path / "s.db")
@@ -142,7 +144,8 @@ def test_best_effort_downlink_resends_until_every_worker_has_every_packet(tiny_e
         assert rows[("w0", "server")]["lost"] > 0
         for w in ("w0", "w1"):
             down = rows[("server", w)]
-            assert down["lost"] > 0 and down["packets"] - down["lost"] == up_packets
+            assert down["lost"] > 0 and down["packets"] == up_packets
+    assert all(n["drift_norm"] > 0 for n in store.node_iterations(rid))
     store.close()
 
 

@@ -71,6 +71,8 @@ def test_resume_after_kill_minus_9_writes_the_uninterrupted_rows(tiny_experiment
         ref = rows(ref_store, Experiment(cfg, ref_store).run())
     assert not Path(f"{tmp_path / 'ref.db'}.checkpoints").exists()
     assert sum(r["lost"] for r in ref["links"]) > 0  # the loss process mattered
+    if method != "lgc_ps":  # a lossy server downlink: the resumed part starts from drifted replicas
+        assert any(n["drift_norm"] > 0 for n in ref["nodes"] if n["iteration"] == EVERY - 1)
     if method == "lgc_ps":  # the resumed part crosses the switch to the LGC stage
         stages = [r["stage"] for r in ref["iterations"]]
         assert stages[EVERY] == "ae_train" and stages[-1] == "lgc"
