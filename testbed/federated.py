@@ -27,7 +27,8 @@ fedbuff  `concurrency` clients train at once, each from the model version it dow
          a time on the cell (a client that finished computing while it was busy waits).
 
 Rows: `iterations` gets participants (updates that counted) and staleness (mean, fedbuff; 0 in
-sync); `node_iterations` one row per slot. Not here: resume from a checkpoint, torchrun.
+sync); `node_iterations` one row per slot. A checkpoint (`run.checkpoint_every`, `testbed
+resume`) holds the federated state beside data-parallel's (`state_dict`). Not here: torchrun.
 """
 from __future__ import annotations
 
@@ -91,8 +92,6 @@ def merge(a: tuple[IterationTiming, Traffic], b: tuple[IterationTiming, Traffic]
 class FederatedExperiment(Experiment):
     """One federated run of an experiment file with `[federated]`, written into a store."""
 
-    checkpoints = False   # per-client state (memories, batch orders) is not checkpointed yet
-
     def traced_nodes(self) -> list[str]:
         return [client_name(c) for c in range(self.cfg.federated.clients)]
 
@@ -111,6 +110,8 @@ class FederatedExperiment(Experiment):
         self.weights = flatten(self.model.parameters()).clone()   # the global model
         self.rng = client_rng(cfg.run.seed)
         self.version = 0   # server steps so far
+        self.flight: dict[int, dict] | None = None   # fedbuff: slot -> the client training there
+        self.pending = None   # fedbuff: a download window not yet in a row (after an idle step)
 
     def _iteration_budget(self) -> int:
         run, fed = self.cfg.run, self.cfg.federated
@@ -245,9 +246,9 @@ class FederatedExperiment(Experiment):
 
     def _fedbuff_steps(self, wall0):
         fed, n = self.cfg.federated, len(self.workers)
-        flight: dict[int, dict] = {}   # slot -> the client training there
 
         def refill(it: int, t: float, free: list[int]):
+            flight = self.flight
             busy = {f["client"] for f in flight.values()}
             chosen = sample_clients(self.rng, self._candidates(t, busy), len(free))
             slots = free[:len(chosen)]
@@ -260,7 +261,10 @@ class FederatedExperiment(Experiment):
             assign(self.model, self.weights)
             return window
 
-        pending = refill(self.next_iteration, self.clock, list(range(n)))
+        if self.flight is None:   # a fresh run (a resumed one has its clients in flight)
+            self.flight = {}
+            self.pending = refill(self.next_iteration, self.clock, list(range(n)))
+        flight = self.flight
         for it in range(self.next_iteration, self.iterations):
             if self.should_stop():
                 yield it, None
@@ -269,7 +273,7 @@ class FederatedExperiment(Experiment):
             t0 = self.clock
             if not flight:  # nobody was available: a second of virtual time passes
                 self.clock = t0 + 1.0
-                pending = refill(it, self.clock, list(range(n)))
+                self.pending = refill(it, self.clock, list(range(n)))
                 yield it, self._idle(t0)
                 continue
             buffer = sorted(flight, key=lambda s: (flight[s]["ready"], s))[:fed.buffer_size]
@@ -290,8 +294,8 @@ class FederatedExperiment(Experiment):
             self.clock = max(end, t0 + ex[0].total_s)
             for s in buffer:
                 del flight[s]
-            window = merge(pending, ex) if pending is not None else ex
-            pending = None
+            window = merge(self.pending, ex) if self.pending is not None else ex
+            self.pending = None
             if it + 1 < self.iterations:  # the next clients download the new model (this row's)
                 window = merge(window, refill(it, self.clock, buffer))
             yield it, {"t0": t0, "window": window, "losses": losses, "left_out": left_out,
@@ -306,7 +310,6 @@ class FederatedExperiment(Experiment):
 
     def _record(self, it: int, r: dict, wall0: float) -> bool:
         """The iteration's rows, evaluation and progress; True when the target is reached."""
-        cfg = self.cfg
         timing, traffic = r["window"]
         t0, left_out, ready = r["t0"], r["left_out"], r["ready"]
         ready_slots = r.get("taking_part", self.workers)
@@ -327,25 +330,35 @@ class FederatedExperiment(Experiment):
                     "compute_s": max(0.0, ready[w] - t0), "uplink_done_s": traffic.uplink_done.get(w),
                     "left_out": left_out.get(w), **energy[w]} for w in self.workers],
             links=[{"iteration": it, "src": u, "dst": v, **row} for (u, v), row in traffic.links.items()])
-        last = it == self.iterations - 1
-        if (it + 1) % cfg.run.eval_every == 0 or last:
-            with self._timed("eval", it):
-                test_loss, self.accuracy = self.evaluate()
-            self.store.append_eval(self.run_id, {"iteration": it, "virtual_time_s": self.clock,
-                                                 "test_loss": test_loss,
-                                                 "test_accuracy": self.accuracy,
-                                                 **self.scheme_metrics()})
-        if (it + 1) % cfg.run.flush_every == 0 or last:
-            self.store.flush()
+        self._evaluate_and_save(it, wall0)   # evaluation, flush and checkpoint as data-parallel
         if self.progress:
             self.progress(Progress(it + 1, self.iterations, self.clock, bits_up + bits_down,
                                    train_loss, self.accuracy, self.stage or ""))
-        if (cfg.run.stop_at_accuracy and cfg.run.target_accuracy and self.accuracy is not None
-                and self.accuracy >= cfg.run.target_accuracy):
-            self.store.append_event(self.run_id, "target_reached", {"accuracy": self.accuracy},
-                                    iteration=it, virtual_time_s=self.clock)
-            return True
-        return False
+        return self._target_reached(it)
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self, iteration: int) -> dict:
+        """Data-parallel's (model, scheme, link layer, clock, global generators) and the
+        federated state: the global weights, the server optimizer, the client draw's generator,
+        every client's error memories and batch order, and under fedbuff the clients in flight
+        (their model version, held pseudo-gradient and compute end)."""
+        return {**super().state_dict(iteration), "federated": {
+            "weights": self.weights.clone(), "server_opt": self.server_opt.state_dict(),
+            "rng": self.rng.bit_generator.state, "version": self.version,
+            "memory": self.memory.state_dict(), "clients": self.clients.state_dict(),
+            "flight": self.flight, "pending": self.pending}}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        f = state["federated"]
+        self.weights = f["weights"].to(self.weights)
+        assign(self.model, self.weights)
+        self.server_opt.load_state_dict(f["server_opt"])
+        self.rng.bit_generator.state = f["rng"]
+        self.version = f["version"]
+        self.memory.load_state_dict(f["memory"])
+        self.clients.load_state_dict(f["clients"])
+        self.flight, self.pending = f["flight"], f["pending"]
 
 
 def experiment_class(cfg):
