@@ -27,8 +27,9 @@ fedbuff  `concurrency` clients train at once, each from the model version it dow
          a time on the cell (a client that finished computing while it was busy waits).
 
 Rows: `iterations` gets participants (updates that counted) and staleness (mean, fedbuff; 0 in
-sync); `node_iterations` one row per slot. A checkpoint (`run.checkpoint_every`, `testbed
-resume`) holds the federated state beside data-parallel's (`state_dict`). Not here: torchrun.
+sync); `node_iterations` one row per slot, with the staleness of its update where it counted.
+A checkpoint (`run.checkpoint_every`, `testbed resume`) holds the federated state beside
+data-parallel's (`state_dict`). Not here: torchrun.
 """
 from __future__ import annotations
 
@@ -242,7 +243,7 @@ class FederatedExperiment(Experiment):
             yield it, {"t0": t0, "window": merge(window, ex), "losses": losses,
                        "left_out": left_out, "ready": ready, "participants": len(counted),
                        "taking_part": [self.workers[s] for s in slots],
-                       "staleness": 0.0 if counted else None}
+                       "stale": {self.workers[s]: 0 for s in counted}}
 
     def _fedbuff_steps(self, wall0):
         fed, n = self.cfg.federated, len(self.workers)
@@ -300,18 +301,18 @@ class FederatedExperiment(Experiment):
                 window = merge(window, refill(it, self.clock, buffer))
             yield it, {"t0": t0, "window": window, "losses": losses, "left_out": left_out,
                        "ready": ready, "participants": len(counted),
-                       "staleness": float(np.mean([stale[s] for s in counted])) if counted else None}
+                       "stale": {self.workers[s]: stale[s] for s in counted}}
 
     def _idle(self, t0: float) -> dict:
         """The row of an iteration in which no client was available."""
         return {"t0": t0, "window": (IterationTiming(), Traffic()), "losses": [], "left_out": {},
-                "ready": {w: t0 for w in self.workers}, "participants": 0, "staleness": None,
+                "ready": {w: t0 for w in self.workers}, "participants": 0, "stale": {},
                 "taking_part": []}
 
     def _record(self, it: int, r: dict, wall0: float) -> bool:
         """The iteration's rows, evaluation and progress; True when the target is reached."""
         timing, traffic = r["window"]
-        t0, left_out, ready = r["t0"], r["left_out"], r["ready"]
+        t0, left_out, ready, stale = r["t0"], r["left_out"], r["ready"], r["stale"]
         ready_slots = r.get("taking_part", self.workers)
         train_loss = float(np.mean(r["losses"])) if r["losses"] else float("nan")
         bits_up, bits_down = sum(traffic.bits_up.values()), sum(traffic.bits_down.values())
@@ -324,11 +325,13 @@ class FederatedExperiment(Experiment):
              "wall_time_s": time.perf_counter() - wall0, "train_loss": train_loss,
              "bits_up": bits_up, "bits_down": bits_down, "left_out": len(left_out),
              "energy_j": sum(e["energy_j"] for e in energy.values()),
-             "participants": r["participants"], "staleness": r["staleness"], **vars(timing)},
+             "participants": r["participants"],
+             "staleness": float(np.mean(list(stale.values()))) if stale else None, **vars(timing)},
             nodes=[{"iteration": it, "node": w, "bits_up": traffic.bits_up.get(w, 0),
                     "bits_down": traffic.bits_down.get(w, 0),
                     "compute_s": max(0.0, ready[w] - t0), "uplink_done_s": traffic.uplink_done.get(w),
-                    "left_out": left_out.get(w), **energy[w]} for w in self.workers],
+                    "left_out": left_out.get(w), "staleness": stale.get(w), **energy[w]}
+                   for w in self.workers],
             links=[{"iteration": it, "src": u, "dst": v, **row} for (u, v), row in traffic.links.items()])
         self._evaluate_and_save(it, wall0)   # evaluation, flush and checkpoint as data-parallel
         if self.progress:
