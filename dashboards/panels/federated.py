@@ -10,16 +10,10 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from dashboards.panel import Panel, Rows
+from dashboards.panel import Panel, Rows, federated_mode
 from dashboards.style import (PALETTE, Series, add_marks, axis, base_layout, grid2, last_x,
                               line_trace, make_figure, placeholder_note, points, smooth,
                               smooth_note, titled)
-
-
-def federated_mode(run: dict) -> str | None:
-    """"sync" or "fedbuff" for a federated run (its config's `[federated] mode`), else None."""
-    fed = (run.get("config") or {}).get("federated")
-    return fed.get("mode", "sync") if isinstance(fed, dict) else None
 
 
 def staleness_values(nodes: Sequence[dict]) -> list[int]:
@@ -71,7 +65,7 @@ def federated_figure(rows: Rows, uirevision=None, note: str = "", smoothing: flo
         layout = base_layout(
             titled("FedBuff: participants and mean staleness per server step; every update's "
                    "staleness", smooth_note(note, smoothing)), 400, uirevision,
-            grid=grid2(top=0.5, x_title="server step"), xaxis=left, xaxis2=left,
+            grid=grid2(top=0.5, x_title="iteration"), xaxis=left, xaxis2=left,
             yaxis=dict(title=dict(text="participants"), rangemode="tozero"),
             yaxis2=dict(title=dict(text="mean staleness (versions)"), rangemode="tozero"),
             xaxis3=axis(anchor="y3", domain=[0.72, 1], dtick=1,
@@ -80,7 +74,7 @@ def federated_figure(rows: Rows, uirevision=None, note: str = "", smoothing: flo
                         rangemode="tozero"))
     else:
         layout = base_layout(titled("Federated: participants per round", smooth_note(note, smoothing)),
-                             300, uirevision, xaxis=axis(title=dict(text="round")),
+                             300, uirevision, xaxis=axis(title=dict(text="iteration")),
                              yaxis=axis(title=dict(text="participants"), rangemode="tozero"))
     if not its:
         layout["annotations"].append(placeholder_note("No rounds yet."))

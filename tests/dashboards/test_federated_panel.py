@@ -38,6 +38,8 @@ def test_a_fedbuff_run_is_drawn_from_its_participants_and_staleness_rows(tmp_pat
                      "staleness": column(rows, "staleness"),
                      "staleness_hist": (stale, [1] * len(stale))}
     assert "mean staleness per server step" in figs[PANEL]["layout"]["title"]["text"]
+    assert figs[PANEL]["layout"]["xaxis2"]["title"]["text"] == "server step"
+    assert figs[LIVE_FIGURES.index("rate")]["layout"]["xaxis2"]["title"]["text"] == "server step"
     _, exported = run_figures(store, exp.run_id)
     assert traces(exported[sum(len(p.exports) for p in BY_NAME.values()
                                if LIVE_FIGURES.index(p.name) < PANEL)]) == drawn
