@@ -4,8 +4,9 @@
 A panel is one module under dashboards/panels/ that ends with `PANEL = Panel(...)`, listed
 once in `dashboards.panels.PANELS` (the page's order). Adding a panel touches those two files:
 nothing else names a panel. Each panel draws from `Rows` (one run's rows, raw or binned by
-dashboards/queries.py) and a `View` (the page's controls); the live view calls `figure` on first
-load and `series` on each tick, appending the new points to the traces of the same uid.
+dashboards/queries.py) and a `View` (the page's controls); the live view calls `figure` (through
+`draw`, which titles iteration axes "round" / "server step" in a federated run) on first load
+and `series` on each tick, appending the new points to the traces of the same uid.
 """
 from __future__ import annotations
 
