@@ -202,25 +202,30 @@ class FederatedExperiment(Experiment):
     def _loop(self) -> None:
         wall0 = time.perf_counter() - self._wall_offset
         rounds = self._sync_rounds if self.cfg.federated.mode == "sync" else self._fedbuff_steps
+        self._stopped = False
         for it, row in rounds(wall0):
-            if row is None:  # stopped on request
-                self.store.finish_run(self.run_id, "stopped", "stopped on request")
-                return
             if self._record(it, row, wall0):
                 break
+        if self._stopped:
+            self.store.finish_run(self.run_id, "stopped", "stopped on request")
+            return
         self.store.finish_run(self.run_id, "completed")
+
+    def _iterations(self):
+        """(it, t0) of each iteration still to run, after the prelude every mode shares: the
+        stop check (a request ends them and sets `_stopped`) and the pending controls."""
+        for it in range(self.next_iteration, self.iterations):
+            if self.should_stop():
+                self._stopped = True
+                return
+            self._apply_controls(it)
+            yield it, self.clock
 
     def _sync_rounds(self, wall0):
         fed, n = self.cfg.federated, len(self.workers)
-        for it in range(self.next_iteration, self.iterations):
-            if self.should_stop():
-                yield it, None
-                return
-            self._apply_controls(it)
-            t0 = self.clock
+        for it, t0 in self._iterations():
             chosen = sample_clients(self.rng, self._candidates(t0), fed.clients_per_round)
-            if not chosen:  # nobody available: a second of virtual time passes
-                self.clock = t0 + 1.0
+            if not chosen:
                 yield it, self._idle(t0)
                 continue
             slots = list(range(len(chosen)))
@@ -266,16 +271,11 @@ class FederatedExperiment(Experiment):
             self.flight = {}
             self.pending = refill(self.next_iteration, self.clock, list(range(n)))
         flight = self.flight
-        for it in range(self.next_iteration, self.iterations):
-            if self.should_stop():
-                yield it, None
-                return
-            self._apply_controls(it)
-            t0 = self.clock
-            if not flight:  # nobody was available: a second of virtual time passes
-                self.clock = t0 + 1.0
+        for it, t0 in self._iterations():
+            if not flight:
+                row = self._idle(t0)
                 self.pending = refill(it, self.clock, list(range(n)))
-                yield it, self._idle(t0)
+                yield it, row
                 continue
             buffer = sorted(flight, key=lambda s: (flight[s]["ready"], s))[:fed.buffer_size]
             grads = [torch.zeros_like(self.weights) for _ in range(n)]
@@ -304,7 +304,8 @@ class FederatedExperiment(Experiment):
                        "stale": {self.workers[s]: stale[s] for s in counted}}
 
     def _idle(self, t0: float) -> dict:
-        """The row of an iteration in which no client was available."""
+        """No client was available at t0: a second of virtual time passes; the iteration's row."""
+        self.clock = t0 + 1.0
         return {"t0": t0, "window": (IterationTiming(), Traffic()), "losses": [], "left_out": {},
                 "ready": {w: t0 for w in self.workers}, "participants": 0, "stale": {},
                 "taking_part": []}

@@ -216,3 +216,45 @@ def test_a_federated_run_resumed_after_kill_minus_9_writes_the_uninterrupted_row
     got = killed_and_resumed(path, sets, tmp_path, capsys)
     for table in ("iterations", "nodes", "links", "evals", "summary"):
         assert got[table] == ref[table], table
+
+
+def test_a_fedbuff_run_stopped_after_nobody_was_available_resumes_with_its_pending_download(tmp_path, capsys):
+    """Every client is away for 1.5 virtual seconds from between server steps 3 and 4: the
+    slots are not refilled, the buffer empties, and steps pass idle (a second each) until the
+    clients are back; the idle step that draws them again leaves their download to the next
+    row. The run is stopped by request (the stop control) right after that idle step and
+    resumed from its checkpoint; its rows equal the uninterrupted run's."""
+    path = tmp_path / "fedbuff.toml"
+    path.write_text(FEDERATED.format(iterations=ITERATIONS, loss='{ model = "none" }', federated=(
+        FEDERATED_MODES["fedbuff"] + "\nsampler = 'available'")))
+    sets = ["run.flush_every=1", "run.eval_every=3", "run.threads=1"]
+    with Store(tmp_path / "probe.db") as probe_store:
+        probe = FederatedExperiment(load_config(path, sets), probe_store)
+        times = [r["virtual_time_s"] for r in probe_store.iterations(probe.run())]
+    away = (times[3] + times[4]) / 2
+    trace = tmp_path / "devices.json"
+    trace.write_text(json.dumps({"nodes": {f"c{c}": {"available": [[0, away], [away + 1.5, None]]}
+                                           for c in range(8)}}))
+    sets += [f"run.device_trace={trace}"]
+    with Store(tmp_path / "ref.db") as ref_store:
+        ref = rows(ref_store, FederatedExperiment(load_config(path, sets + ["run.checkpoint_every=0"]),
+                                                  ref_store).run())
+    idle = [r["iteration"] for r in ref["iterations"] if r["participants"] == 0]
+    assert idle and idle[-1] + 2 < ITERATIONS, idle
+    back = idle[-1]   # its clients' download is in the next row
+    assert ref["iterations"][back + 1]["bits_down"] > 0 and ref["iterations"][back]["bits_down"] == 0
+
+    db = tmp_path / "stopped.db"
+    calls = iter(range(ITERATIONS))
+    with Store(db) as store:   # stopped before step back + 1: the last checkpoint is after `back`
+        exp = FederatedExperiment(load_config(path, sets + ["run.checkpoint_every=1"]), store,
+                                  should_stop=lambda: next(calls) == back + 1)
+        exp.run()
+        assert store.run(1)["status"] == "stopped" and exp.pending is not None
+    assert checkpoint.load(checkpoint.path_for(db, 1))["iteration"] == back
+    assert main(["resume", "1", "--store", str(db), "--quiet"]) == 0, capsys.readouterr().err
+    with Store(db) as store:
+        got = rows(store, 1)
+        assert store.run(1)["status"] == "completed"
+    for table in ("iterations", "nodes", "links", "evals", "summary"):
+        assert got[table] == ref[table], table
