@@ -258,3 +258,18 @@ def test_a_fedbuff_run_stopped_after_nobody_was_available_resumes_with_its_pendi
         assert store.run(1)["status"] == "completed"
     for table in ("iterations", "nodes", "links", "evals", "summary"):
         assert got[table] == ref[table], table
+
+
+def test_a_federated_run_is_not_resumed_under_torchrun(tmp_path, capsys):
+    path = tmp_path / "sync.toml"
+    path.write_text(FEDERATED.format(iterations=3, loss='{ model = "none" }',
+                                     federated=FEDERATED_MODES["sync"]))
+    db = tmp_path / "s.db"
+    calls = iter(range(3))
+    with Store(db) as store:
+        FederatedExperiment(load_config(path, ["run.checkpoint_every=1"]), store,
+                            should_stop=lambda: next(calls) == 2).run()
+    assert main(["resume", "1", "--store", str(db), "--launcher", "torchrun"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("is federated: --launcher torchrun resumes data-parallel runs only; "
+                        "allowed: --launcher local") and "\n" not in err
