@@ -86,11 +86,12 @@ class DistributedExperiment(Experiment):
         super().__init__(cfg, store if comm.rank == 0 else NullStore(), progress=progress,
                          should_stop=should_stop,
                          gradients=lambda exp: RankGradients(comm, exp.pool, fault),
-                         transport=lambda exp: exp.emulated_transport(DistributedTransport, comm=comm))
+                         transport=lambda exp: exp.emulated_transport(DistributedTransport, comm=comm,
+                                                                      owner=exp.owner))
         self._local_should_stop = self.should_stop
         self.should_stop = self._should_stop_all
         r, n = comm.rank, len(self.workers)
-        if n != comm.world:
+        if n != comm.world and self.one_rank_per_worker:
             raise ExperimentError(
                 f"the file's network has {n} workers but torchrun started {comm.world} "
                 f"processes; start exactly one process per worker (--nproc-per-node x --nnodes "
@@ -107,6 +108,14 @@ class DistributedExperiment(Experiment):
                 "run.workers_mode resolves to 'vmap' with a convolutional model: losses match the "
                 "in-process run to float tolerance but bits may drift from it; set "
                 "run.workers_mode = \"sequential\" in both for bit-exact runs")
+
+    # Rank r computes worker r; a federated run spreads its slots over the ranks instead
+    # (testbed/federated_distributed.py).
+    one_rank_per_worker = True
+
+    def owner(self, worker: int) -> int:
+        """The rank that computes `worker` (its real bytes come from there)."""
+        return worker
 
     def checkpoint_path(self, run_id: int):
         """One file per rank (each holds its own worker's compressor state and batch order;
@@ -135,6 +144,11 @@ class DistributedExperiment(Experiment):
         return self.comm.broadcast_object(result, 0, "evaluation")
 
     def apply_gradient(self, it: int, agg: torch.Tensor) -> None:
+        self.check_replica(it, agg)
+        super().apply_gradient(it, agg)
+
+    def check_replica(self, it: int, agg: torch.Tensor) -> None:
+        """Stop if this aggregate differs from rank 0's (a method that decoded local state)."""
         if self.check_replicas:
             sums = self.comm.all_gather_ints(aggregate_checksum(agg), "replica check")
             odd = [r for r, s in enumerate(sums) if s != sums[0]]
@@ -143,7 +157,6 @@ class DistributedExperiment(Experiment):
                     f"replicas diverged at iteration {it}: the aggregated gradient of rank(s) "
                     f"{', '.join(map(str, odd))} differs from rank 0's; method "
                     f"{self.cfg.compression.method!r} must decode only from the bytes it received")
-        super().apply_gradient(it, agg)
 
     def start(self) -> int:
         super().start()

@@ -1,7 +1,7 @@
 """The transport of a torchrun rank: real bytes between the ranks, the link layer on rank 0.
 
-Every rank holds only its own worker's real message (the other workers' entries are garbage),
-so at every phase that carries per-worker bytes the ranks first exchange them (`SHARES`): then
+Every rank holds only its own workers' real messages (rank r: worker r; in a federated run a
+rank holds several slots, `owner`; the other entries are garbage), so at every phase that carries per-worker bytes the ranks first exchange them (`SHARES`): then
 every rank's phase holds every worker's real bytes, the server-side decode (which depends only
 on bytes received) is identical on every rank, and a Downlink needs no transfer. The emulated
 transport then carries the phase over `RankZeroLink`: rank 0 runs the link layer and
@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+import numpy as np
+
 from channels.link_layer import LinkLayer
 from channels.report import CollectiveReport
 from nodes.compression import phases as ph
@@ -21,24 +23,47 @@ from testbed.network import EdgeNetwork
 from testbed.transport import EmulatedTransport
 
 
-def _share_messages(comm: Comm, phase):
+def identity(worker: int) -> int:
+    """Data-parallel runs: rank r holds worker r."""
+    return worker
+
+
+def _gather_owned(comm: Comm, items: dict, owner, what: str) -> dict:
+    """Every worker's packet list (`items[w]`), from the rank `owner(w)` that holds its real
+    one. A rank sends its workers' lists as one: a first packet of their lengths (int64), in
+    ascending worker order, then their packets."""
+    held = lambda r: [w for w in sorted(items) if owner(w) == r]  # noqa: E731
+    mine = held(comm.rank)
+    packed = [np.asarray([len(items[w]) for w in mine], dtype="<i8").tobytes(),
+              *(p for w in mine for p in items[w])] if mine else None
+    out = {}
+    for r, packets in enumerate(comm.all_gather_packets(packed, what)):
+        if packets is None:
+            continue
+        at = 1
+        for w, count in zip(held(r), np.frombuffer(packets[0], dtype="<i8").tolist()):
+            out[w] = packets[at:at + count]
+            at += count
+    return out
+
+
+def _share_messages(comm: Comm, phase, owner):
     """Uplink / AllGather: every worker's message, from the rank that computed it."""
-    r = comm.rank
-    mine = phase.messages[r].packets if r in phase.messages else None
-    got = comm.all_gather_packets(mine, type(phase).__name__.lower())
+    got = _gather_owned(comm, {w: m.packets for w, m in phase.messages.items()}, owner,
+                        type(phase).__name__.lower())
     return dataclasses.replace(phase, messages={w: Message(got[w]) for w in phase.messages})
 
 
-def _share_buffers(comm: Comm, phase: ph.AllReduce):
-    r = comm.rank
-    mine = [phase.buffers[r]] if r in phase.buffers else None
-    got = comm.all_gather_packets(mine, "all-reduce buffers")
+def _share_buffers(comm: Comm, phase: ph.AllReduce, owner):
+    got = _gather_owned(comm, {w: [b] for w, b in phase.buffers.items()}, owner,
+                        "all-reduce buffers")
     return dataclasses.replace(phase, buffers={w: got[w][0] for w in phase.buffers})
 
 
-def _share_broadcast(comm: Comm, phase: ph.Broadcast):
-    packets = comm.broadcast_packets(phase.message.packets if comm.rank == phase.src else None,
-                                     phase.src, f"broadcast from w{phase.src}")
+def _share_broadcast(comm: Comm, phase: ph.Broadcast, owner):
+    src = owner(phase.src)
+    packets = comm.broadcast_packets(phase.message.packets if comm.rank == src else None,
+                                     src, f"broadcast from w{phase.src}")
     return dataclasses.replace(phase, message=Message(packets))
 
 
@@ -48,11 +73,12 @@ SHARES = {ph.Uplink: _share_messages, ph.AllGather: _share_messages,
           ph.AllReduce: _share_buffers, ph.Broadcast: _share_broadcast}
 
 
-def share(comm: Comm, phase):
-    """The phase with every worker's real bytes in it: each rank holds only its own worker's
-    (the other entries are garbage), so the ranks exchange them (`SHARES`)."""
+def share(comm: Comm, phase, owner=identity):
+    """The phase with every worker's real bytes in it: each rank holds only its own workers'
+    (`owner(w)`: the rank that computes worker w; the other entries are garbage), so the ranks
+    exchange them (`SHARES`)."""
     step = SHARES.get(type(phase))
-    return phase if step is None else step(comm, phase)
+    return phase if step is None else step(comm, phase, owner)
 
 
 class RankZeroLink(LinkLayer):
@@ -102,8 +128,11 @@ class DistributedTransport(EmulatedTransport):
     bytes (its `SHARES` step), then the emulated handler carries it over `RankZeroLink`. Clock,
     timing, traffic and the iteration's report are the emulated transport's own."""
 
-    def __init__(self, net: EdgeNetwork, *, comm: Comm, measured: bool = False, timer=None):
-        self.comm = comm
+    def __init__(self, net: EdgeNetwork, *, comm: Comm, owner=identity, measured: bool = False,
+                 timer=None):
+        """`owner(w)`: the rank that computes worker w (a federated round's clients spread
+        over fewer ranks than slots, testbed/federated_distributed.py)."""
+        self.comm, self.owner = comm, owner
         super().__init__(net, measured=measured, link=RankZeroLink(comm, net.network), timer=timer)
 
     def carriers(self):
@@ -111,4 +140,4 @@ class DistributedTransport(EmulatedTransport):
                 for kind, handler in super().carriers().items()}
 
     def _shared(self, step, handler):
-        return lambda phase: handler(step(self.comm, phase))
+        return lambda phase: handler(step(self.comm, phase, self.owner))

@@ -29,7 +29,8 @@ fedbuff  `concurrency` clients train at once, each from the model version it dow
 Rows: `iterations` gets participants (updates that counted) and staleness (mean, fedbuff; 0 in
 sync); `node_iterations` one row per slot, with the staleness of its update where it counted.
 A checkpoint (`run.checkpoint_every`, `testbed resume`) holds the federated state beside
-data-parallel's (`state_dict`). Not here: torchrun.
+data-parallel's (`state_dict`). Under torchrun a round's clients spread over the ranks
+(testbed/federated_distributed.py); such a run does not checkpoint or resume yet.
 """
 from __future__ import annotations
 
@@ -150,6 +151,11 @@ class FederatedExperiment(Experiment):
                                       momentum=o.momentum, weight_decay=o.weight_decay)
         return delta, loss, time.perf_counter() - t
 
+    def _train_clients(self, slots: list[int], clients: list[int], it: int) -> list[tuple]:
+        """`_train` of each client (in `slots`), in turn; a torchrun rank trains only its share
+        (testbed/federated_distributed.py)."""
+        return [self._train(c, it) for c in clients]
+
     # ------------------------------------------------------------------ transport windows
     def _model_message(self) -> Message:
         raw = self.weights.detach().cpu().numpy().astype(np.float32).tobytes()
@@ -233,8 +239,8 @@ class FederatedExperiment(Experiment):
             grads = [torch.zeros_like(self.weights) for _ in range(n)]
             ready = {w: t1 for w in self.workers}
             losses = []
-            for s, c in zip(slots, chosen):
-                grads[s], loss, wall = self._train(c, it)
+            for s, c, (grads[s], loss, wall) in zip(slots, chosen,
+                                                    self._train_clients(slots, chosen, it)):
                 losses.append(loss)
                 ready[self.workers[s]] = t1 + self._client_seconds(c, s, wall, t1)
             assign(self.model, self.weights)
@@ -260,8 +266,8 @@ class FederatedExperiment(Experiment):
             slots = free[:len(chosen)]
             t1, window = self._download(it, t, slots)
             self.clock = max(self.clock, t1)
-            for s, c in zip(slots, chosen):
-                delta, loss, wall = self._train(c, it)
+            for s, c, (delta, loss, wall) in zip(slots, chosen,
+                                                 self._train_clients(slots, chosen, it)):
                 flight[s] = {"client": c, "version": self.version, "delta": delta, "loss": loss,
                              "ready": t1 + self._client_seconds(c, s, wall, t1)}
             assign(self.model, self.weights)

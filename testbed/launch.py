@@ -1,6 +1,7 @@
 """`python -m testbed.launch FILE [--store ...] [--set k=v ...]`: one rank of a torchrun run.
 
-torchrun sets RANK, WORLD_SIZE, LOCAL_RANK; rank r is worker r. `testbed run FILE --launcher
+torchrun sets RANK, WORLD_SIZE, LOCAL_RANK; rank r is worker r (a `[federated]` file: rank r
+runs the slots k with k mod WORLD_SIZE = r, testbed/federated_distributed.py). `testbed run FILE --launcher
 torchrun` starts it through torchrun (testbed/launcher.py); use it directly with torchrun's own
 rendezvous arguments to run across several hosts (docs/distributed.md). When the launcher
 started it, the rank writes its JSON report (run id, status, error) into the launcher's folder
@@ -23,9 +24,9 @@ from nodes.device import resolve_device
 from testbed import checkpoint
 from testbed.comm import Comm, WorkerFailure, install_sigterm
 from testbed.config import config_from_stored, load_config
-from testbed.distributed import DistributedExperiment
 from testbed.errors import ConfigError
 from testbed.experiment import ExperimentError
+from testbed.federated_distributed import rank_experiment_class
 from testbed.launcher import LAUNCHER_PID_ENV, REPORT_DIR_ENV, STOP_FILE, TIMEOUT_ENV
 from testbed.lifeline import alive, die_with_parent, watch
 from testbed.progress import progress_printer, summary_line
@@ -165,8 +166,8 @@ def _rank_main(args, rank: int, local: int, who: str, reporter: _Reporter,
     exp = None
     try:
         try:
-            exp = DistributedExperiment(cfg, store, comm, check_replicas=args.check_replicas,
-                                        store_path=args.store)
+            exp = rank_experiment_class(cfg)(cfg, store, comm, check_replicas=args.check_replicas,
+                                             store_path=args.store)
         except (ExperimentError, ValueError, FileNotFoundError, KeyError) as e:
             comm.failing = True
             comm.report_failure(e)

@@ -58,6 +58,22 @@ def count_workers(cfg) -> int:
     return len(build_network(cfg.network, cfg.run.seed).workers)
 
 
+def processes(nproc: int | None, workers: int, federated: bool) -> int:
+    """How many ranks to start: one per worker; for a `[federated]` file 1 to the clients of
+    one exchange (`workers`: rank r runs slots k with k mod N = r), by default one per CPU."""
+    if federated:
+        nproc = nproc or min(workers, os.cpu_count() or 1)
+        if not 1 <= nproc <= workers:
+            raise OptionError("--nproc", nproc, f"1 to {workers}, the clients of one exchange "
+                              "(rank r runs slots k with k mod nproc = r)")
+        return nproc
+    if (nproc or workers) != workers:
+        raise OptionError("--nproc", nproc, f"{workers}, the file's number of workers: every worker "
+                          "is one process (for several hosts, start torchrun -m testbed.launch on "
+                          "each, see docs/distributed.md)")
+    return workers
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
@@ -110,11 +126,7 @@ def launch_torchrun(spec: RunSpec, cfg) -> int:
         workers = count_workers(cfg)
     except ValueError as e:  # a network the validator let through but the topology refuses
         raise SetupError(f"{cfg.source}: {e}") from e
-    nproc = spec.nproc or workers
-    if nproc != workers:
-        raise OptionError("--nproc", nproc, f"{workers}, the file's number of workers: every worker "
-                          "is one process (for several hosts, start torchrun -m testbed.launch on "
-                          "each, see docs/distributed.md)")
+    nproc = processes(spec.nproc, workers, cfg.federated is not None)
     Store(spec.store).close()  # a bad --store is refused here, before any process starts
     log = log_path(spec.store)
     report_dir = Path(tempfile.mkdtemp(prefix="testbed-launch-"))

@@ -244,8 +244,11 @@ def main(argv=None) -> list[dict]:
                     tuple(args.config))
     rows = rows_of(labels, seeds, iterations, runs)
     warmup, ae = protocol.stages(iterations)
+    # the model the runs trained: the base file's, unless a --config replaced it
+    model = next((c.split("=", 1)[1].strip('"') for c in args.config
+                  if c.split("=", 1)[0].strip() == "model.name"), "cnn_fc (139k weights)")
     notes = [
-        f"Fashion-MNIST (60k/10k), cnn_fc (139k weights), 8 workers, one shared 20 Mbit/s cell, "
+        f"Fashion-MNIST (60k/10k), {model}, 8 workers, one shared 20 Mbit/s cell, "
         f"{iterations} iterations of batch 32 per worker, SGD lr 0.1 cosine; DGC/LGC warm-up "
         f"{warmup}, LGC AE training {ae}, final stage from {warmup + ae}; density {DENSITY}.",
         "_nomask: momentum_masking = false (momentum kept where a coordinate is sent); "

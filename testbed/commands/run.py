@@ -27,7 +27,8 @@ def register(sub) -> None:
     p.add_argument("--launcher", choices=["local", "torchrun"], default="local",
                    help="local: all workers in this process; torchrun: one process per worker")
     p.add_argument("--nproc", type=int, default=None,
-                   help="with --launcher torchrun: processes per host (default: the file's workers)")
+                   help="with --launcher torchrun: processes per host (default: the file's workers; "
+                        "[federated]: 1 to clients per exchange, default min(that, CPUs))")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=main)
 
@@ -98,9 +99,6 @@ def run(spec: RunSpec) -> int:
     """The run `spec` asks for, in this process or under torchrun; its exit code."""
     cfg = load(spec)
     if spec.launcher == "torchrun":
-        if cfg.federated is not None:  # issue 26: spreading a round's clients over ranks is not done
-            raise SetupError(f"{cfg.source}: --launcher torchrun does not run [federated] "
-                             "files yet; use --launcher local")
         return launch_torchrun(spec, cfg)
     with opened_store(spec.store) as store:
         exp = build_experiment(cfg, store)

@@ -287,6 +287,14 @@ ag = share(comm, ph.AllGather({
     0: Message([b"g0", b"g00"] if r == 0 else [b"garbage"]),
     1: Message([b"g1"] if r == 1 else [])}))
 out["allgather"] = [ag.messages[0].packets, ag.messages[1].packets]
+# a federated run: 3 slots on 2 ranks, slot k on rank k mod 2 (rank 0 holds two)
+own = lambda w: w % 2
+up3 = share(comm, ph.Uplink({
+    0: Message([b"a0"] if r == 0 else [b"garbage"]),
+    1: Message([b"b1", b""] if r == 1 else []),
+    2: Message([b"c2", b"c22"] if r == 0 else [b"garbage"])}), own)
+br3 = share(comm, ph.Broadcast(2, Message([b"from2"] if r == 0 else [])), own)
+out["owned"] = [up3.messages[w].packets for w in range(3)] + [br3.message.packets]
 hexed = {k: [None if ps is None else [p.hex() for p in ps] for ps in v] if k != "bcast"
          else [p.hex() for p in v] for k, v in out.items()}
 json.dump(hexed, open(sys.argv[1] + f"/rank{r}.json", "w"))
@@ -297,7 +305,8 @@ comm.close()
 def test_phases_carry_each_ranks_real_bytes(tmp_path):
     """Two Gloo ranks started by hand: packet lists of different lengths (empty ones, absent
     ones) arrive byte for byte, and `share` puts each worker's real bytes into Uplink, AllReduce,
-    Broadcast and AllGather phases whatever the other ranks held for it."""
+    Broadcast and AllGather phases whatever the other ranks held for it, also when a rank holds
+    several workers (a federated run's slots, `owner`)."""
     from testbed.launcher import free_port
 
     script = tmp_path / "ranks.py"
@@ -322,6 +331,7 @@ def test_phases_carry_each_ranks_real_bytes(tmp_path):
         "allreduce": [h(b"\x01" * 8), h(b"\x02" * 8), h(b"f32")],
         "broadcast": [h(b"idx"), h(b"1")],
         "allgather": [h(b"g0", b"g00"), h(b"g1")],
+        "owned": [h(b"a0"), h(b"b1", b""), h(b"c2", b"c22"), h(b"from2")],
     }
     for r in range(2):
         assert json.loads((tmp_path / f"rank{r}.json").read_text()) == expected, f"rank {r}"
