@@ -160,7 +160,7 @@ class Dashboard:
                     evals=[e for e in store.evals(rid) if e["iteration"] <= state["eval"]],
                     events=[e for e in store.events(rid) if e["id"] <= state["event"]])
         view = self._view(run, dict(state, x=x), stride)
-        redrawn = {p.name: p.figure(rows, view, True) for p in panels.PANELS if p.mark_x == "view"}
+        redrawn = {p.name: p.draw(rows, view, True) for p in panels.PANELS if p.mark_x == "view"}
         figs = tuple(redrawn.get(name, no_update) for name in _names())
         state = dict(state, x=x, uids={**state["uids"], **{n: _uids(f) for n, f in redrawn.items()}},
                      carry={**state["carry"], **{n: smoothing_carry(f, n) for n, f in redrawn.items()}},
@@ -187,7 +187,7 @@ class Dashboard:
                     links=Q.links(store.db, rid, -1, upto, stride), evals=store.evals(rid),
                     events=store.events(rid), window=window, window_label=label)
         its, evals, events = rows.iterations, rows.evals, rows.events
-        figs = {p.name: p.figure(rows, self._view(run, view, stride), True) for p in panels.PANELS}
+        figs = {p.name: p.draw(rows, self._view(run, view, stride), True) for p in panels.PANELS}
         live = [p for p in panels.PANELS if p.series]
         state = {
             "run_id": rid, **view, "stride": stride, "iter": upto,
@@ -260,7 +260,7 @@ class Dashboard:
             rows.window, rows.window_label = window, label
         for p in panels.PANELS:
             if not p.series:  # drawn whole: on new rows or events
-                out[p.name] = p.figure(rows, v, True) if redraw else no_update
+                out[p.name] = p.draw(rows, v, True) if redraw else no_update
         state = dict(state, iter=upto, eval=evals[-1]["iteration"] if evals else state["eval"],
                      event=max([state["event"]] + [e["id"] for e in new_events]), end_vt=end_vt,
                      totals={p.name: p.totals(rows, state["totals"][p.name]) for p in panels.PANELS if p.totals},

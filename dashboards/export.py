@@ -39,7 +39,7 @@ def run_figures(store, run_ref) -> tuple[dict, list]:
                     evals=store.evals(rid), events=store.events(rid),
                     window=[r for r in links if r["iteration"] > last - 10],
                     window_label=f"over the last 10 iterations (to {last})" if last >= 0 else "")
-        figs = [p.figure(rows, View(x=x) if x else View(), False) for p in panels.PANELS for x in p.exports]
+        figs = [p.draw(rows, View(x=x) if x else View(), False) for p in panels.PANELS for x in p.exports]
         return run, figs
     finally:
         if owned:

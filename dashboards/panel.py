@@ -4,8 +4,9 @@
 A panel is one module under dashboards/panels/ that ends with `PANEL = Panel(...)`, listed
 once in `dashboards.panels.PANELS` (the page's order). Adding a panel touches those two files:
 nothing else names a panel. Each panel draws from `Rows` (one run's rows, raw or binned by
-dashboards/queries.py) and a `View` (the page's controls); the live view calls `figure` on first
-load and `series` on each tick, appending the new points to the traces of the same uid.
+dashboards/queries.py) and a `View` (the page's controls); the live view calls `figure` (through
+`draw`, which titles iteration axes "round" / "server step" in a federated run) on first load
+and `series` on each tick, appending the new points to the traces of the same uid.
 """
 from __future__ import annotations
 
@@ -14,6 +15,35 @@ from functools import cached_property
 from collections.abc import Callable, Sequence
 
 from dashboards.style import NOISY, Series
+
+# What one iteration of the store is in a federated run (testbed/federated.py), by its mode
+ITERATION_UNITS = {"sync": "round", "fedbuff": "server step"}
+
+
+def federated_mode(run: dict) -> str | None:
+    """"sync" or "fedbuff" for a federated run (its config's `[federated] mode`), else None."""
+    fed = (run.get("config") or {}).get("federated")
+    return fed.get("mode", "sync") if isinstance(fed, dict) else None
+
+
+def iteration_unit(run: dict) -> str:
+    """The x-axis title of a panel drawn against the store's iterations: "iteration", or in a
+    federated run "round" (sync) or "server step" (FedBuff)."""
+    return ITERATION_UNITS.get(federated_mode(run), "iteration")
+
+
+def retitle_iterations(fig, unit: str):
+    """`fig` (a Figure or its dict) with every x axis titled "iteration" titled `unit`."""
+    if unit == "iteration":
+        return fig
+    if isinstance(fig, dict):
+        for key, ax in fig["layout"].items():
+            if key.startswith("xaxis") and isinstance(ax, dict) and \
+                    (ax.get("title") or {}).get("text") == "iteration":
+                fig["layout"][key] = {**ax, "title": {**ax["title"], "text": unit}}
+        return fig
+    fig.for_each_xaxis(lambda ax: ax.update(title_text=unit) if ax.title.text == "iteration" else None)
+    return fig
 
 
 @dataclass
@@ -76,6 +106,11 @@ class Panel:
     hover: Callable[[Rows], dict[str, list]] | None = None
     parts: Callable[[Rows], frozenset] | None = None
     exports: tuple = (None,)
+
+    def draw(self, rows: Rows, view: View, as_dict: bool = False):
+        """The whole figure, as every caller draws it: `figure`, its iteration axes titled in
+        the run's unit (`iteration_unit`; the one place a federated run's x axis is named)."""
+        return retitle_iterations(self.figure(rows, view, as_dict), iteration_unit(rows.run))
 
     def __post_init__(self):
         if self.mark_x not in ("iteration", "virtual_time_s", "view"):

@@ -44,11 +44,15 @@ def iterations(db: sqlite3.Connection, run_id: int, after: int, upto: int, strid
 
 
 def node_iterations(db: sqlite3.Connection, run_id: int, after: int, upto: int, stride: int) -> list[dict]:
+    """Node rows, averaged per bin and node; `staleness_each` lists every staleness of the
+    node's counted updates in the bin ("1,0,2"; None without any), so a histogram of single
+    updates stays exact at any stride."""
     return _rows(db, """
         SELECT MAX(iteration) AS iteration, node, AVG(bits_up) AS bits_up,
                AVG(bits_down) AS bits_down, AVG(compute_s) AS compute_s,
                MAX(left_out) AS left_out, AVG(radio_j) AS radio_j, AVG(compute_j) AS compute_j,
-               AVG(energy_j) AS energy_j, SUM(energy_j) AS energy_j_sum, COUNT(*) AS n
+               AVG(energy_j) AS energy_j, SUM(energy_j) AS energy_j_sum,
+               AVG(staleness) AS staleness, GROUP_CONCAT(staleness) AS staleness_each, COUNT(*) AS n
         FROM node_iterations WHERE run_id=? AND iteration > ? AND iteration <= ?
         GROUP BY iteration / ?, node ORDER BY 1, node""", (run_id, after, upto, stride))
 

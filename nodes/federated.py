@@ -93,6 +93,9 @@ class ServerOptimizer:
     def state_dict(self) -> dict:
         return {"m": self.m, "v": self.v}
 
+    def load_state_dict(self, state: dict) -> None:
+        self.m, self.v = state["m"], state["v"]
+
 
 # ------------------------------------------------------------------------------ the clients
 class Clients:
@@ -112,6 +115,15 @@ class Clients:
             s = self.samplers[client] = ShardSampler(self.shards[client], self.batch_size,
                                                      worker_seed(self.seed, client))
         return s
+
+    def state_dict(self) -> dict:
+        """The batch order of every client that has taken part (the others start fresh)."""
+        return {c: s.state_dict() for c, s in self.samplers.items()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.samplers = {}
+        for c, s in state.items():
+            self.sampler(c).load_state_dict(s)
 
 
 def local_train(model: nn.Module, weights: torch.Tensor, sampler: ShardSampler,
@@ -148,6 +160,12 @@ class ClientMemories:
 
     def save(self, scheme, slot: int, client: int) -> None:
         self.kept[client] = [m.snapshot(slot) for m in memories(scheme)]
+
+    def state_dict(self) -> dict:
+        return {c: [dict(s) for s in snaps] for c, snaps in self.kept.items()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.kept = {c: [dict(s) for s in snaps] for c, snaps in state.items()}
 
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for snaps in self.kept.values() for s in snaps

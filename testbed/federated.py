@@ -27,8 +27,10 @@ fedbuff  `concurrency` clients train at once, each from the model version it dow
          a time on the cell (a client that finished computing while it was busy waits).
 
 Rows: `iterations` gets participants (updates that counted) and staleness (mean, fedbuff; 0 in
-sync); `node_iterations` one row per slot. Under torchrun a round's clients spread over the
-ranks (testbed/federated_distributed.py). Not here: resume from a checkpoint.
+sync); `node_iterations` one row per slot, with the staleness of its update where it counted.
+A checkpoint (`run.checkpoint_every`, `testbed resume`) holds the federated state beside
+data-parallel's (`state_dict`). Under torchrun a round's clients spread over the ranks
+(testbed/federated_distributed.py); such a run does not checkpoint or resume yet.
 """
 from __future__ import annotations
 
@@ -92,8 +94,6 @@ def merge(a: tuple[IterationTiming, Traffic], b: tuple[IterationTiming, Traffic]
 class FederatedExperiment(Experiment):
     """One federated run of an experiment file with `[federated]`, written into a store."""
 
-    checkpoints = False   # per-client state (memories, batch orders) is not checkpointed yet
-
     def traced_nodes(self) -> list[str]:
         return [client_name(c) for c in range(self.cfg.federated.clients)]
 
@@ -112,6 +112,8 @@ class FederatedExperiment(Experiment):
         self.weights = flatten(self.model.parameters()).clone()   # the global model
         self.rng = client_rng(cfg.run.seed)
         self.version = 0   # server steps so far
+        self.flight: dict[int, dict] | None = None   # fedbuff: slot -> the client training there
+        self.pending = None   # fedbuff: a download window not yet in a row (after an idle step)
 
     def _iteration_budget(self) -> int:
         run, fed = self.cfg.run, self.cfg.federated
@@ -206,25 +208,30 @@ class FederatedExperiment(Experiment):
     def _loop(self) -> None:
         wall0 = time.perf_counter() - self._wall_offset
         rounds = self._sync_rounds if self.cfg.federated.mode == "sync" else self._fedbuff_steps
+        self._stopped = False
         for it, row in rounds(wall0):
-            if row is None:  # stopped on request
-                self.store.finish_run(self.run_id, "stopped", "stopped on request")
-                return
             if self._record(it, row, wall0):
                 break
+        if self._stopped:
+            self.store.finish_run(self.run_id, "stopped", "stopped on request")
+            return
         self.store.finish_run(self.run_id, "completed")
+
+    def _iterations(self):
+        """(it, t0) of each iteration still to run, after the prelude every mode shares: the
+        stop check (a request ends them and sets `_stopped`) and the pending controls."""
+        for it in range(self.next_iteration, self.iterations):
+            if self.should_stop():
+                self._stopped = True
+                return
+            self._apply_controls(it)
+            yield it, self.clock
 
     def _sync_rounds(self, wall0):
         fed, n = self.cfg.federated, len(self.workers)
-        for it in range(self.next_iteration, self.iterations):
-            if self.should_stop():
-                yield it, None
-                return
-            self._apply_controls(it)
-            t0 = self.clock
+        for it, t0 in self._iterations():
             chosen = sample_clients(self.rng, self._candidates(t0), fed.clients_per_round)
-            if not chosen:  # nobody available: a second of virtual time passes
-                self.clock = t0 + 1.0
+            if not chosen:
                 yield it, self._idle(t0)
                 continue
             slots = list(range(len(chosen)))
@@ -247,13 +254,13 @@ class FederatedExperiment(Experiment):
             yield it, {"t0": t0, "window": merge(window, ex), "losses": losses,
                        "left_out": left_out, "ready": ready, "participants": len(counted),
                        "taking_part": [self.workers[s] for s in slots],
-                       "staleness": 0.0 if counted else None}
+                       "stale": {self.workers[s]: 0 for s in counted}}
 
     def _fedbuff_steps(self, wall0):
         fed, n = self.cfg.federated, len(self.workers)
-        flight: dict[int, dict] = {}   # slot -> the client training there
 
         def refill(it: int, t: float, free: list[int]):
+            flight = self.flight
             busy = {f["client"] for f in flight.values()}
             chosen = sample_clients(self.rng, self._candidates(t, busy), len(free))
             slots = free[:len(chosen)]
@@ -266,17 +273,15 @@ class FederatedExperiment(Experiment):
             assign(self.model, self.weights)
             return window
 
-        pending = refill(self.next_iteration, self.clock, list(range(n)))
-        for it in range(self.next_iteration, self.iterations):
-            if self.should_stop():
-                yield it, None
-                return
-            self._apply_controls(it)
-            t0 = self.clock
-            if not flight:  # nobody was available: a second of virtual time passes
-                self.clock = t0 + 1.0
-                pending = refill(it, self.clock, list(range(n)))
-                yield it, self._idle(t0)
+        if self.flight is None:   # a fresh run (a resumed one has its clients in flight)
+            self.flight = {}
+            self.pending = refill(self.next_iteration, self.clock, list(range(n)))
+        flight = self.flight
+        for it, t0 in self._iterations():
+            if not flight:
+                row = self._idle(t0)
+                self.pending = refill(it, self.clock, list(range(n)))
+                yield it, row
                 continue
             buffer = sorted(flight, key=lambda s: (flight[s]["ready"], s))[:fed.buffer_size]
             grads = [torch.zeros_like(self.weights) for _ in range(n)]
@@ -296,25 +301,25 @@ class FederatedExperiment(Experiment):
             self.clock = max(end, t0 + ex[0].total_s)
             for s in buffer:
                 del flight[s]
-            window = merge(pending, ex) if pending is not None else ex
-            pending = None
+            window = merge(self.pending, ex) if self.pending is not None else ex
+            self.pending = None
             if it + 1 < self.iterations:  # the next clients download the new model (this row's)
                 window = merge(window, refill(it, self.clock, buffer))
             yield it, {"t0": t0, "window": window, "losses": losses, "left_out": left_out,
                        "ready": ready, "participants": len(counted),
-                       "staleness": float(np.mean([stale[s] for s in counted])) if counted else None}
+                       "stale": {self.workers[s]: stale[s] for s in counted}}
 
     def _idle(self, t0: float) -> dict:
-        """The row of an iteration in which no client was available."""
+        """No client was available at t0: a second of virtual time passes; the iteration's row."""
+        self.clock = t0 + 1.0
         return {"t0": t0, "window": (IterationTiming(), Traffic()), "losses": [], "left_out": {},
-                "ready": {w: t0 for w in self.workers}, "participants": 0, "staleness": None,
+                "ready": {w: t0 for w in self.workers}, "participants": 0, "stale": {},
                 "taking_part": []}
 
     def _record(self, it: int, r: dict, wall0: float) -> bool:
         """The iteration's rows, evaluation and progress; True when the target is reached."""
-        cfg = self.cfg
         timing, traffic = r["window"]
-        t0, left_out, ready = r["t0"], r["left_out"], r["ready"]
+        t0, left_out, ready, stale = r["t0"], r["left_out"], r["ready"], r["stale"]
         ready_slots = r.get("taking_part", self.workers)
         train_loss = float(np.mean(r["losses"])) if r["losses"] else float("nan")
         bits_up, bits_down = sum(traffic.bits_up.values()), sum(traffic.bits_down.values())
@@ -327,31 +332,43 @@ class FederatedExperiment(Experiment):
              "wall_time_s": time.perf_counter() - wall0, "train_loss": train_loss,
              "bits_up": bits_up, "bits_down": bits_down, "left_out": len(left_out),
              "energy_j": sum(e["energy_j"] for e in energy.values()),
-             "participants": r["participants"], "staleness": r["staleness"], **vars(timing)},
+             "participants": r["participants"],
+             "staleness": float(np.mean(list(stale.values()))) if stale else None, **vars(timing)},
             nodes=[{"iteration": it, "node": w, "bits_up": traffic.bits_up.get(w, 0),
                     "bits_down": traffic.bits_down.get(w, 0),
                     "compute_s": max(0.0, ready[w] - t0), "uplink_done_s": traffic.uplink_done.get(w),
-                    "left_out": left_out.get(w), **energy[w]} for w in self.workers],
+                    "left_out": left_out.get(w), "staleness": stale.get(w), **energy[w]}
+                   for w in self.workers],
             links=[{"iteration": it, "src": u, "dst": v, **row} for (u, v), row in traffic.links.items()])
-        last = it == self.iterations - 1
-        if (it + 1) % cfg.run.eval_every == 0 or last:
-            with self._timed("eval", it):
-                test_loss, self.accuracy = self.evaluate()
-            self.store.append_eval(self.run_id, {"iteration": it, "virtual_time_s": self.clock,
-                                                 "test_loss": test_loss,
-                                                 "test_accuracy": self.accuracy,
-                                                 **self.scheme_metrics()})
-        if (it + 1) % cfg.run.flush_every == 0 or last:
-            self.store.flush()
+        self._evaluate_and_save(it, wall0)   # evaluation, flush and checkpoint as data-parallel
         if self.progress:
             self.progress(Progress(it + 1, self.iterations, self.clock, bits_up + bits_down,
                                    train_loss, self.accuracy, self.stage or ""))
-        if (cfg.run.stop_at_accuracy and cfg.run.target_accuracy and self.accuracy is not None
-                and self.accuracy >= cfg.run.target_accuracy):
-            self.store.append_event(self.run_id, "target_reached", {"accuracy": self.accuracy},
-                                    iteration=it, virtual_time_s=self.clock)
-            return True
-        return False
+        return self._target_reached(it)
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self, iteration: int) -> dict:
+        """Data-parallel's (model, scheme, link layer, clock, global generators) and the
+        federated state: the global weights, the server optimizer, the client draw's generator,
+        every client's error memories and batch order, and under fedbuff the clients in flight
+        (their model version, held pseudo-gradient and compute end)."""
+        return {**super().state_dict(iteration), "federated": {
+            "weights": self.weights.clone(), "server_opt": self.server_opt.state_dict(),
+            "rng": self.rng.bit_generator.state, "version": self.version,
+            "memory": self.memory.state_dict(), "clients": self.clients.state_dict(),
+            "flight": self.flight, "pending": self.pending}}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        f = state["federated"]
+        self.weights = f["weights"].to(self.weights)
+        assign(self.model, self.weights)
+        self.server_opt.load_state_dict(f["server_opt"])
+        self.rng.bit_generator.state = f["rng"]
+        self.version = f["version"]
+        self.memory.load_state_dict(f["memory"])
+        self.clients.load_state_dict(f["clients"])
+        self.flight, self.pending = f["flight"], f["pending"]
 
 
 def experiment_class(cfg):

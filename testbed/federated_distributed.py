@@ -85,7 +85,7 @@ class DistributedFederatedExperiment(FederatedExperiment, DistributedExperiment)
                 f"torchrun started {comm.world} processes for {len(self.workers)} clients per "
                 f"exchange; start between 1 and {len(self.workers)} (a rank runs slots k with "
                 f"k mod processes = its rank)")
-        self.checkpoints = False   # per-client state is not checkpointed (FederatedExperiment)
+        self.checkpoints = False   # client memories spread over the ranks: not checkpointed yet
         self.warnings = []         # the pool's vmap warning: clients train one at a time here
 
     def _setup(self) -> None:

@@ -12,13 +12,15 @@ Schema (virtual-time columns end in `_s`; `wall_time_s` is this machine's clock)
        without; federated runs (an iteration is a round or a FedBuff step): participants,
        the clients whose updates counted, and staleness, their mean (server versions), else NULL
   node_iterations(run_id, iteration, node, bits_up, bits_down, compute_s, uplink_done_s,
-       left_out, radio_j, compute_j, energy_j, drift_norm)   left_out: NULL when the node's
-       update counted, else "deadline" (not arrived by run.deadline_s) or "unavailable" (away
-       in the device trace); energy_j = radio_j + compute_j, the node's joules in the iteration
-       (channels/energy.py); iterations.energy_j sums the workers', runs.energy_j the run's;
-       drift_norm: L2 norm of the worker's replica minus the server's model after the
+       left_out, radio_j, compute_j, energy_j, drift_norm, staleness)   left_out: NULL when the
+       node's update counted, else "deadline" (not arrived by run.deadline_s) or "unavailable"
+       (away in the device trace); energy_j = radio_j + compute_j, the node's joules in the
+       iteration (channels/energy.py); iterations.energy_j sums the workers', runs.energy_j the
+       run's; drift_norm: L2 norm of the worker's replica minus the server's model after the
        iteration's step (non-zero only where a best-effort downlink lost packets,
-       nodes/replicas.py), NULL in federated runs and in stores made before the column
+       nodes/replicas.py), NULL in federated runs and in stores made before the column;
+       staleness: federated runs, the staleness of the update the node's client sent if it
+       counted (0 in sync rounds; iterations.staleness is their mean), else NULL
   links(run_id, iteration, src, dst, bytes, packets, lost, retransmitted, busy_s, snr_db,
        collisions, retries)
            snr_db: mean SNR of the iteration's transmissions on a fading link, else NULL
@@ -118,7 +120,7 @@ ITERATION_COLUMNS = ["iteration", "stage", "virtual_time_s", "wall_time_s", "tra
                      "bits_up", "bits_down", "compute_s", "uplink_s", "aggregation_s",
                      "downlink_s", "left_out", "energy_j", "participants", "staleness"]
 NODE_COLUMNS = ["iteration", "node", "bits_up", "bits_down", "compute_s", "uplink_done_s",
-                "left_out", "radio_j", "compute_j", "energy_j", "drift_norm"]
+                "left_out", "radio_j", "compute_j", "energy_j", "drift_norm", "staleness"]
 LINK_COLUMNS = ["iteration", "src", "dst", "bytes", "packets", "lost", "retransmitted", "busy_s",
                 "snr_db", "collisions", "retries"]
 # Columns added to a table after stores were first written: a store made before gets them
@@ -129,7 +131,8 @@ ADDED_COLUMNS = {"links": {"snr_db": "REAL", "collisions": "INTEGER DEFAULT 0",
                  "iterations": {"left_out": "INTEGER", "energy_j": "REAL",
                                 "participants": "INTEGER", "staleness": "REAL"},
                  "node_iterations": {"left_out": "TEXT", "radio_j": "REAL", "compute_j": "REAL",
-                                     "energy_j": "REAL", "drift_norm": "REAL"},
+                                     "energy_j": "REAL", "drift_norm": "REAL",
+                                     "staleness": "INTEGER"},
                  "runs": {"energy_j": "REAL", "sweep": "TEXT", "sweep_params": "TEXT"},
                  "evals": {"lgc_beta": "REAL", "lgc_scalar_error": "REAL", "lgc_coder_error": "REAL"}}
 LINK_DEFAULTS = {"collisions": 0, "retries": 0}    # what a link row without them records

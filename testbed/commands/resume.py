@@ -2,7 +2,8 @@
 
 The run keeps its id and name; its rows after the checkpoint's iteration are removed and
 written again, so from the checkpoint on they are those the uninterrupted run would have
-written (same file, same seed)."""
+written (same file, same seed). A federated run (testbed/federated.py) resumes in one process
+(`--launcher local`); under torchrun only data-parallel runs do."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,6 +38,9 @@ def main(args) -> int:
         if run["status"] not in ("stopped", "failed"):
             raise ResumeError(f"run {rid} ({run['name']}) is {run['status']}; allowed: a stopped "
                               "or failed run")
+        if args.launcher == "torchrun" and run["config"].get("federated"):
+            raise ResumeError(f"run {rid} ({run['name']}) is federated: --launcher torchrun "
+                              "resumes data-parallel runs only; allowed: --launcher local")
         ranked = checkpoint.path_for(args.store, rid, rank=0)   # rank 0's, under torchrun
         path = ranked if args.launcher == "torchrun" else checkpoint.path_for(args.store, rid)
         if not path.exists() and args.launcher == "local" and ranked.exists():

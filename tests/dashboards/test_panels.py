@@ -124,3 +124,30 @@ def test_a_no_data_note_stays_when_the_marks_are_redrawn(tmp_path):
         ops = figs[LIVE_FIGURES.index(name)].to_plotly_json()["operations"]
         (notes,) = [o["params"]["value"] for o in ops if o["location"] == ["layout", "annotations"]]
         assert [a["text"] for a in notes][0] == note and "all links: bw 5 Mb/s" in [a["text"] for a in notes]
+
+
+def x_titles(fig) -> dict:
+    layout = fig["layout"] if isinstance(fig, dict) else fig.layout.to_plotly_json()
+    return {k: (v.get("title") or {}).get("text") for k, v in layout.items() if k.startswith("xaxis")}
+
+
+def test_a_federated_runs_iteration_axes_are_titled_round_or_server_step():
+    """The same rows drawn for a data-parallel run and for federated ones: every x axis the
+    data-parallel figures title "iteration" reads "round" (sync) or "server step" (FedBuff),
+    as a dict (the live view) and as a Figure (the export); no other title changes."""
+    rows = every_kind_of_row()
+    plain = {p.name: x_titles(p.draw(rows, View(), True)) for p in PANELS}
+    drawn = [name for name, titles in plain.items() if "iteration" in titles.values()]
+    assert {"accuracy", "rate", "latency"} <= set(drawn)   # the panels drawn against iterations
+    for mode, unit in (("sync", "round"), ("fedbuff", "server step")):
+        fed = Rows({**rows.run, "config": {"federated": {"mode": mode}}}, rows.iterations,
+                   rows.nodes, rows.links, rows.evals, rows.events, window=rows.window,
+                   window_label=rows.window_label)
+        for as_dict in (True, False):
+            for p in PANELS:
+                want = {k: unit if t == "iteration" else t for k, t in plain[p.name].items()}
+                if p.name == "federated":   # a data-parallel run draws it without axes
+                    continue
+                assert x_titles(p.draw(fed, View(), as_dict)) == want, (mode, as_dict, p.name)
+        titles = x_titles(panels.BY_NAME["federated"].draw(fed, View(), True))
+        assert "iteration" not in titles.values() and unit in titles.values()

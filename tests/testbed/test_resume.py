@@ -20,6 +20,8 @@ from testbed import checkpoint
 from testbed.cli import main
 from testbed.config import load_config
 from testbed.experiment import Experiment
+from nodes.federated import sample_clients
+from testbed.federated import FederatedExperiment, client_rng
 from testbed.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,14 +37,15 @@ ITERATIONS, EVERY, KILL_AFTER = 12, 4, 6
 VICTIM = textwrap.dedent("""
     import os, signal, sys
     from testbed.config import load_config
-    from testbed.experiment import Experiment
+    from testbed.federated import experiment_class
     from testbed.store import Store
 
     def progress(p):
         if p.iteration == int(sys.argv[3]):  # iterations done so far
             os.kill(os.getpid(), signal.SIGKILL)
 
-    Experiment(load_config(sys.argv[1], sys.argv[4:]), Store(sys.argv[2]), progress=progress).run()
+    cfg = load_config(sys.argv[1], sys.argv[4:])
+    experiment_class(cfg)(cfg, Store(sys.argv[2]), progress=progress).run()
 """)
 
 COLUMNS = {"iterations": None, "nodes": None, "links": None, "evals": None}
@@ -156,3 +159,119 @@ def test_a_checkpoint_is_replaced_whole(tmp_path):
     checkpoint.save(path, {"iteration": 2, "x": list(range(7))})
     assert checkpoint.load(path) == {"format": checkpoint.FORMAT, "iteration": 2, "x": list(range(7))}
     assert [p.name for p in path.parent.iterdir()] == ["run-3.pt"]  # no temporary file left
+
+
+FEDERATED = """
+[run]
+seed = 0
+iterations = {iterations}
+compute_time = "flops"
+[data]
+dataset = "digits"
+batch_size = 16
+partition = "dirichlet"
+alpha = 0.5
+[model]
+name = "mlp"
+[optim]
+lr = 0.1
+momentum = 0.5
+[compression]
+method = "topk"
+ratio = 0.05
+[federated]
+clients = 8
+local_steps = 2
+{federated}
+[network]
+topology = "star"
+medium = "shared"
+[network.link]
+bandwidth_mbps = 20.0
+delay_ms = 1.0
+delivery = "best_effort"
+loss = {loss}
+"""
+# sync: FedAdam's moments and top-k's per-client memories; fedbuff: 4 in flight, 2 per step,
+# so clients of every step are in flight across the checkpoint with stale pseudo-gradients
+FEDERATED_MODES = {
+    "sync": "clients_per_round = 3\nserver_optimizer = 'fedadam'\nserver_lr = 0.03",
+    "fedbuff": "mode = 'fedbuff'\nclients_per_round = 2\nconcurrency = 4\nbuffer_size = 2\nserver_optimizer = 'fedavgm'"}
+
+
+@pytest.mark.parametrize("mode", list(FEDERATED_MODES))
+def test_a_federated_run_resumed_after_kill_minus_9_writes_the_uninterrupted_rows(tmp_path, capsys, mode):
+    path = tmp_path / f"{mode}.toml"
+    path.write_text(FEDERATED.format(iterations=ITERATIONS, federated=FEDERATED_MODES[mode], loss=GE))
+    sets = [f"run.checkpoint_every={EVERY}", "run.flush_every=1", "run.eval_every=3", "run.threads=1"]
+    with Store(tmp_path / "ref.db") as ref_store:
+        exp = FederatedExperiment(load_config(path, sets[1:] + ["run.checkpoint_every=0"]), ref_store)
+        ref = rows(ref_store, exp.run())
+    assert sum(r["lost"] for r in ref["links"]) > 0   # the loss process mattered
+    late = [r for r in ref["iterations"] if r["iteration"] >= EVERY]
+    if mode == "fedbuff":   # stale updates count after the checkpoint
+        assert any(r["staleness"] > 0 for r in late)
+    else:   # clients drawn before the checkpoint take part again after it (the draws replayed)
+        rng = client_rng(0)
+        drawn = [sample_clients(rng, range(8), 3) for _ in range(ITERATIONS)]
+        assert set(sum(drawn[:EVERY], [])) & set(sum(drawn[EVERY:], []))
+    got = killed_and_resumed(path, sets, tmp_path, capsys)
+    for table in ("iterations", "nodes", "links", "evals", "summary"):
+        assert got[table] == ref[table], table
+
+
+def test_a_fedbuff_run_stopped_after_nobody_was_available_resumes_with_its_pending_download(tmp_path, capsys):
+    """Every client is away for 1.5 virtual seconds from between server steps 3 and 4: the
+    slots are not refilled, the buffer empties, and steps pass idle (a second each) until the
+    clients are back; the idle step that draws them again leaves their download to the next
+    row. The run is stopped by request (the stop control) right after that idle step and
+    resumed from its checkpoint; its rows equal the uninterrupted run's."""
+    path = tmp_path / "fedbuff.toml"
+    path.write_text(FEDERATED.format(iterations=ITERATIONS, loss='{ model = "none" }', federated=(
+        FEDERATED_MODES["fedbuff"] + "\nsampler = 'available'")))
+    sets = ["run.flush_every=1", "run.eval_every=3", "run.threads=1"]
+    with Store(tmp_path / "probe.db") as probe_store:
+        probe = FederatedExperiment(load_config(path, sets), probe_store)
+        times = [r["virtual_time_s"] for r in probe_store.iterations(probe.run())]
+    away = (times[3] + times[4]) / 2
+    trace = tmp_path / "devices.json"
+    trace.write_text(json.dumps({"nodes": {f"c{c}": {"available": [[0, away], [away + 1.5, None]]}
+                                           for c in range(8)}}))
+    sets += [f"run.device_trace={trace}"]
+    with Store(tmp_path / "ref.db") as ref_store:
+        ref = rows(ref_store, FederatedExperiment(load_config(path, sets + ["run.checkpoint_every=0"]),
+                                                  ref_store).run())
+    idle = [r["iteration"] for r in ref["iterations"] if r["participants"] == 0]
+    assert idle and idle[-1] + 2 < ITERATIONS, idle
+    back = idle[-1]   # its clients' download is in the next row
+    assert ref["iterations"][back + 1]["bits_down"] > 0 and ref["iterations"][back]["bits_down"] == 0
+
+    db = tmp_path / "stopped.db"
+    calls = iter(range(ITERATIONS))
+    with Store(db) as store:   # stopped before step back + 1: the last checkpoint is after `back`
+        exp = FederatedExperiment(load_config(path, sets + ["run.checkpoint_every=1"]), store,
+                                  should_stop=lambda: next(calls) == back + 1)
+        exp.run()
+        assert store.run(1)["status"] == "stopped" and exp.pending is not None
+    assert checkpoint.load(checkpoint.path_for(db, 1))["iteration"] == back
+    assert main(["resume", "1", "--store", str(db), "--quiet"]) == 0, capsys.readouterr().err
+    with Store(db) as store:
+        got = rows(store, 1)
+        assert store.run(1)["status"] == "completed"
+    for table in ("iterations", "nodes", "links", "evals", "summary"):
+        assert got[table] == ref[table], table
+
+
+def test_a_federated_run_is_not_resumed_under_torchrun(tmp_path, capsys):
+    path = tmp_path / "sync.toml"
+    path.write_text(FEDERATED.format(iterations=3, loss='{ model = "none" }',
+                                     federated=FEDERATED_MODES["sync"]))
+    db = tmp_path / "s.db"
+    calls = iter(range(3))
+    with Store(db) as store:
+        FederatedExperiment(load_config(path, ["run.checkpoint_every=1"]), store,
+                            should_stop=lambda: next(calls) == 2).run()
+    assert main(["resume", "1", "--store", str(db), "--launcher", "torchrun"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("is federated: --launcher torchrun resumes data-parallel runs only; "
+                        "allowed: --launcher local") and "\n" not in err
