@@ -41,6 +41,7 @@ from numba import njit
 from channels.jit_heap import pop as _heap_pop, sift_down as _sift_down, sift_up as _sift_up
 
 from channels.errors import DeliveryError
+from channels.rate_steps import step_rate
 from channels.report import LinkStats
 
 INF = float("inf")
@@ -53,11 +54,13 @@ PEEK, MIN_PEEK = 2, 64
 # X, per transmitter (ints): its medium, next hop's and previous hop's transmitter (-1: none),
 # link, flow, first hop?, reliable?, ARQ retry limit, relay queue capacity, packets on their way
 # to it, sequence number of the last arrival it took in, its slots' offset (FIFO and heap), the
-# FIFO's head and tail, the heap's size.
-MED, NXT, PREV, LINK, FLOW, FIRST, RELIABLE, LIMIT, CAP, INFLIGHT, DONE_SEQ, MOFF, MHEAD, MTAIL, RSIZE = range(15)
+# FIFO's head and tail, the heap's size; its link's rate steps (channels/rate_steps.py), rows
+# SOFF.. of `steps`, SN of them (0: a constant rate).
+MED, NXT, PREV, LINK, FLOW, FIRST, RELIABLE, LIMIT, CAP, INFLIGHT, DONE_SEQ, MOFF, MHEAD, MTAIL, RSIZE, \
+    SOFF, SN = range(17)
 # XF, per transmitter (floats): rate, ACK bits, retransmission timeout, delay, least time from
-# an act of the next hop's medium back to this one's.
-RATE, ACK, RTO, DELAY, NXT_BACK = range(5)
+# an act of the next hop's medium back to this one's, its share of the rate, the steps' period.
+RATE, ACK, RTO, DELAY, NXT_BACK, SHARE, PERIOD = range(7)
 # MI, per medium (ints): round robin position, its transmitters [TX0, TX1), arrival heap and
 # guard heap (offset, size; guards' capacity), touched by another medium's step.
 RR, TX0, TX1, AOFF, ASIZE, GOFF, GSIZE, GCAP, TOUCHED = range(9)
@@ -82,7 +85,10 @@ BOUND, ERR_END, ERR_AT = range(3)
 # (seq, relay, packet, attempt); guards GF (time) / GI (seq, relay). New data waits in each
 # transmitter's FIFO MQF (ready, bits) / MQI (packet, attempt).
 _State = namedtuple("_State", ["X", "XF", "MQF", "MQI", "RF", "RI", "MI", "MF", "dist", "AF", "AI", "GF",
-                               "GI", "DI", "dout", "LI", "LF", "FI", "FP", "arrived", "eng", "engf"])
+                               "GI", "DI", "dout", "LI", "LF", "FI", "FP", "arrived", "eng", "engf",
+                               "steps"])
+# steps: rows (breakpoint s, rate bit/s) of the transmitters' rate steps
+_step_rate = njit(cache=True)(step_rate)    # the SimPy engine's arithmetic, compiled
 
 
 def unsupported(media: dict) -> str | None:
@@ -160,6 +166,7 @@ def _run(S, m, bound):
     X, XF, MQF, MQI, RF, RI, MI, MF = S.X, S.XF, S.MQF, S.MQI, S.RF, S.RI, S.MI, S.MF
     dist, AF, AI, GF, GI, DI, dout = S.dist, S.AF, S.AI, S.GF, S.GI, S.DI, S.dout
     LI, LF, FI, FP, arrived, eng, engf = S.LI, S.LF, S.FI, S.FP, S.arrived, S.eng, S.engf
+    steps = S.steps
     t, rr = MF[m, MT], MI[m, RR]
     t0, t1 = MI[m, TX0], MI[m, TX1]
     nq = t1 - t0
@@ -255,7 +262,12 @@ def _run(S, m, bound):
         lost = dout[DI[lk, DOFF] + DI[lk, DPOS]]
         DI[lk, DPOS] += 1
         # the transmission's figures, as state.record keeps them
-        air = (bits + XF[x, ACK]) / XF[x, RATE]
+        if X[x, SN] == 0:
+            air = (bits + XF[x, ACK]) / XF[x, RATE]
+        else:   # the step in force at the transmission's start (LinkState.rate_at x share)
+            so, sn = X[x, SOFF], X[x, SN]
+            rate = _step_rate(steps[so:so + sn, 0], steps[so:so + sn, 1], XF[x, PERIOD], t) * XF[x, SHARE]
+            air = (bits + XF[x, ACK]) / rate
         end = t + air
         f = X[x, FLOW]
         wire = np.int64(bits / 8.0)
@@ -405,7 +417,8 @@ def _build(media: dict, stats: dict):
         txoff.append(len(txs))
     index = {id(q): i for i, q in enumerate(txs)}
     links, lidx, flows, fidx = [], {}, [], {}
-    xi, xf, slots = [], [], []
+    xi, xf, slots, steps = [], [], [], [np.zeros((0, 2))]
+    nsteps = 0
     for m, (lo, hi) in enumerate(zip(txoff, txoff[1:])):
         for q in txs[lo:hi]:
             link, flow = q.links[0], q.flows[0]
@@ -415,9 +428,15 @@ def _build(media: dict, stats: dict):
             if id(flow) not in fidx:
                 fidx[id(flow)] = len(flows)
                 flows.append(flow)
+            st = link.steps
             xi.append((m, index[id(q.next)] if q.next is not None else -1, -1, lidx[id(link)], fidx[id(flow)],
-                       q.first_hop, q.reliable, q.retry_limit, q.queue_packets, 0, -1, 0, 0, 0, 0))
-            xf.append((link.spec.rate_bps * q.share, q.ack_bits, q.rto_s, link.delay_s, INF))
+                       q.first_hop, q.reliable, q.retry_limit, q.queue_packets, 0, -1, 0, 0, 0, 0,
+                       nsteps, 0 if st is None else st.times.size))
+            xf.append((link.spec.rate_bps * q.share, q.ack_bits, q.rto_s, link.delay_s, INF, q.share,
+                       0.0 if st is None else st.period))
+            if st is not None:
+                steps.append(np.stack([st.times, st.rates], axis=1))
+                nsteps += st.times.size
             # a packet enters a hop's FIFO at most once and has at most one retransmission
             # pending there: slots for as many packets as the flow has
             slots.append(max(flow.arrived.size, q.n))
@@ -466,7 +485,8 @@ def _build(media: dict, stats: dict):
                LI=np.zeros((nl, 5), np.int64), LF=LF, FI=FI,
                FP=np.stack([cat("arrival_s"), cat("last_s")], axis=1).astype(float),
                arrived=cat("arrived").astype(np.bool_),
-               eng=np.array([0, -2, -1, -1, -1, -1], dtype=np.int64), engf=np.array([0.0, 0.0, INF]))
+               eng=np.array([0, -2, -1, -1, -1, -1], dtype=np.int64), engf=np.array([0.0, 0.0, INF]),
+               steps=np.concatenate(steps).astype(float))
     return S, txs, links, flows, meds
 
 
