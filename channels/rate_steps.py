@@ -33,6 +33,30 @@ def step_rate(times, rates, period, t):
     return rates[lo - 1]
 
 
+def valid_until(times, period, t):
+    """A time before which the rate in force at t still holds for every t' >= t (the next
+    breakpoint, less a margin that absorbs the rounding of t modulo `period`): an engine that
+    caches the rate recomputes it once its clock reaches this."""
+    local = t
+    if period > 0.0:
+        local = t - math.floor(t / period) * period
+    lo, hi = 0, times.shape[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if times[mid] <= local:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < times.shape[0]:
+        nxt = times[lo]
+    elif period > 0.0:
+        nxt = period
+    else:
+        return math.inf
+    at = (t - local) + nxt
+    return at - 1e-9 * (abs(at) + 1.0)
+
+
 class RateSteps:
     def __init__(self, times_s, rates_bps, period_s: float = 0.0):
         self.times = np.asarray(times_s, dtype=float)

@@ -41,7 +41,7 @@ from numba import njit
 from channels.jit_heap import pop as _heap_pop, sift_down as _sift_down, sift_up as _sift_up
 
 from channels.errors import DeliveryError
-from channels.rate_steps import step_rate
+from channels.rate_steps import step_rate, valid_until
 from channels.report import LinkStats
 
 INF = float("inf")
@@ -59,8 +59,9 @@ PEEK, MIN_PEEK = 2, 64
 MED, NXT, PREV, LINK, FLOW, FIRST, RELIABLE, LIMIT, CAP, INFLIGHT, DONE_SEQ, MOFF, MHEAD, MTAIL, RSIZE, \
     SOFF, SN = range(17)
 # XF, per transmitter (floats): rate, ACK bits, retransmission timeout, delay, least time from
-# an act of the next hop's medium back to this one's, its share of the rate, the steps' period.
-RATE, ACK, RTO, DELAY, NXT_BACK, SHARE, PERIOD = range(7)
+# an act of the next hop's medium back to this one's, its share of the rate, the steps' period,
+# when the rate (steps: the one in force, cached) must be computed again (INF: constant).
+RATE, ACK, RTO, DELAY, NXT_BACK, SHARE, PERIOD, UNTIL = range(8)
 # MI, per medium (ints): round robin position, its transmitters [TX0, TX1), arrival heap and
 # guard heap (offset, size; guards' capacity), touched by another medium's step.
 RR, TX0, TX1, AOFF, ASIZE, GOFF, GSIZE, GCAP, TOUCHED = range(9)
@@ -89,6 +90,16 @@ _State = namedtuple("_State", ["X", "XF", "MQF", "MQI", "RF", "RI", "MI", "MF", 
                                "steps"])
 # steps: rows (breakpoint s, rate bit/s) of the transmitters' rate steps
 _step_rate = njit(cache=True)(step_rate)    # the SimPy engine's arithmetic, compiled
+_valid_until = njit(cache=True)(valid_until)
+
+
+@njit(cache=True)
+def _restep(X, XF, steps, x, t):
+    """Transmitter x's rate at t (LinkState.rate_at x share, as SimPy computes it) and until
+    when it holds; the medium's clock only moves forward."""
+    so, sn = X[x, SOFF], X[x, SN]
+    XF[x, RATE] = _step_rate(steps[so:so + sn, 0], steps[so:so + sn, 1], XF[x, PERIOD], t) * XF[x, SHARE]
+    XF[x, UNTIL] = _valid_until(steps[so:so + sn, 0], XF[x, PERIOD], t)
 
 
 def unsupported(media: dict) -> str | None:
@@ -262,12 +273,9 @@ def _run(S, m, bound):
         lost = dout[DI[lk, DOFF] + DI[lk, DPOS]]
         DI[lk, DPOS] += 1
         # the transmission's figures, as state.record keeps them
-        if X[x, SN] == 0:
-            air = (bits + XF[x, ACK]) / XF[x, RATE]
-        else:   # the step in force at the transmission's start (LinkState.rate_at x share)
-            so, sn = X[x, SOFF], X[x, SN]
-            rate = _step_rate(steps[so:so + sn, 0], steps[so:so + sn, 1], XF[x, PERIOD], t) * XF[x, SHARE]
-            air = (bits + XF[x, ACK]) / rate
+        if t >= XF[x, UNTIL]:   # rate steps: the one in force at the transmission's start
+            _restep(X, XF, steps, x, t)
+        air = (bits + XF[x, ACK]) / XF[x, RATE]
         end = t + air
         f = X[x, FLOW]
         wire = np.int64(bits / 8.0)
@@ -433,7 +441,7 @@ def _build(media: dict, stats: dict):
                        q.first_hop, q.reliable, q.retry_limit, q.queue_packets, 0, -1, 0, 0, 0, 0,
                        nsteps, 0 if st is None else st.times.size))
             xf.append((link.spec.rate_bps * q.share, q.ack_bits, q.rto_s, link.delay_s, INF, q.share,
-                       0.0 if st is None else st.period))
+                       0.0 if st is None else st.period, INF if st is None else -INF))
             if st is not None:
                 steps.append(np.stack([st.times, st.rates], axis=1))
                 nsteps += st.times.size

@@ -132,3 +132,18 @@ def test_a_device_traces_steps_reach_every_packet(tmp_path):
     other = make_net(workers=2, engine="fast", delay_ms=1.0)
     other.load_state_dict(net.state_dict())
     assert other.link_state("w0", "server").steps == halving()
+
+
+def test_the_cached_rate_holds_until_valid_until():
+    # the relay engine keeps the rate in force until `valid_until` says: it must never be stale
+    from channels.rate_steps import step_rate, valid_until
+    s = RateSteps([0.0, 0.3, 0.7], [1e6, 2e6, 3e6], period_s=1.1)
+    rng = np.random.default_rng(0)
+    for t in np.sort(rng.uniform(0, 50, 300)):
+        until = valid_until(s.times, s.period, t)
+        assert t < until
+        for u in np.linspace(t, until, 20, endpoint=False):
+            assert step_rate(s.times, s.rates, s.period, u) == s.rate(t)
+        # and it is no earlier than a microsecond before the next step
+        assert s.rate(until + 2e-6 + 1e-9 * until) != s.rate(t)
+    assert valid_until(np.array([0.0, 1.0]), 0.0, 2.0) == np.inf
