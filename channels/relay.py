@@ -177,7 +177,6 @@ def _run(S, m, bound):
     X, XF, MQF, MQI, RF, RI, MI, MF = S.X, S.XF, S.MQF, S.MQI, S.RF, S.RI, S.MI, S.MF
     dist, AF, AI, GF, GI, DI, dout = S.dist, S.AF, S.AI, S.GF, S.GI, S.DI, S.dout
     LI, LF, FI, FP, arrived, eng, engf = S.LI, S.LF, S.FI, S.FP, S.arrived, S.eng, S.engf
-    steps = S.steps
     t, rr = MF[m, MT], MI[m, RR]
     t0, t1 = MI[m, TX0], MI[m, TX1]
     nq = t1 - t0
@@ -274,7 +273,7 @@ def _run(S, m, bound):
         DI[lk, DPOS] += 1
         # the transmission's figures, as state.record keeps them
         if t >= XF[x, UNTIL]:   # rate steps: the one in force at the transmission's start
-            _restep(X, XF, steps, x, t)
+            _restep(X, XF, S.steps, x, t)   # (read from S only here: each read counts a reference)
         air = (bits + XF[x, ACK]) / XF[x, RATE]
         end = t + air
         f = X[x, FLOW]
