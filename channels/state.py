@@ -12,8 +12,9 @@ Semantics both engines implement (and tests hold them to):
   + the retransmission timeout 2*delay + rto_margin).
 - A packet's airtime is wire bits / rate at its start (fading: the rate of the coherence block it
   starts in; a device's rate steps, `channels/rate_steps.py`: the step in force when it
-  starts, even if the rate changes before it ends); on a trace link it leaves at the first unused delivery opportunity after it is
-  ready. It arrives `delay` after its last bit leaves, unless its link's loss process drops it.
+  starts, even if the rate changes before it ends); on a trace link it leaves at the first
+  unused delivery opportunity after it is ready. It arrives `delay` after its last bit leaves,
+  unless its link's loss process drops it.
 - Reliable delivery resends lost packets (selective repeat) up to `retry_limit` times, then
   raises DeliveryError. Best-effort reports the packet lost.
 - Multi-hop: every hop of a flow is its own transmitter (per-hop ARQ). A packet reaching a relay
