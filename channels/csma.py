@@ -6,7 +6,7 @@ standard's DCF as ns-3.37 implements it (non-QoS; checked against it by validati
 
 - Airtime of a frame of B bits at rate R: phy_header + whole OFDM symbols of (22 + B) / (R x
   symbol) (16 service + 6 tail bits; `symbol_us = 0`: exactly B / R). DATA goes at the link's
-  rate at the attempt's start; the ACK at the basic rate: `basic_rate_mbps`, or the highest of
+  rate at the attempt's start (a station's own rate steps, channels/rate_steps.py, included); the ACK at the basic rate: `basic_rate_mbps`, or the highest of
   802.11a's basic rates (6, 12, 24 Mbit/s) not above the data rate (the data rate below 6).
 - Each station counts idle slots from its own `base`: the end of the last busy period plus the
   idle time it must wait first (below). Its slot boundaries are base + j * slot. A station
@@ -213,7 +213,9 @@ class Cell:
                 if id(link) not in self.cursors:
                     self.cursors[id(link)] = _LossCursor(link)
         self.qcur = [[self.cursors[id(l)] for l in q.links] for q in queues]
-        self.fixed_rate = [None if q.fading else min(l.spec.rate_bps for l in q.links) for q in queues]
+        # a rate that changes with time (fading, a device's rate steps): taken per attempt
+        self.fixed_rate = [None if q.fading or q.steps else min(l.spec.rate_bps for l in q.links)
+                           for q in queues]
         self.multicast = [len(q.links) > 1 for q in queues]
         # rows: queue, link index, packet, bits, start, data end, airtime, outcome, ARQ attempt, MAC stage
         self.rows: list[tuple] = []

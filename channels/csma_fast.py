@@ -32,6 +32,7 @@ from numba import njit
 from channels.csma import COLLIDED, LOST, OK, Cell, ack_rate, airtime, elapsed_slots, first_boundary, prepare
 from channels.jit_heap import pop as heap_pop, sift_up
 from channels.errors import DeliveryError
+from channels.rate_steps import step_rate
 
 INF = float("inf")
 DONE, NEED_BACKOFF, NEED_OUTCOMES, NEED_ROWS, NEED_FADING, GAVE_UP = range(6)
@@ -47,13 +48,16 @@ FOFF, FN, FNEXT, ROFF, RSIZE, RSEQ, HAS, CQ, CPKT, CATT, CSTAGE, GNEXT, BOFF, BL
 # STF, per station (floats): the frame's bits and ready time, when it may take its next frame
 # (INF: not waiting to), the base its boundaries count from.
 CBITS, CREADY, JOIN, SBASE = range(4)
-# Q, per queue (ints): multicast?, reliable?, ARQ retry limit, links, time-based rate and loss?
-MULTI, RELIABLE, ARQ_LIMIT, NLINKS, FADING = range(5)
+# Q, per queue (ints): multicast?, reliable?, ARQ retry limit, links, time-based rate and loss?,
+# rate steps on a link (and no fading: the loop computes the rate, channels/rate_steps.py)?
+MULTI, RELIABLE, ARQ_LIMIT, NLINKS, FADING, STEPS = range(6)
 # QF, per queue (floats): fixed rate (nan: fading), ACK airtime at it, retransmission timeout.
 RATE, ACK_S, RTO = range(3)
 # LC, per link of the cell (a loss cursor): no loss?, time-based?, outcomes in `lo` at DOFF (DLEN
-# peeked, DPOS used).
-NONE, TIMED, DOFF, DLEN, DPOS = range(5)
+# peeked, DPOS used); its rate steps, rows LSOFF.. of `steps`, LSN of them (0: its constant rate).
+NONE, TIMED, DOFF, DLEN, DPOS, LSOFF, LSN = range(7)
+# LR, per link (floats): its constant rate, its steps' period.
+LRATE, LPERIOD = range(2)
 # Rows as Cell.attempt records them: RWI (queue, link index, packet, outcome, ARQ attempt, MAC
 # stage), RWF (bits, start, data end, airtime).
 R_Q, R_K, R_PKT, R_CODE, R_ATT, R_STAGE = range(6)
@@ -69,11 +73,12 @@ SLOT, DIFS, SIFS, PHY, ACK_BITS, SYMBOL, BASIC, ACK_TIMEOUT, EIFS, CCA, EIFS_FRA
 
 _Dcf = namedtuple("_Dcf", [
     "ST", "STF", "CM", "FRF", "FRI", "QM", "QMOFF", "RHF", "RHI", "Q", "QF", "QL", "LC", "lo", "bu",
-    "P", "cwp1", "mac_limit", "RWI", "RWF", "FA", "FL", "eng", "engf"])
+    "P", "cwp1", "mac_limit", "RWI", "RWF", "FA", "FL", "eng", "engf", "LR", "steps"])
 # CM: the held frame's receivers still to reach (multicast; row per station). FRF (ready, bits) /
 # FRI (queue, position, packet, attempt): the stations' frames. QM: each multicast queue's masks
 # (rows from QMOFF[queue]). RHF (ready, bits) / RHI (key, queue, packet, attempt, mask...): ARQ
 # heaps. QL: each queue's links (LC rows). FA / FL: rates and loss outcomes Python answered.
+# steps: rows (breakpoint s, rate bit/s) of the links' rate steps.
 
 
 # the same float operations as Cell's
@@ -81,6 +86,24 @@ _first_boundary = njit(cache=True)(first_boundary)
 _airtime = njit(cache=True)(airtime)
 _ack_rate = njit(cache=True)(ack_rate)
 _elapsed_slots = njit(cache=True)(elapsed_slots)
+_step_rate = njit(cache=True)(step_rate)
+
+
+@njit(cache=True)
+def _steps_rate(Q, QL, LC, LR, steps, q, t):
+    """Cell.rate of a queue with rate steps: the least of its links' rates at t."""
+    r = INF
+    for k in range(Q[q, NLINKS]):
+        lc = QL[q, k]
+        n = LC[lc, LSN]
+        if n == 0:
+            v = LR[lc, LRATE]
+        else:
+            o = LC[lc, LSOFF]
+            v = _step_rate(steps[o:o + n, 0], steps[o:o + n, 1], LR[lc, LPERIOD], t)
+        if v < r:
+            r = v
+    return r
 
 
 @njit(cache=True)
@@ -194,6 +217,7 @@ def _dcf(D):
     ST, STF, CM, Q, QF, P, eng, engf = D.ST, D.STF, D.CM, D.Q, D.QF, D.P, D.eng, D.engf
     FRF, FRI, RHF, RHI, QM, QMOFF, bu, cwp1 = D.FRF, D.FRI, D.RHF, D.RHI, D.QM, D.QMOFF, D.bu, D.cwp1
     QL, LC, FL, FA, lo, RWI, RWF, mac_limit = D.QL, D.LC, D.FL, D.FA, D.lo, D.RWI, D.RWF, D.mac_limit
+    LR, steps = D.LR, D.steps
     slot, difs, sifs, phy, symbol, cca = P[SLOT], P[DIFS], P[SIFS], P[PHY], P[SYMBOL], P[CCA]
     ns = ST.shape[0]
     kmax = CM.shape[1]
@@ -268,6 +292,8 @@ def _dcf(D):
             s = tx[i]
             q = ST[s, CQ]
             r = FA[s] if Q[q, FADING] else QF[q, RATE]
+            if Q[q, STEPS]:
+                r = _steps_rate(Q, QL, LC, LR, steps, q, starts[i])
             datas[i] = _airtime(STF[s, CBITS], r, phy, symbol)
         busy = starts[0] + datas[0]
         for i in range(1, n):
@@ -303,7 +329,9 @@ def _dcf(D):
                 done = _failed(ST, STF, Q, QF, RHF, RHI, mac_limit, eng, engf, s, t + d, lost) if bad else 1
             else:
                 r = FA[s] if Q[q, FADING] else QF[q, RATE]
-                ack = QF[q, ACK_S] if not Q[q, FADING] else \
+                if Q[q, STEPS]:
+                    r = _steps_rate(Q, QL, LC, LR, steps, q, t)
+                ack = QF[q, ACK_S] if not (Q[q, FADING] or Q[q, STEPS]) else \
                     _airtime(P[ACK_BITS], _ack_rate(r, P[BASIC]), phy, symbol)
                 air = d + sifs + ack
                 others = t + air + difs
@@ -436,11 +464,11 @@ def _build(cell: Cell) -> tuple[_Dcf, list, list]:
             if id(link) not in lidx:
                 lidx[id(link)] = len(links)
                 links.append(link)
-    Q = np.zeros((nq, 5), np.int64)
+    Q = np.zeros((nq, 6), np.int64)
     QF = np.zeros((nq, 3))
     QL = np.full((nq, kmax), -1, np.int64)
     for i, q in enumerate(queues):
-        Q[i] = (cell.multicast[i], q.reliable, q.retry_limit, len(q.links), q.fading)
+        Q[i] = (cell.multicast[i], q.reliable, q.retry_limit, len(q.links), q.fading, q.steps)
         r = cell.fixed_rate[i]
         QF[i] = (r if r is not None else np.nan, p.ack_s(r) if r else 0.0, q.rto_s)
         QL[i, :len(q.links)] = [lidx[id(l)] for l in q.links]
@@ -481,7 +509,10 @@ def _build(cell: Cell) -> tuple[_Dcf, list, list]:
     ST[:, BLEN] = guess
     ST[:, BOFF] = np.concatenate(([0], np.cumsum(guess)))[:-1]
     bu = np.concatenate([streams[s].peek(g) for s, g in enumerate(guess)])
-    LC = np.zeros((len(links), 5), np.int64)
+    LC = np.zeros((len(links), 7), np.int64)
+    LR = np.zeros((len(links), 2))
+    steps = [np.zeros((0, 2))]
+    nsteps = 0
     outs = []
     use = np.zeros(len(links), np.int64)
     for i, q in enumerate(queues):
@@ -492,6 +523,11 @@ def _build(cell: Cell) -> tuple[_Dcf, list, list]:
         LC[l, NONE], LC[l, TIMED] = cur.none, not cur.none and cur.pre is None
         LC[l, DLEN] = max(MIN_PEEK, PEEK * int(use[l])) if not (cur.none or cur.pre is None) else 0
         outs.append(link.loss.peek(int(LC[l, DLEN])) if LC[l, DLEN] else np.zeros(0, np.bool_))
+        LR[l, LRATE] = link.spec.rate_bps
+        if link.steps is not None:
+            LC[l, LSOFF], LC[l, LSN], LR[l, LPERIOD] = nsteps, link.steps.times.size, link.steps.period
+            steps.append(np.stack([link.steps.times, link.steps.rates], axis=1))
+            nsteps += link.steps.times.size
     LC[:, DOFF] = np.concatenate(([0], np.cumsum(LC[:, DLEN])))[:-1]
     rows = max(MIN_ROWS, ROWS * at * kmax)
     D = _Dcf(ST=ST, STF=STF, CM=np.zeros((ns, kmax), np.bool_),
@@ -504,7 +540,7 @@ def _build(cell: Cell) -> tuple[_Dcf, list, list]:
              mac_limit=np.int64(p.retry_limit), RWI=np.zeros((rows, 6), np.int64), RWF=np.zeros((rows, 4)),
              FA=np.zeros(ns), FL=np.zeros((ns, kmax), np.int8),
              eng=np.array([0, -1, -1, -1, -1, -1], dtype=np.int64),
-             engf=np.array([cell.medium.free_at, 0.0, -INF]))
+             engf=np.array([cell.medium.free_at, 0.0, -INF]), LR=LR, steps=np.concatenate(steps).astype(float))
     for s in range(ns):
         r = _head_ready(ST, D.FRF, D.RHF, s)
         if r < INF:

@@ -4,7 +4,7 @@ A medium's schedule is built segment by segment. In a segment the set of backlog
 transmitters is fixed, so round robin is a fixed interleaving and the start of every packet is a
 cumulative sum of airtimes. A segment ends just before the first thing that would change the
 schedule - a transmitter whose next packet is not ready yet, another becoming ready, a fading
-block boundary, or a transmitter running out of known packets - and the next segment starts
+block boundary or a rate step (a device's rate, channels/rate_steps.py), or a transmitter running out of known packets - and the next segment starts
 from there. The result is exactly what the per-packet SimPy engine computes (tests/channels
 checks it), at a cost per segment, not per packet. Single-hop traffic only.
 """
@@ -60,7 +60,7 @@ def run_medium(medium: Medium, queues: list[TxQueue], stats: dict) -> None:
         if waiting:
             cut = min(cut, int(np.searchsorted(starts, min(waiting), side="left")))
         for c, q in enumerate(busy):
-            if q.fading:
+            if q.fading or q.steps:     # the rate may change at a block or step boundary
                 b0 = [l.block_at(t) for l in q.links]
                 sl = starts[c::nb]
                 for l, b in zip(q.links, b0):

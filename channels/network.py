@@ -146,6 +146,15 @@ class Network(LinkLayer):
                 self.graph.edges[a, b]["link"] = self._links[(a, b)].spec
         return chosen
 
+    def set_rate_steps(self, u, v, steps) -> None:
+        """The link u->v's rate over virtual time (one way): a `channels.rate_steps.RateSteps`
+        (a device's own rate, taken at each packet's start), or None for its bandwidth_mbps.
+        Kept in the link's state, so checkpoints carry it; steering bandwidth_mbps does not
+        change a stepped link's rate."""
+        if (u, v) not in self._links:
+            raise ChannelConfigError("set_rate_steps", f"{u}->{v}", "a link of the topology")
+        self._links[(u, v)].set_steps(steps)
+
     # ------------------------------------------------------------------ building a call
     def _medium(self, key) -> Medium:
         if key not in self._media:

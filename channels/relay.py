@@ -29,7 +29,8 @@ a tuple, which in the hot loop cost more than the work.
 
 What it does not cover, and `auto` leaves to SimPy (`unsupported` says which): fading links
 (outcomes and rates depend on the start time), trace links, a multicast transmitter in a
-multi-hop call, and zero-delay hops (no lookahead between media).
+multi-hop call, and zero-delay hops (no lookahead between media). A link's rate steps (a
+device's own rate) are covered: the rate in force at each transmission's start.
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ from numba import njit
 from channels.jit_heap import pop as _heap_pop, sift_down as _sift_down, sift_up as _sift_up
 
 from channels.errors import DeliveryError
+from channels.rate_steps import step_rate, valid_until
 from channels.report import LinkStats
 
 INF = float("inf")
@@ -83,6 +85,27 @@ BOUND, ERR_END, ERR_AT = range(3)
 # transmitter's FIFO MQF (ready, bits) / MQI (packet, attempt).
 _State = namedtuple("_State", ["X", "XF", "MQF", "MQI", "RF", "RI", "MI", "MF", "dist", "AF", "AI", "GF",
                                "GI", "DI", "dout", "LI", "LF", "FI", "FP", "arrived", "eng", "engf"])
+
+# Links whose rate steps over time (channels/rate_steps.py) come as a second argument, `steps`:
+# None when no transmitter of the call has any (numba then compiles the check away, so the
+# constant-rate loop is the one it always was), else (SI, SF, rows): per transmitter its steps'
+# first row and count (SI: SOFF, SN), its share of the rate, the steps' period and until when
+# the rate in force, cached in XF[x, RATE], holds (SF: SHARE, PERIOD, UNTIL; INF: constant);
+# rows: (breakpoint s, rate bit/s).
+SOFF, SN = range(2)
+SHARE, PERIOD, UNTIL = range(3)
+_step_rate = njit(cache=True)(step_rate)    # the SimPy engine's arithmetic, compiled
+_valid_until = njit(cache=True)(valid_until)
+
+
+@njit(cache=True)
+def _restep(XF, steps, x, t):
+    """Transmitter x's rate at t (LinkState.rate_at x share, as SimPy computes it) and until
+    when it holds (a medium's clock only moves forward)."""
+    SI, SF, rows = steps
+    so, sn = SI[x, SOFF], SI[x, SN]
+    XF[x, RATE] = _step_rate(rows[so:so + sn, 0], rows[so:so + sn, 1], SF[x, PERIOD], t) * SF[x, SHARE]
+    SF[x, UNTIL] = _valid_until(rows[so:so + sn, 0], SF[x, PERIOD], t)
 
 
 def unsupported(media: dict) -> str | None:
@@ -152,7 +175,7 @@ def _next_time(X, MQF, RF, MI, MF, AF, m):
 
 
 @njit(cache=True)
-def _run(S, m, bound):
+def _run(S, m, bound, steps):
     """Act on medium m at every instant before `bound` (lowered as m hands packets on).
     Returns DONE, or NEED_DRAWS having saved where it stands (resumable). A packet whose sender
     gives up is noted (the earliest give-up so far, `_drive` raises it once nothing earlier can
@@ -255,6 +278,9 @@ def _run(S, m, bound):
         lost = dout[DI[lk, DOFF] + DI[lk, DPOS]]
         DI[lk, DPOS] += 1
         # the transmission's figures, as state.record keeps them
+        if steps is not None:      # pruned at compile time when the call has no rate steps
+            if t >= steps[1][x, UNTIL]:     # the step in force at the transmission's start
+                _restep(XF, steps, x, t)
         air = (bits + XF[x, ACK]) / XF[x, RATE]
         end = t + air
         f = X[x, FLOW]
@@ -334,7 +360,7 @@ def _run(S, m, bound):
 
 
 @njit(cache=True)
-def _drive(S):
+def _drive(S, steps):
     """Always advance the medium that can act first, as far as no other can reach it; resumes
     the medium it stopped in (eng[CUR]) when it stopped for loss outcomes."""
     X, MQF, RF, MI, MF, AF, dist, eng, engf = S.X, S.MQF, S.RF, S.MI, S.MF, S.AF, S.dist, S.eng, S.engf
@@ -362,7 +388,7 @@ def _drive(S):
             eng[CUR] = i
         else:
             bound = engf[BOUND]
-        status = _run(S, i, bound)
+        status = _run(S, i, bound, steps)
         if status != DONE:
             return status
         eng[CUR] = -1
@@ -374,10 +400,10 @@ def _drive(S):
 
 def run(media: dict, stats: dict) -> None:
     """Run one call's transmitters (as built by Network._run) to completion; fills `stats`."""
-    S, txs, links, flows, meds = _build(media, stats)
+    S, txs, links, flows, meds, steps = _build(media, stats)
     try:
         while True:
-            status = _drive(S)
+            status = _drive(S, steps)
             if status == NEED_DRAWS:
                 S = _more_draws(S, links, int(S.eng[NEED]))
             elif status == GAVE_UP:
@@ -405,7 +431,7 @@ def _build(media: dict, stats: dict):
         txoff.append(len(txs))
     index = {id(q): i for i, q in enumerate(txs)}
     links, lidx, flows, fidx = [], {}, [], {}
-    xi, xf, slots = [], [], []
+    xi, xf, slots, stepped = [], [], [], []
     for m, (lo, hi) in enumerate(zip(txoff, txoff[1:])):
         for q in txs[lo:hi]:
             link, flow = q.links[0], q.flows[0]
@@ -418,6 +444,8 @@ def _build(media: dict, stats: dict):
             xi.append((m, index[id(q.next)] if q.next is not None else -1, -1, lidx[id(link)], fidx[id(flow)],
                        q.first_hop, q.reliable, q.retry_limit, q.queue_packets, 0, -1, 0, 0, 0, 0))
             xf.append((link.spec.rate_bps * q.share, q.ack_bits, q.rto_s, link.delay_s, INF))
+            if link.steps is not None:
+                stepped.append((len(xf) - 1, link.steps, q.share))
             # a packet enters a hop's FIFO at most once and has at most one retransmission
             # pending there: slots for as many packets as the flow has
             slots.append(max(flow.arrived.size, q.n))
@@ -467,7 +495,23 @@ def _build(media: dict, stats: dict):
                FP=np.stack([cat("arrival_s"), cat("last_s")], axis=1).astype(float),
                arrived=cat("arrived").astype(np.bool_),
                eng=np.array([0, -2, -1, -1, -1, -1], dtype=np.int64), engf=np.array([0.0, 0.0, INF]))
-    return S, txs, links, flows, meds
+    return S, txs, links, flows, meds, _steps(stepped, len(txs))
+
+
+def _steps(stepped: list, ntx: int):
+    """The `steps` argument of `_drive` (None: every rate constant)."""
+    if not stepped:
+        return None
+    SI = np.zeros((ntx, 2), np.int64)
+    SF = np.zeros((ntx, 3))
+    SF[:, UNTIL] = INF
+    rows, at = [], 0
+    for x, st, share in stepped:
+        SI[x] = at, st.times.size
+        SF[x] = share, st.period, -INF          # -INF: computed at its first transmission
+        rows.append(np.stack([st.times, st.rates], axis=1))
+        at += st.times.size
+    return SI, SF, np.concatenate(rows).astype(float)
 
 
 def _more_draws(S: _State, links: list, short: int) -> _State:

@@ -11,8 +11,10 @@ Semantics both engines implement (and tests hold them to):
   new data at the call's `at`, a retransmission once its loss is known (its transmission's end
   + the retransmission timeout 2*delay + rto_margin).
 - A packet's airtime is wire bits / rate at its start (fading: the rate of the coherence block it
-  starts in); on a trace link it leaves at the first unused delivery opportunity after it is
-  ready. It arrives `delay` after its last bit leaves, unless its link's loss process drops it.
+  starts in; a device's rate steps, `channels/rate_steps.py`: the step in force when it
+  starts, even if the rate changes before it ends); on a trace link it leaves at the first
+  unused delivery opportunity after it is ready. It arrives `delay` after its last bit leaves,
+  unless its link's loss process drops it.
 - Reliable delivery resends lost packets (selective repeat) up to `retry_limit` times, then
   raises DeliveryError. Best-effort reports the packet lost.
 - Multi-hop: every hop of a flow is its own transmitter (per-hop ARQ). A packet reaching a relay
@@ -33,6 +35,8 @@ from channels.trace import Trace
 
 
 class LinkState:
+    steps = None    # a device's rate over time (RateSteps, set_steps); None: spec.bandwidth_mbps
+
     def __init__(self, u: str, v: str, spec: LinkSpec, seed: int, distance_at=None):
         self.u, self.v = u, v
         self.seed = seed
@@ -56,15 +60,25 @@ class LinkState:
         self.delay_s = spec.delay_s
         self.rto_s = 2 * spec.delay_s + spec.rto_margin_ms / 1000.0
 
+    def set_steps(self, steps) -> None:
+        """The link's rate as a step function of time (`RateSteps`; None: its bandwidth_mbps
+        again). A fading model still sets the rate of a link that has one."""
+        self.steps = steps
+
     def rate_at(self, t: float) -> float:
         if self.fading is not None:
             return float(self.fading.rate_bps(t)[0])
+        if self.steps is not None:
+            return self.steps.rate(t)
         return self.spec.rate_bps
 
     def block_at(self, t) -> np.ndarray:
-        if self.fading is None:
-            return np.zeros(np.shape(t), dtype=np.int64)
-        return self.fading.block(t)
+        """Changes where the rate may change: a fading block's or a rate step's boundary."""
+        if self.fading is not None:
+            return self.fading.block(t)
+        if self.steps is not None:
+            return self.steps.block(t)
+        return np.zeros(np.shape(t), dtype=np.int64)
 
 
 class Medium:
@@ -117,6 +131,8 @@ class TxQueue:
         self.rto_s = max(l.rto_s for l in links)
         self.trace = links[0].trace if len(links) == 1 else None
         self.fading = any(l.fading is not None for l in links)
+        # rate steps but no fading: a rate known in advance, changing at breakpoints
+        self.steps = not self.fading and any(l.steps is not None for l in links)
         self.queue_packets = spec.queue_packets
         self.pkt = np.empty(0, np.int64)
         self.bits = np.empty(0)

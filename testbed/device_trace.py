@@ -18,11 +18,13 @@ The file (`[run] device_trace = PATH`, JSON, relative paths from the current dir
 - `profile` (optional, per node): the device's energy profile (channels/energy.py), used
   unless `[network.nodes.X] energy_profile` names one.
 - `uplink_mbps`, `downlink_mbps` (optional, per node): steps `[t, Mb/s]` like `speed`; the
-  device's own link rate. At each iteration's start the rate in force becomes the
-  `bandwidth_mbps` of the worker's links out (uplink) and in (downlink), one way each
-  (`apply_link_rates`), so every transmission of that iteration runs at it. It replaces the
-  [network] bandwidth of those links (a Mahimahi trace or a fading model still sets their
-  rate where the link has one).
+  device's own link rate, on the worker's links out (uplink) and in (downlink), one way each
+  (`apply_link_rates`). The link layer takes it per transmission: a packet goes at the rate in
+  force when its transmission starts (`channels/rate_steps.py`; on a CSMA cell, that
+  station's frames), even when the rate changes mid-iteration. One step is a constant rate:
+  the links' `bandwidth_mbps`. It replaces the [network] bandwidth of those links (a Mahimahi
+  trace or a fading model still sets their rate where the link has one); steering a traced
+  link's `bandwidth_mbps` does not change its rate.
 A worker not named in the file is always available at its own `compute_speed`. Availability
 and speed are read at each iteration's start (virtual seconds).
 
@@ -46,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from channels.energy import load_profiles
+from channels.rate_steps import RateSteps
 from testbed.errors import ConfigError
 
 
@@ -122,20 +125,28 @@ RATE_KEYS = ("uplink_mbps", "downlink_mbps")
 
 
 def apply_link_rates(trace: DeviceTrace | None, network, workers, t: float) -> list[str]:
-    """Each traced worker's uplink / downlink rate at virtual time t becomes the bandwidth of
-    its links out / in (`Network.set_link`, one way); only links whose rate changes are set.
-    Returns the links changed ("u->v")."""
+    """Each traced worker's uplink / downlink steps on its links out / in, one way: more than
+    one step becomes the link's rate over time (`Network.set_rate_steps`, taken per
+    transmission; set once); every link's `bandwidth_mbps` becomes the rate in force at
+    virtual time t (`Network.set_link`: a single step's rate; the topology panel shows it).
+    Returns the links whose bandwidth changed ("u->v")."""
     changed = []
     if trace is None:
         return changed
     for w in workers:
+        node = trace.nodes.get(str(w))
         for key in RATE_KEYS:
-            mbps = trace.rate(str(w), key, t)
-            if mbps is None:
+            if node is None or key not in node.rates:
                 continue
+            ts, values = node.rates[key]
+            steps = RateSteps(ts, [m * 1e6 for m in values], node.period_s or 0.0) if len(ts) > 1 else None
+            mbps = node.rate_at(key, t)
             for u, v, spec in network.links():
-                mine = u == w if key == "uplink_mbps" else v == w
-                if mine and spec.bandwidth_mbps != mbps:
+                if not (u == w if key == "uplink_mbps" else v == w):
+                    continue
+                if network.link_state(u, v).steps != steps:
+                    network.set_rate_steps(u, v, steps)
+                if spec.bandwidth_mbps != mbps:
                     network.set_link(u, v, one_way=True, bandwidth_mbps=mbps)
                     changed.append(f"{u}->{v}")
     return changed

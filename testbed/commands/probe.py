@@ -4,8 +4,9 @@ experiment file (`--set` overrides keys as in run and sweep).
 Users tune channel parameters with it before spending training time; it is also how the link
 layer is checked from outside. Only `[run] seed` and `[network]` are read, and `[run]
 deadline_s` and `device_trace`: workers away at t = 0 take no part (they send and receive
-nothing; a ring is formed without them), a traced worker's `uplink_mbps` / `downlink_mbps` at
-t = 0 is its links' rate, and each worker's row says whether it would be left
+nothing; a ring is formed without them), a traced worker's `uplink_mbps` / `downlink_mbps`
+steps are its links' rate (each packet at the step in force when it starts), and each worker's
+row says whether it would be left
 out of the iteration's aggregate ("unavailable" | "deadline"). Every sender is ready at t = 0,
 so the deadline counts only for what arrives: a gather's update not at the server by then, an
 all-gather's message not at every other present worker by then (in this one call: what a

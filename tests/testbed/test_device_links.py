@@ -1,6 +1,6 @@
 """Each device's own link (a device trace's uplink_mbps / downlink_mbps, FedScale's
-communication capacity): the rate in force at an iteration's start is the rate every
-transmission of that iteration runs at, against hand figures."""
+communication capacity): every packet runs at the rate in force when its transmission starts,
+against hand figures (a step in the middle of one transfer: tests/channels/test_rate_steps.py)."""
 import json
 
 import pytest
@@ -20,7 +20,8 @@ def experiment(tmp_path, nodes: dict, iterations=6):
 
 def test_a_transfers_time_follows_the_traces_rate(tmp_path):
     # w0's uplink runs at 2 Mb/s until t = 0.5 s, then at 8; its downlink at 4 throughout;
-    # w1 is not traced and keeps the [network] 10 Mb/s
+    # w1 is not traced and keeps the [network] 10 Mb/s. Iteration 0 spans 0-0.66 s, its
+    # uplinks end before 0.5 s: each iteration's packets all started on one side of the step
     path = experiment(tmp_path, {"w0": {"uplink_mbps": [[0, 2.0], [0.5, 8.0]], "downlink_mbps": [[0, 4.0]]}})
     store = Store(tmp_path / "runs.db")
     rid = Experiment(load_config(path), store).run()
