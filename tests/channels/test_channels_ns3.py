@@ -49,3 +49,19 @@ def test_a_dedicated_link_with_a_packet_error_rate_matches_ns3(per):
     sigma = (1000 * per * (1 - per)) ** 0.5
     for side in ("ns3", "ours"):
         assert abs(b[side]["received"] - 1000 * (1 - per)) <= 4 * sigma + 1e-9, side
+
+
+def test_ns3_wifi_radio_is_ns3s_energy_model():
+    """channels/data/energy_profiles.toml's `ns3_wifi` radio (every packaged device's): ns-3's
+    WifiRadioEnergyModel currents times BasicEnergySource's voltage, as ns-3.37's libraries
+    initialise them (validation/ns3/energy_defaults.cc)."""
+    import tomllib
+    from importlib import resources
+
+    ns = ns3.radio_energy_defaults()
+    volts = ns["BasicEnergySupplyVoltageV"]
+    radio = tomllib.loads(resources.files("channels").joinpath("data/energy_profiles.toml")
+                          .read_text())["radios"]["ns3_wifi"]
+    expected = {"tx_w": ns["TxCurrentA"] * volts, "rx_w": ns["RxCurrentA"] * volts,
+                "idle_w": ns["IdleCurrentA"] * volts, "sleep_w": ns["SleepCurrentA"] * volts}
+    assert {k: radio[k] for k in expected} == pytest.approx(expected, rel=1e-9)

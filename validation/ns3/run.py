@@ -11,6 +11,8 @@ over its measured window and in ours while every station still has frames (until
 flow completes, as `testbed probe` reports `saturated_mbps`); and wall seconds per successful
 frame of each whole run (ns-3 in C++, ours in Python + numba), whose ratio is the speed-up.
 Where ns-3 is missing, `available()` says why in one line and nothing runs.
+`radio_energy_defaults()` builds `energy_defaults.cc` and reads the WiFi radio energy model's
+default currents, the source of channels/data/energy_profiles.toml's `ns3_wifi` radio.
 """
 from __future__ import annotations
 
@@ -48,17 +50,34 @@ def available() -> str | None:
     return None
 
 
-def build() -> Path:
-    """The compiled scenario, cached by the source's hash (a few seconds to build once)."""
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
-    out = Path(os.environ.get("NS3_CELL_CACHE", Path(tempfile.gettempdir()) / "lgc-ns3-cell")) / digest / "cell"
+def build(source: Path = SOURCE, libs=LIBS) -> Path:
+    """A compiled program of ours against ns-3, cached by the source's hash (a few seconds to
+    build once)."""
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    out = Path(os.environ.get("NS3_CELL_CACHE", Path(tempfile.gettempdir()) / "lgc-ns3-cell")) / digest / source.stem
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(".tmp")
-        subprocess.run(["g++", "-O2", "-std=c++17", "-I/usr/include", "-o", str(tmp), str(SOURCE),
-                        *(f"-l{lib}" for lib in LIBS)], check=True)
+        subprocess.run(["g++", "-O2", "-std=c++17", "-I/usr/include", "-o", str(tmp), str(source),
+                        *(f"-l{lib}" for lib in libs)], check=True)
         tmp.replace(out)
     return out
+
+
+def radio_energy_defaults() -> dict[str, float]:
+    """ns-3's WifiRadioEnergyModel currents (A) and BasicEnergySource voltage (V) as its
+    libraries initialise them (energy_defaults.cc), e.g. {"TxCurrentA": 0.38, ...}: the figures
+    behind channels/data/energy_profiles.toml's `ns3_wifi` radio."""
+    exe = build(HERE / "energy_defaults.cc", ["ns3-wifi", "ns3-energy", "ns3-core"])
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    values = {}
+    for line in out.splitlines():          # "ns3::Type Name = value"
+        _, name, _, value = line.split(maxsplit=3)
+        try:
+            values[name] = float(value)
+        except ValueError:                 # not a number (a callback, a pointer): not needed
+            pass
+    return values
 
 
 def ns3_dcf(n: int, seconds: float, warmup: float = 0.5, seed: int = 1) -> dict:
