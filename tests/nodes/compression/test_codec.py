@@ -159,6 +159,38 @@ def test_sparse_loss_recovers_exactly_the_arrived_coordinates():
     assert d.packets_expected == len(msg.packets) and d.packets_received == len(got)
 
 
+def _same_decoded(a, b):
+    assert torch.equal(a.values, b.values) and torch.equal(a.mask, b.mask)
+    assert (a.scalars, a.packets_received, a.packets_expected, a.iteration, a.kind,
+            a.per_packet_scalars, a.segments) == (b.scalars, b.packets_received,
+                                                  b.packets_expected, b.iteration, b.kind,
+                                                  b.per_packet_scalars, b.segments)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_dense_in_one_pass_decodes_as_packet_by_packet(dtype):
+    """decode's one-pass dense path against the per-packet decoder on the same packets: a
+    whole message, a lossy subset, reordered and duplicated packets, per-packet scalars and
+    bucket scalars, a message from a later start, and stale or foreign packets (same error)."""
+    rng = np.random.default_rng(7)
+    x = torch.randn(3001)
+    plain = encode_dense(x, payload_bytes=430, dtype=dtype, iteration=3, kind=1).packets
+    scal = encode_dense(x[:2000], payload_bytes=300, dtype=dtype, scalars=(1.5, -2.0),
+                        start=1000, n=3001).packets
+    groups = encode_dense(x[:1200], payload_bytes=500, dtype=dtype, group=100,
+                          group_scalars=rng.standard_normal((12, 2))).packets
+    keep = sorted(rng.permutation(len(plain))[:len(plain) // 2])
+    cases = [(plain, None), (plain, 3001), ([plain[i] for i in keep], 3001), (plain[::-1], None),
+             (plain[:3] + plain[2:], None), (scal, None), (scal[1::2], None), (groups, 1200)]
+    for packets, n in cases:
+        _same_decoded(decode(packets, n), codec._decode_packets(packets, n, None))
+    _same_decoded(decode(plain, iteration=3), codec._decode_packets(plain, None, 3))
+    for bad, n, match in [(plain, None, "iteration 3, expected 4"), (plain + groups[:1], None, "n=1200, expected n=3001"),
+                          (plain, 3000, "expected n=3000"), ([plain[0], plain[1][:-1]], None, "truncated")]:
+        with pytest.raises(CodecError, match=match):
+            decode(bad, n, iteration=4 if "iteration" in match else None)
+
+
 def test_nothing_arrived():
     d = decode([], 10)
     assert not bool(d.mask.any()) and d.packets_expected == 0
