@@ -31,6 +31,12 @@ from nodes.compression.base import Message
 
 HEADER = struct.Struct("<6B6I")
 HEADER_BYTES = HEADER.size  # 30
+# The same header as a numpy record, to write or read a message's headers in one call.
+_HEADER_DTYPE = np.dtype([("method", "u1"), ("kind", "u1"), ("flags", "u1"), ("vbits", "u1"),
+                          ("ibits", "u1"), ("nscalars", "u1"), ("iteration", "<u4"),
+                          ("index", "<u4"), ("count", "<u4"), ("n", "<u4"), ("start", "<u4"),
+                          ("entries", "<u4")])
+assert _HEADER_DTYPE.itemsize == HEADER_BYTES
 
 DENSE, SPARSE = 0, 1
 F32, F16, BITS = 0, 1, 2
@@ -259,9 +265,44 @@ def encode_dense(values, *, payload_bytes: int, dtype: str = "f32", bits: int | 
     sc = _scalars_bytes(scalars)
     mid, flags = method_id(method), _flags(DENSE, venc, VARINT)
     count = max(1, -(-v.size // per))
+    if gs is None:
+        return Message(_dense_packets(body, sc, per * vbits // 8, v.size, per, count,
+                                      (mid, kind, flags, vbits if venc == BITS else 0, 0,
+                                       len(sc) // 4, iteration % 2**32), n, start))
+    return Message(_dense_packets_one_by_one(body, sc, gs, group, vbits, venc, v.size, per, count,
+                                             mid, kind, flags, iteration, n, start))
+
+
+def _dense_packets(body: bytes, sc: bytes, size: int, m: int, per: int, count: int,
+                   fixed: tuple, n: int, start: int) -> list[bytes]:
+    """encode_dense's packets without buckets, built as one array: every packet but the last
+    holds `per` values (`size` bytes of `body`), the last the rest; `fixed` the header's first
+    seven fields (the same in every packet)."""
+    heads = np.zeros(count, dtype=_HEADER_DTYPE)
+    for name, value in zip(_HEADER_DTYPE.names, fixed):
+        heads[name] = value
+    heads["index"] = np.arange(count)
+    heads["count"], heads["n"] = count, n
+    heads["start"] = start + per * np.arange(count, dtype=np.int64)
+    heads["entries"] = per
+    heads["entries"][-1] = m - per * (count - 1)
+    full, width = count - 1, HEADER_BYTES + len(sc) + size
+    rows = np.empty((full, width), dtype=np.uint8)
+    rows[:, :HEADER_BYTES] = heads[:full].view(np.uint8).reshape(full, HEADER_BYTES)
+    rows[:, HEADER_BYTES:HEADER_BYTES + len(sc)] = np.frombuffer(sc, dtype=np.uint8)
+    rows[:, HEADER_BYTES + len(sc):] = np.frombuffer(body, dtype=np.uint8, count=full * size).reshape(full, size)
+    flat = rows.tobytes()
+    return [flat[i:i + width] for i in range(0, full * width, width)] + \
+        [heads[full:].tobytes() + sc + body[full * size:]]
+
+
+def _dense_packets_one_by_one(body, sc, gs, group, vbits, venc, m, per, count, mid, kind, flags,
+                              iteration, n, start) -> list[bytes]:
+    """encode_dense's packets one at a time: bucketed messages (each packet carries its
+    buckets' scalars), and the reference `_dense_packets` is tested against."""
     packets = []
     for p in range(count):
-        a, b = p * per, min(v.size, (p + 1) * per)
+        a, b = p * per, min(m, (p + 1) * per)
         lo, hi = a * vbits // 8, -(-(b * vbits) // 8)
         psc = sc
         if gs is not None:
@@ -272,7 +313,7 @@ def encode_dense(values, *, payload_bytes: int, dtype: str = "f32", bits: int | 
         head = HEADER.pack(mid, kind, flags, vbits if venc == BITS else 0, 0, nsc,
                            iteration % 2**32, p, count, n, start + a, b - a)
         packets.append(head + psc + body[lo:hi])
-    return Message(packets)
+    return packets
 
 
 def encode_sparse(indices, values, n: int, *, payload_bytes: int, dtype: str = "f32",
@@ -451,14 +492,6 @@ def _decode_one(pkt: bytes, h: Header, values: np.ndarray, mask: np.ndarray) -> 
     values[coords] = vals
     mask[coords] = True
     return sc
-
-
-# The header as a numpy record (packed, 30 bytes), to read a message's headers in one call.
-_HEADER_DTYPE = np.dtype([("method", "u1"), ("kind", "u1"), ("flags", "u1"), ("vbits", "u1"),
-                          ("ibits", "u1"), ("nscalars", "u1"), ("iteration", "<u4"),
-                          ("index", "<u4"), ("count", "<u4"), ("n", "<u4"), ("start", "<u4"),
-                          ("entries", "<u4")])
-assert _HEADER_DTYPE.itemsize == HEADER_BYTES
 
 
 def _decode_dense_fast(packets: list, n: int | None, iteration: int | None) -> Decoded | None:

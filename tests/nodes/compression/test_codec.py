@@ -191,6 +191,29 @@ def test_dense_in_one_pass_decodes_as_packet_by_packet(dtype):
             decode(bad, n, iteration=4 if "iteration" in match else None)
 
 
+@pytest.mark.parametrize("dtype,bits", [("f32", None), ("f16", None), ("bits", 1), ("bits", 3),
+                                        ("bits", 12)])
+def test_dense_packets_built_as_one_array_are_the_packet_by_packet_bytes(dtype, bits):
+    """encode_dense without buckets builds its packets as one array: byte for byte what the
+    packet-by-packet builder (struct-packed headers) makes, at every size around a packet's
+    capacity, with scalars, a start inside n and an iteration past 2^32."""
+    rng = np.random.default_rng(3)
+    venc, vbits = codec._value_spec(dtype, bits)
+    room = 200 - H - 8
+    per = (room * 8 // vbits) // 8 * 8 if venc == codec.BITS else room * 8 // vbits
+    for m in (0, 1, per - 1, per, per + 1, 5 * per, 5 * per + 3):
+        v = rng.integers(0, 1 << vbits, m) if venc == codec.BITS else rng.standard_normal(m)
+        kw = dict(payload_bytes=200, dtype=dtype, bits=bits, method=7, kind=2,
+                  iteration=2**32 + 5, scalars=(0.5, -3.0), start=11, n=m + 20)
+        got = encode_dense(v, **kw).packets
+        body = codec._value_bytes(v.astype(np.float32) if venc != codec.BITS else v, venc, vbits)
+        want = codec._dense_packets_one_by_one(
+            body, codec._scalars_bytes((0.5, -3.0)), None, None, vbits, venc, m, per,
+            max(1, -(-m // per)), 7, 2, codec._flags(codec.DENSE, venc, codec.VARINT),
+            2**32 + 5, m + 20, 11)
+        assert got == want
+
+
 def test_nothing_arrived():
     d = decode([], 10)
     assert not bool(d.mask.any()) and d.packets_expected == 0
