@@ -75,7 +75,7 @@ COLUMNS = [
 # the dp and het tables: time to a lower target too (a non-iid population's evaluations swing)
 LOW = 0.65
 MORE = [Column("tta_low_s", f"virtual s to {100 * LOW:.0f}%", "{:,.0f}"),
-        Column("tta_low_n", "reached ")]
+        Column("tta_low_n", "reached")]
 
 
 def make_trace(path: Path, clients: int = 100, sigma: float = HET_SIGMA, seed: int = 26) -> Path:
@@ -181,10 +181,11 @@ def rows_of(labels, seeds, rounds, runs: Path) -> list[dict]:
                 row[f"{key}_n"] = f"{len(reached)}/{len(done)}"
                 row[f"{key}_s"] = mean_spread(reached)[0] if reached else None
         rows.append(row)
-    fp32 = next((r for r in rows if r["row"] == "fp32" and r.get("up_final")), None)
-    for row in rows:
-        if fp32 and row.get("up_final"):
-            row["up_x_fp32"] = fp32["up_final"] / row["up_final"]
+    for row in rows:   # against fp32 in the same mode (dp rows: dp_fp32; het rows: het_sync)
+        ref = {"dp": "dp_fp32", "het": "het_sync"}.get(row["row"].split("_")[0], "fp32")
+        base = next((r for r in rows if r["row"] == ref and r.get("up_final")), None)
+        if base and row.get("up_final"):
+            row["up_x_fp32"] = base["up_final"] / row["up_final"]
     return rows
 
 
