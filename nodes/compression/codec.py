@@ -31,6 +31,12 @@ from nodes.compression.base import Message
 
 HEADER = struct.Struct("<6B6I")
 HEADER_BYTES = HEADER.size  # 30
+# The same header as a numpy record, to write or read a message's headers in one call.
+_HEADER_DTYPE = np.dtype([("method", "u1"), ("kind", "u1"), ("flags", "u1"), ("vbits", "u1"),
+                          ("ibits", "u1"), ("nscalars", "u1"), ("iteration", "<u4"),
+                          ("index", "<u4"), ("count", "<u4"), ("n", "<u4"), ("start", "<u4"),
+                          ("entries", "<u4")])
+assert _HEADER_DTYPE.itemsize == HEADER_BYTES
 
 DENSE, SPARSE = 0, 1
 F32, F16, BITS = 0, 1, 2
@@ -259,9 +265,44 @@ def encode_dense(values, *, payload_bytes: int, dtype: str = "f32", bits: int | 
     sc = _scalars_bytes(scalars)
     mid, flags = method_id(method), _flags(DENSE, venc, VARINT)
     count = max(1, -(-v.size // per))
+    if gs is None:
+        return Message(_dense_packets(body, sc, per * vbits // 8, v.size, per, count,
+                                      (mid, kind, flags, vbits if venc == BITS else 0, 0,
+                                       len(sc) // 4, iteration % 2**32), n, start))
+    return Message(_dense_packets_one_by_one(body, sc, gs, group, vbits, venc, v.size, per, count,
+                                             mid, kind, flags, iteration, n, start))
+
+
+def _dense_packets(body: bytes, sc: bytes, size: int, m: int, per: int, count: int,
+                   fixed: tuple, n: int, start: int) -> list[bytes]:
+    """encode_dense's packets without buckets, built as one array: every packet but the last
+    holds `per` values (`size` bytes of `body`), the last the rest; `fixed` the header's first
+    seven fields (the same in every packet)."""
+    heads = np.zeros(count, dtype=_HEADER_DTYPE)
+    for name, value in zip(_HEADER_DTYPE.names, fixed):
+        heads[name] = value
+    heads["index"] = np.arange(count)
+    heads["count"], heads["n"] = count, n
+    heads["start"] = start + per * np.arange(count, dtype=np.int64)
+    heads["entries"] = per
+    heads["entries"][-1] = m - per * (count - 1)
+    full, width = count - 1, HEADER_BYTES + len(sc) + size
+    rows = np.empty((full, width), dtype=np.uint8)
+    rows[:, :HEADER_BYTES] = heads[:full].view(np.uint8).reshape(full, HEADER_BYTES)
+    rows[:, HEADER_BYTES:HEADER_BYTES + len(sc)] = np.frombuffer(sc, dtype=np.uint8)
+    rows[:, HEADER_BYTES + len(sc):] = np.frombuffer(body, dtype=np.uint8, count=full * size).reshape(full, size)
+    flat = rows.tobytes()
+    return [flat[i:i + width] for i in range(0, full * width, width)] + \
+        [heads[full:].tobytes() + sc + body[full * size:]]
+
+
+def _dense_packets_one_by_one(body, sc, gs, group, vbits, venc, m, per, count, mid, kind, flags,
+                              iteration, n, start) -> list[bytes]:
+    """encode_dense's packets one at a time: bucketed messages (each packet carries its
+    buckets' scalars), and the reference `_dense_packets` is tested against."""
     packets = []
     for p in range(count):
-        a, b = p * per, min(v.size, (p + 1) * per)
+        a, b = p * per, min(m, (p + 1) * per)
         lo, hi = a * vbits // 8, -(-(b * vbits) // 8)
         psc = sc
         if gs is not None:
@@ -272,7 +313,7 @@ def encode_dense(values, *, payload_bytes: int, dtype: str = "f32", bits: int | 
         head = HEADER.pack(mid, kind, flags, vbits if venc == BITS else 0, 0, nsc,
                            iteration % 2**32, p, count, n, start + a, b - a)
         packets.append(head + psc + body[lo:hi])
-    return Message(packets)
+    return packets
 
 
 def encode_sparse(indices, values, n: int, *, payload_bytes: int, dtype: str = "f32",
@@ -453,12 +494,63 @@ def _decode_one(pkt: bytes, h: Header, values: np.ndarray, mask: np.ndarray) -> 
     return sc
 
 
+def _decode_dense_fast(packets: list, n: int | None, iteration: int | None) -> Decoded | None:
+    """`decode` of dense f32/f16 packets whose ranges are in order and do not overlap (a
+    dense message as it arrives, whole or in part): the headers read as one record array and
+    the values as one buffer, not packet by packet. The same Decoded as the general path;
+    None for anything else (or anything wrong: the general path then says what)."""
+    lens = np.array(list(map(len, packets)), dtype=np.int64)
+    if not packets or np.any(lens < HEADER_BYTES):
+        return None
+    h = np.frombuffer(b"".join(p[:HEADER_BYTES] for p in packets), dtype=_HEADER_DTYPE)
+    flags = h["flags"]
+    venc = (flags >> 1) & 3
+    if np.any(flags & 1) or np.any(venc > F16) or np.any(venc != venc[0]):
+        return None   # sparse, b-bit codes or mixed encodings
+    n = int(h["n"][0]) if n is None else int(n)
+    if np.any(h["n"] != n) or (iteration is not None and np.any(h["iteration"] != iteration % 2**32)):
+        return None
+    vsize = 4 if venc[0] == F32 else 2
+    start, m = h["start"].astype(np.int64), h["entries"].astype(np.int64)
+    body = HEADER_BYTES + 4 * h["nscalars"].astype(np.int64)
+    if np.any(lens < body + vsize * m) or np.any(start + m > n) or np.any(start[1:] < start[:-1] + m[:-1]):
+        return None   # truncated, out of range, or out of order / overlapping
+    values = np.zeros(n, dtype=np.float32)
+    mask = np.zeros(n, dtype=bool)
+    b0, b1 = body.tolist(), (body + vsize * m).tolist()
+    vals = np.frombuffer(b"".join(p[a:b] for p, a, b in zip(packets, b0, b1)),
+                         dtype="<f4" if vsize == 4 else "<f2")
+    lo, hi = int(start[0]), int(start[-1] + m[-1])
+    if hi - lo == vals.size:   # contiguous: one slice
+        values[lo:hi] = vals
+        mask[lo:hi] = True
+    else:
+        coords = np.repeat(start - np.cumsum(m) + m, m) + np.arange(vals.size)
+        values[coords] = vals
+        mask[coords] = True
+    nsc = h["nscalars"].tolist()
+    if not any(nsc):
+        per = [()] * len(packets)
+    else:
+        per = [tuple(np.frombuffer(p, dtype="<f4", count=k, offset=HEADER_BYTES).tolist())
+               for p, k in zip(packets, nsc)]
+    segs = list(zip(start.tolist(), m.tolist(), per))
+    return Decoded(torch.from_numpy(values), torch.from_numpy(mask), per[0], len(packets),
+                   int(h["count"][0]), int(h["iteration"][0]), int(h["kind"][0]), per, segs)
+
+
 def decode(packets: Iterable[bytes], n: int | None = None, *, iteration: int | None = None) -> Decoded:
     """Decode whichever packets arrived. `n` is needed only when none may arrive.
 
     With `iteration` given, a packet from another iteration is an error (stale delivery).
     """
     packets = list(packets)
+    fast = _decode_dense_fast(packets, n, iteration)
+    return fast if fast is not None else _decode_packets(packets, n, iteration)
+
+
+def _decode_packets(packets: list, n: int | None, iteration: int | None) -> Decoded:
+    """`decode` packet by packet: any layout and encoding, and every error named."""
     heads = [read_header(p) for p in packets]
     if n is None:
         if not heads:

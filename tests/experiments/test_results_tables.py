@@ -194,3 +194,30 @@ def test_fashion_table_writes_each_run_and_skips_finished_ones(tmp_path, capsys)
     capsys.readouterr()
     table_fashion.main(args)                      # everything is on disk: nothing runs again
     assert "0 runs to do (2 already on disk)" in capsys.readouterr().out
+
+
+def test_federated_comparison_rows_share_the_federated_files_data_and_cell(tmp_path):
+    """table_federated's dp rows: experiments/dp_fashion.toml is fed_fashion.toml's data,
+    model, optimizer and cell with 10 workers, and a round is 5 of its iterations; the het
+    rows' device trace is the testbed's format, seeded, log-normal (median 1, sigma 1)."""
+    import statistics
+
+    from experiments.results import table_federated as tf
+    from testbed.config import load_config
+    from testbed.device_trace import load_device_trace
+
+    s = tf.spec("dp_topk", seed=2, rounds=40)
+    assert s.config == tf.DP_BASE and "run.iterations=200" in s.overrides
+    assert "run.eval_every=20" in s.overrides and "run.seed=2" in s.overrides
+    dp, fed = load_config(ROOT / tf.DP_BASE), load_config(ROOT / tf.BASE)
+    assert dp.federated is None and dp.network["workers"] == fed.federated.clients_per_round
+    assert (dp.data, dp.model, dp.optim) == (fed.data, fed.model, fed.optim)
+    assert dp.network["link"] == fed.network["link"] and dp.network["medium"] == fed.network["medium"]
+    assert fed.federated.clients_per_round * fed.federated.local_steps == \
+        tf.DP_PER_ROUND * dp.network["workers"]   # a round's local steps = 5 iterations' gradients
+
+    trace = load_device_trace(tf.make_trace(tmp_path / "t.json"))
+    logs = [math.log(trace.speed(f"c{c}", 0.0)) for c in range(100)]
+    assert sorted(trace.nodes) == sorted(f"c{c}" for c in range(100))
+    assert abs(statistics.fmean(logs)) < 0.35 and 0.75 < statistics.stdev(logs) < 1.25
+    assert tf.make_trace(tmp_path / "u.json").read_text() == (tmp_path / "t.json").read_text()

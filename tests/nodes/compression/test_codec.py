@@ -159,6 +159,61 @@ def test_sparse_loss_recovers_exactly_the_arrived_coordinates():
     assert d.packets_expected == len(msg.packets) and d.packets_received == len(got)
 
 
+def _same_decoded(a, b):
+    assert torch.equal(a.values, b.values) and torch.equal(a.mask, b.mask)
+    assert (a.scalars, a.packets_received, a.packets_expected, a.iteration, a.kind,
+            a.per_packet_scalars, a.segments) == (b.scalars, b.packets_received,
+                                                  b.packets_expected, b.iteration, b.kind,
+                                                  b.per_packet_scalars, b.segments)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_dense_in_one_pass_decodes_as_packet_by_packet(dtype):
+    """decode's one-pass dense path against the per-packet decoder on the same packets: a
+    whole message, a lossy subset, reordered and duplicated packets, per-packet scalars and
+    bucket scalars, a message from a later start, and stale or foreign packets (same error)."""
+    rng = np.random.default_rng(7)
+    x = torch.randn(3001)
+    plain = encode_dense(x, payload_bytes=430, dtype=dtype, iteration=3, kind=1).packets
+    scal = encode_dense(x[:2000], payload_bytes=300, dtype=dtype, scalars=(1.5, -2.0),
+                        start=1000, n=3001).packets
+    groups = encode_dense(x[:1200], payload_bytes=500, dtype=dtype, group=100,
+                          group_scalars=rng.standard_normal((12, 2))).packets
+    keep = sorted(rng.permutation(len(plain))[:len(plain) // 2])
+    cases = [(plain, None), (plain, 3001), ([plain[i] for i in keep], 3001), (plain[::-1], None),
+             (plain[:3] + plain[2:], None), (scal, None), (scal[1::2], None), (groups, 1200)]
+    for packets, n in cases:
+        _same_decoded(decode(packets, n), codec._decode_packets(packets, n, None))
+    _same_decoded(decode(plain, iteration=3), codec._decode_packets(plain, None, 3))
+    for bad, n, match in [(plain, None, "iteration 3, expected 4"), (plain + groups[:1], None, "n=1200, expected n=3001"),
+                          (plain, 3000, "expected n=3000"), ([plain[0], plain[1][:-1]], None, "truncated")]:
+        with pytest.raises(CodecError, match=match):
+            decode(bad, n, iteration=4 if "iteration" in match else None)
+
+
+@pytest.mark.parametrize("dtype,bits", [("f32", None), ("f16", None), ("bits", 1), ("bits", 3),
+                                        ("bits", 12)])
+def test_dense_packets_built_as_one_array_are_the_packet_by_packet_bytes(dtype, bits):
+    """encode_dense without buckets builds its packets as one array: byte for byte what the
+    packet-by-packet builder (struct-packed headers) makes, at every size around a packet's
+    capacity, with scalars, a start inside n and an iteration past 2^32."""
+    rng = np.random.default_rng(3)
+    venc, vbits = codec._value_spec(dtype, bits)
+    room = 200 - H - 8
+    per = (room * 8 // vbits) // 8 * 8 if venc == codec.BITS else room * 8 // vbits
+    for m in (0, 1, per - 1, per, per + 1, 5 * per, 5 * per + 3):
+        v = rng.integers(0, 1 << vbits, m) if venc == codec.BITS else rng.standard_normal(m)
+        kw = dict(payload_bytes=200, dtype=dtype, bits=bits, method=7, kind=2,
+                  iteration=2**32 + 5, scalars=(0.5, -3.0), start=11, n=m + 20)
+        got = encode_dense(v, **kw).packets
+        body = codec._value_bytes(v.astype(np.float32) if venc != codec.BITS else v, venc, vbits)
+        want = codec._dense_packets_one_by_one(
+            body, codec._scalars_bytes((0.5, -3.0)), None, None, vbits, venc, m, per,
+            max(1, -(-m // per)), 7, 2, codec._flags(codec.DENSE, venc, codec.VARINT),
+            2**32 + 5, m + 20, 11)
+        assert got == want
+
+
 def test_nothing_arrived():
     d = decode([], 10)
     assert not bool(d.mask.any()) and d.packets_expected == 0
