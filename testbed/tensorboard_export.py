@@ -11,6 +11,12 @@ said otherwise):
   energy/total_j, energy/cumulative_j     joules of the iteration (all workers) and since
                                           the start; energy/NODE_j each worker's
                                           (channels/energy.py)
+  federated/participants, federated/staleness_mean
+                                          federated runs: the updates that counted in the
+                                          round (server step) and their mean staleness
+  federated/staleness                     a histogram per round (server step) of the counted
+                                          updates' staleness (node_iterations.staleness; all 0
+                                          in sync rounds)
   by_virtual_ms/test_accuracy, by_virtual_ms/train_loss, by_virtual_ms/cumulative_bits,
   by_virtual_ms/cumulative_energy_j       the same against virtual time: step = virtual
                                           milliseconds (TensorBoard steps are integers)
@@ -22,6 +28,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+
+import numpy as np
 
 INSTALL_HINT = ("TensorBoard export needs the tensorboard package: `pip install tensorboard` "
                 "(`make venv` installs it)")
@@ -44,10 +52,16 @@ def write_tensorboard(data: dict, out: str | Path) -> Path:
     wall = {r["iteration"]: start + (r.get("wall_time_s") or 0.0) for r in data["iterations"]}
     writer = SummaryWriter(log_dir=str(folder))
     try:
+        staleness: dict[int, list[int]] = {}   # iteration -> the counted updates' staleness
         for n in data.get("nodes", []):
             if n.get("energy_j") is not None:
                 writer.add_scalar(f"energy/{n['node']}_j", n["energy_j"], n["iteration"],
                                   walltime=wall.get(n["iteration"], start))
+            if n.get("staleness") is not None:
+                staleness.setdefault(n["iteration"], []).append(n["staleness"])
+        for it, values in sorted(staleness.items()):
+            writer.add_histogram("federated/staleness", np.asarray(values), it,
+                                 walltime=wall.get(it, start))
         cumulative = 0
         joules = 0.0
         for r in data["iterations"]:
@@ -61,6 +75,8 @@ def write_tensorboard(data: dict, out: str | Path) -> Path:
             if r.get("energy_j") is not None:
                 joules += r["energy_j"]
                 scalars.update({"energy/total_j": r["energy_j"], "energy/cumulative_j": joules})
+            scalars.update({"federated/participants": r.get("participants"),
+                            "federated/staleness_mean": r.get("staleness")})
             for tag, value in scalars.items():
                 if value is not None:
                     writer.add_scalar(tag, value, it, walltime=t)

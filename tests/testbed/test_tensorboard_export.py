@@ -66,3 +66,32 @@ def test_unknown_run_is_an_error(tmp_path, capsys):
     assert cli(["export", "nope", "--store", str(tmp_path / "runs.db"), "--format", "tensorboard",
                 "--out", str(tmp_path / "tb")]) == 2  # the user's mistake (docs/reliability.md)
     assert "no run 'nope'" in capsys.readouterr().err
+
+
+def test_a_federated_run_exports_participants_and_each_steps_staleness(tmp_path):
+    """Two FedBuff server steps written by hand: step 0 counted updates of staleness 0, 0, 1,
+    step 1 of staleness 2, 3 (a fourth slot's update did not count: NULL). The scalars are the
+    iteration rows' participants and mean; the histogram holds exactly each step's values."""
+    steps = [(3, [0, 0, 1, None]), (2, [2, 3, None, None])]
+    with Store(tmp_path / "runs.db") as s:
+        rid = s.create_run("fedbuff", {}, method="none")
+        for i, (participants, each) in enumerate(steps):
+            counted = [v for v in each if v is not None]
+            s.append_iteration(rid, {"iteration": i, "virtual_time_s": i + 1.0, "wall_time_s": 0.1,
+                                     "train_loss": 1.0, "bits_up": 10, "bits_down": 10,
+                                     "participants": participants,
+                                     "staleness": sum(counted) / len(counted)},
+                               [{"iteration": i, "node": f"w{k}", "staleness": v}
+                                for k, v in enumerate(each)])
+        s.finish_run(rid, "completed")
+    assert cli(["export", "fedbuff", "--store", str(tmp_path / "runs.db"), "--format",
+                "tensorboard", "--out", str(tmp_path / "tb")]) == 0
+    # the accumulator keeps one histogram per tag by default; 0 keeps them all
+    acc = EventAccumulator(str(tmp_path / "tb" / f"fedbuff_{rid}"), size_guidance={"histograms": 0})
+    acc.Reload()
+    assert scalars(acc, "federated/participants") == [(0, 3), (1, 2)]
+    assert scalars(acc, "federated/staleness_mean") == [(0, 1 / 3), (1, 2.5)]
+    hist = {e.step: e.histogram_value for e in acc.Histograms("federated/staleness")}
+    assert sorted(hist) == [0, 1]
+    assert (hist[0].num, hist[0].sum, hist[0].min, hist[0].max) == (3, 1, 0, 1)
+    assert (hist[1].num, hist[1].sum, hist[1].min, hist[1].max) == (2, 5, 2, 3)
