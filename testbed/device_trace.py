@@ -124,30 +124,39 @@ class DeviceTrace:
 RATE_KEYS = ("uplink_mbps", "downlink_mbps")
 
 
-def apply_link_rates(trace: DeviceTrace | None, network, workers, t: float) -> list[str]:
+def apply_link_rates(trace: DeviceTrace | None, network, workers, t: float, *,
+                     names: dict | None = None, base: dict | None = None) -> list[str]:
     """Each traced worker's uplink / downlink steps on its links out / in, one way: more than
     one step becomes the link's rate over time (`Network.set_rate_steps`, taken per
     transmission; set once); every link's `bandwidth_mbps` becomes the rate in force at
     virtual time t (`Network.set_link`: a single step's rate; the topology panel shows it).
-    Returns the links whose bandwidth changed ("u->v")."""
+    `names`: worker -> the trace's node for it (a federated slot -> the client sending from
+    it; default: the worker's own name). `base`: (u, v) -> Mbit/s, the rate a link returns to
+    when its worker's trace node has none for that direction (a slot a traced client left);
+    without it such links are left as they are. Returns the links whose bandwidth changed
+    ("u->v")."""
     changed = []
     if trace is None:
         return changed
     for w in workers:
-        node = trace.nodes.get(str(w))
+        node = trace.nodes.get(str((names or {}).get(w, w)))
         for key in RATE_KEYS:
-            if node is None or key not in node.rates:
+            traced = node is not None and key in node.rates
+            if not traced and base is None:
                 continue
-            ts, values = node.rates[key]
-            steps = RateSteps(ts, [m * 1e6 for m in values], node.period_s or 0.0) if len(ts) > 1 else None
-            mbps = node.rate_at(key, t)
+            steps, mbps = None, None
+            if traced:
+                ts, values = node.rates[key]
+                steps = RateSteps(ts, [m * 1e6 for m in values], node.period_s or 0.0) if len(ts) > 1 else None
+                mbps = node.rate_at(key, t)
             for u, v, spec in network.links():
                 if not (u == w if key == "uplink_mbps" else v == w):
                     continue
+                rate = mbps if traced else base[(u, v)]
                 if network.link_state(u, v).steps != steps:
                     network.set_rate_steps(u, v, steps)
-                if spec.bandwidth_mbps != mbps:
-                    network.set_link(u, v, one_way=True, bandwidth_mbps=mbps)
+                if spec.bandwidth_mbps != rate:
+                    network.set_link(u, v, one_way=True, bandwidth_mbps=rate)
                     changed.append(f"{u}->{v}")
     return changed
 

@@ -53,6 +53,7 @@ from nodes.federated import (
 )
 from nodes.partition import split
 from nodes.workers import assign, flatten
+from testbed.device_trace import apply_link_rates
 from testbed.experiment import Experiment, ExperimentError, Progress
 
 
@@ -114,6 +115,8 @@ class FederatedExperiment(Experiment):
         self.version = 0   # server steps so far
         self.flight: dict[int, dict] | None = None   # fedbuff: slot -> the client training there
         self.pending = None   # fedbuff: a download window not yet in a row (after an idle step)
+        # each link's rate in the file, which a slot returns to when its client has none traced
+        self._slot_rates = {(u, v): spec.bandwidth_mbps for u, v, spec in self.network.links()}
 
     def _iteration_budget(self) -> int:
         run, fed = self.cfg.run, self.cfg.federated
@@ -162,8 +165,19 @@ class FederatedExperiment(Experiment):
         p = self.payload_bytes
         return Message([raw[i:i + p] for i in range(0, len(raw), p)])
 
-    def _download(self, it: int, t: float, slots: list[int]):
-        """The global model to `slots` from time t: (end, (timing, traffic))."""
+    def _client_links(self, slots: list[int], clients: list[int], t: float) -> None:
+        """A device trace's per-client uplink / downlink rates (FedScale's communication
+        capacity) on the links of the slot each sampled client sends from, taken per
+        transmission; a slot whose client has none gets the file's rate back."""
+        if self.devices is None:
+            return
+        apply_link_rates(self.devices, self.network, [self.workers[s] for s in slots], t,
+                         names={self.workers[s]: client_name(c) for s, c in zip(slots, clients)},
+                         base=self._slot_rates)
+
+    def _download(self, it: int, t: float, slots: list[int], clients: list[int]):
+        """The global model to `slots` (their `clients`) from time t: (end, (timing, traffic))."""
+        self._client_links(slots, clients, t)
         names = [self.workers[s] for s in slots]
         self.transport.begin(it, t, {w: t for w in self.workers}, present=names)
         if self.cfg.federated.download_model and names:
@@ -235,7 +249,7 @@ class FederatedExperiment(Experiment):
                 yield it, self._idle(t0)
                 continue
             slots = list(range(len(chosen)))
-            t1, window = self._download(it, t0, slots)
+            t1, window = self._download(it, t0, slots, chosen)
             grads = [torch.zeros_like(self.weights) for _ in range(n)]
             ready = {w: t1 for w in self.workers}
             losses = []
@@ -264,7 +278,7 @@ class FederatedExperiment(Experiment):
             busy = {f["client"] for f in flight.values()}
             chosen = sample_clients(self.rng, self._candidates(t, busy), len(free))
             slots = free[:len(chosen)]
-            t1, window = self._download(it, t, slots)
+            t1, window = self._download(it, t, slots, chosen)
             self.clock = max(self.clock, t1)
             for s, c, (delta, loss, wall) in zip(slots, chosen,
                                                  self._train_clients(slots, chosen, it)):

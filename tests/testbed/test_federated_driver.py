@@ -193,3 +193,30 @@ def test_the_available_sampler_draws_only_clients_the_device_trace_has_present(t
         assert exp.clock < 1000
     assert drawn["available"] and set(drawn["available"]) <= {2, 3, 4, 5}
     assert {0, 1} & set(drawn["uniform"])
+
+
+def test_a_clients_traced_link_rate_goes_with_it_to_the_slot_it_sends_from(tmp_path):
+    """A device trace gives client c0 a 1 Mbit/s uplink and c1 a 4 Mbit/s one; c2 has none, so
+    its slot sends at the file's 10 Mbit/s. Each round draws 2 of the 3 into slots w0, w1 (in
+    the order they train); on a dedicated link a slot's uplink airtime is its bytes at the rate
+    of the client in it that round, never of the client that sat there before."""
+    import json
+
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"nodes": {"c0": {"uplink_mbps": [[0, 1.0]]},
+                                           "c1": {"uplink_mbps": [[0, 4.0]]}}}))
+    path = make(tmp_path, "clients = 3\nclients_per_round = 2\nlocal_steps = 1", iterations=6)
+    exp, store = start(path, tmp_path, [f'run.device_trace="{trace}"', 'network.medium="dedicated"',
+                                        "network.link.bandwidth_mbps=10.0"])
+    drawn = []
+    train = exp._train
+    exp._train = lambda c, it: (drawn.append(c), train(c, it))[1]
+    exp.run()
+    rate = {0: 1.0, 1: 4.0, 2: 10.0}
+    rows = {(r["iteration"], r["src"]): r for r in store.export(exp.run_id)["links"]
+            if r["dst"] == "server" and r["bytes"]}
+    assert len(drawn) == 12 and {0, 1, 2} <= set(drawn)    # every client, each slot refilled
+    for it in range(6):
+        for slot, client in enumerate(drawn[2 * it: 2 * it + 2]):
+            r = rows[(it, f"w{slot}")]
+            assert r["busy_s"] == pytest.approx(r["bytes"] * 8 / (rate[client] * 1e6), rel=1e-9)
