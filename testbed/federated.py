@@ -26,6 +26,9 @@ fedbuff  `concurrency` clients train at once, each from the model version it dow
          Simplification: a buffer is formed from compute ends, and one step's exchange runs at
          a time on the cell (a client that finished computing while it was busy waits).
 
+A client's traced link rates (`uplink_mbps` / `downlink_mbps`) are set on its slot's links when
+it downloads and taken per transmission; a slot whose client has none gets the file's rate.
+
 Rows: `iterations` gets participants (updates that counted) and staleness (mean, fedbuff; 0 in
 sync); `node_iterations` one row per slot, with the staleness of its update where it counted.
 A checkpoint (`run.checkpoint_every`, `testbed resume`) holds the federated state beside
