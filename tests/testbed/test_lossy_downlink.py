@@ -20,6 +20,7 @@ from testbed.experiment import Experiment
 from testbed.network import build_network
 from testbed.store import Store
 from testbed.transport import EmulatedTransport
+from tests.nodes.compression.memory_spy import record_compensated
 
 
 class DropOne:
@@ -225,14 +226,7 @@ def test_error_feedback_still_credits_the_servers_aggregate(tiny_experiment, tmp
     with Store(tmp_path / "s.db") as store:
         exp = Experiment(cfg, store)
         exp.transport.link = DropOne(exp.transport.link, "server", "w1", 0, every=True)
-        had, checked = {}, []
-        compensate = exp.scheme.memory.compensate
-
-        def spy(worker, grad):
-            out = compensate(worker, grad)
-            had[worker] = out.clone()
-            return out
-        exp.scheme.memory.compensate = spy
+        had, checked = record_compensated(exp.scheme), []
         apply = exp.apply_gradient
 
         def check(it, agg):

@@ -17,6 +17,7 @@ from nodes.data import load_dataset
 from nodes.models import build_model
 from nodes.partition import split
 from nodes.workers import WorkerPool, param_shapes
+from tests.nodes.compression.memory_spy import record_compensated
 
 W, PAYLOAD = 4, 1400
 
@@ -95,15 +96,7 @@ def test_what_a_worker_had_is_what_was_credited_plus_what_it_keeps(method, extra
     model, pool, shapes = pool_and_shapes
     s = build_scheme(method, {**options(method), **extra}, n_workers=W, shapes=shapes,
                      payload_bytes=PAYLOAD, seed=3)
-    had = {}
-    compensate = s.memory.compensate
-
-    def spy(worker, grad):
-        out = compensate(worker, grad)
-        had[worker] = out.clone()   # the memory may change `out` in place afterwards
-        return out
-
-    s.memory.compensate = spy
+    had = record_compensated(s)
     params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     for it in range(4):
         grads, _ = pool.gradients(params)
@@ -131,15 +124,7 @@ def test_a_worker_left_out_keeps_all_it_had(method, collective, pool_and_shapes)
     model, pool, shapes = pool_and_shapes
     s = build_scheme(method, {**options(method), "collective": collective}, n_workers=W,
                      shapes=shapes, payload_bytes=PAYLOAD, seed=3)
-    had = {}
-    compensate = s.memory.compensate
-
-    def spy(worker, grad):
-        out = compensate(worker, grad)
-        had[worker] = out.clone()
-        return out
-
-    s.memory.compensate = spy
+    had = record_compensated(s)
     params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     for it in range(4):
         grads, _ = pool.gradients(params)
@@ -168,15 +153,8 @@ def test_federated_clients_keep_their_memory_and_the_invariant_holds(method, poo
     model, pool, shapes = pool_and_shapes
     s = build_scheme(method, options(method), n_workers=2, shapes=shapes, payload_bytes=PAYLOAD, seed=3)
     clients = ClientMemories()
-    had, ends = {}, {}   # ends: client -> its memories' tensors when its last round ended
-    compensate = s.memory.compensate
-
-    def spy(worker, grad):
-        out = compensate(worker, grad)
-        had[worker] = out.clone()
-        return out
-
-    s.memory.compensate = spy
+    had = record_compensated(s)
+    ends = {}   # client -> its memories' tensors when its last round ended
     state = lambda slot: [t.clone() if t is not None else None
                           for m in memories(s) for t in m.snapshot(slot).values()]
     params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])

@@ -10,6 +10,7 @@ from nodes.compression.lgc_autoencoder import GradientAutoencoder
 from nodes.compression.lgc_messages import KIND_INDICES, KIND_INNOVATION, by_kind
 from nodes.compression.lgc_trainer import AETrainer
 from nodes.compression.registry import build_scheme
+from tests.nodes.compression.memory_spy import record_compensated
 
 N, n = 3, 200
 
@@ -39,15 +40,7 @@ def test_each_node_is_credited_by_its_own_decoder_with_its_own_innovation():
     assert s.stage(2) == "lgc" and s.worker_ae.nodes == N
     set_joins(s.deployed)
     set_joins(s.worker_ae)
-    had = {}
-    compensate = s.memory.compensate
-
-    def spy(worker, grad):                     # what each node had before it was credited
-        out = compensate(worker, grad)
-        had[worker] = out.clone()
-        return out
-
-    s.memory.compensate = spy
+    had = record_compensated(s)                # what each node had before it was credited
     agg, stats = run_exchange(s, 2, [torch.randn(n, generator=gen) for _ in range(N)])
 
     # what the wire says: the leader's positions in the AE's order, its scale, each innovation
