@@ -75,6 +75,7 @@ Timer = Callable[[str, float, int], None]   # (what, wall seconds, iteration)
 
 class EmulatedTransport(Transport):
     MAX_RESENDS = 50   # rounds of resending what receivers of a broadcast missed
+    MAX_SILENT = 50    # iterations in a row with packets on the air and none through: fail
 
     def __init__(self, net: EdgeNetwork, *, measured: bool = False,
                  link: LinkLayer | None = None, timer: Timer | None = None):
@@ -121,13 +122,13 @@ class EmulatedTransport(Transport):
 
     def _check_through(self) -> None:
         """Lost packets that are not resent (a best-effort uplink, a lossy downlink) can leave
-        a run training on nothing: after MAX_RESENDS iterations in a row in which packets went
+        a run training on nothing: after MAX_SILENT iterations in a row in which packets went
         on the air and none got through, the run fails rather than go on."""
         if self._sent and not self._through:
             self._silent += 1
         elif self._through:
             self._silent = 0
-        if self._silent >= self.MAX_RESENDS:
+        if self._silent >= self.MAX_SILENT:
             raise TransportError(f"no packet got through in {self._silent} iterations in a row "
                                  f"(up to iteration {self.iteration}; best_effort delivery does "
                                  "not resend updates or the server's aggregate): the links' "
