@@ -12,7 +12,7 @@ from typing import Any
 
 from channels.energy import check_profile, load_profiles
 from channels.errors import ChannelConfigError
-from schema import FILE_PATH, REQUIRED, Field, Rule, check_rules, check_table, unknown_key
+from lgc_schema import FILE_PATH, REQUIRED, Field, Rule, check_rules, check_table, unknown_key
 
 TOPOLOGIES = ("star", "ring", "mesh", "geometric", "file")
 MEDIA = ("dedicated", "shared")

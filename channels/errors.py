@@ -2,7 +2,7 @@
 what is allowed, so a user can fix an experiment file from the message alone."""
 from __future__ import annotations
 
-from schema import OptionError
+from lgc_schema import OptionError
 
 
 class ChannelConfigError(OptionError):

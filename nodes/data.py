@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from nodes.errors import DatasetError, DatasetFileError
-from schema import Field
+from lgc_schema import Field
 
 
 @dataclass

@@ -12,7 +12,7 @@ import importlib
 import sys
 
 from nodes.errors import DatasetError, DatasetFileError
-from schema import OptionError
+from lgc_schema import OptionError
 from testbed.controls import ControlError
 from testbed.errors import RunFailed, Stopped, UserError, stop_on_sigterm
 
@@ -41,7 +41,7 @@ def export_figures(store, run_ref, path, fmt: str):
 def exit_codes() -> list[tuple[type, int]]:
     """The one mapping from error type to exit code (first match wins). The user's mistakes
     are exit 2; the other rooms' own user-error classes are listed here because they do not
-    import testbed (schema.OptionError: a bad key or value of any room, the link layer's and
+    import testbed (lgc_schema.OptionError: a bad key or value of any room, the link layer's and
     the command line's included). Anything not listed is a bug: a traceback, exit 1."""
     return [(Stopped, -1), (UserError, 2), (OptionError, 2), (DatasetError, 2),
             (DatasetFileError, 2), (ControlError, 2), (RunFailed, 1)]

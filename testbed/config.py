@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import schema
+import lgc_schema
 from channels.config import ValidNetwork, validate_network
 from channels.errors import ChannelConfigError
-from schema import Field, Rule, unknown_key
+from lgc_schema import Field, Rule, unknown_key
 
 from testbed.device_trace import check_device_trace
 from testbed.errors import ConfigError, NoServerError  # noqa: F401 (NoServerError: re-exported for callers)
@@ -30,7 +30,7 @@ def _unknown(path: str, key: str, known: list[str]) -> ConfigError:
 
 def check_table(path: str, table: Any, fields: dict[str, Field], rules: tuple = ()) -> dict:
     """Validate one table against its fields and rules; fill in defaults."""
-    return schema.check_table(path, table, fields, error=ConfigError, rules=rules)
+    return lgc_schema.check_table(path, table, fields, error=ConfigError, rules=rules)
 
 
 # ----------------------------------------------------------------------------- schemas
@@ -74,7 +74,7 @@ RUN_KEYS = {
     "deadline_s": Field(None, float, min=0, min_open=True),
     # A device trace (testbed/device_trace.py): each worker's compute speed over virtual time
     # and when it is available; an away worker skips the iteration.
-    "device_trace": Field(None, str, noun=schema.FILE_PATH),
+    "device_trace": Field(None, str, noun=lgc_schema.FILE_PATH),
 }
 RUN_RULES = (Rule("epochs", needs=("iterations",),
                   check=lambda t: None if t["iterations"] is None or t["epochs"] is None
@@ -270,7 +270,7 @@ def _check_compression(table: dict, network: dict) -> CompressionConfig:
         raise ConfigError("compression.method", method,
                           "one of " + ", ".join(map(repr, known)) + hint)
     spec = known[method]
-    table = schema.rename_old("compression", table, spec, ConfigError)
+    table = lgc_schema.rename_old("compression", table, spec, ConfigError)
     options, set_aside = {}, {}
     for key, value in table.items():
         if key == "method":
@@ -278,7 +278,7 @@ def _check_compression(table: dict, network: dict) -> CompressionConfig:
         if key in spec:
             options[key] = _check_option(f"compression.{key}", value, spec[key])
             continue
-        owners = [m for m, s in known.items() if key in s or key in schema.renamed(s)]
+        owners = [m for m, s in known.items() if key in s or key in lgc_schema.renamed(s)]
         if not owners:  # no registered method knows it: a typo, not a switch of method
             raise _unknown("compression", key, ["method", *spec])
         # switching methods on a file written for another one: its options wait, unused

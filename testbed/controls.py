@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from channels.config import LINK_KEYS, LOSS_KEYS
-from schema import Field, OptionError
+from lgc_schema import Field, OptionError
 from testbed.graph_json import directed_links, graph_edges, graph_nodes  # noqa: F401 (re-exported)
 
 # what a control may change: schema fields (channels' own link fields where they exist)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from schema import OptionError
+from lgc_schema import OptionError
 
 
 class UserError(Exception):

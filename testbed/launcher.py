@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from schema import OptionError
+from lgc_schema import OptionError
 from testbed.errors import RunFailed, SetupError
 from testbed.lifeline import die_with_parent
 from testbed.store import Store

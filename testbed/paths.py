@@ -3,7 +3,7 @@ directory is looked up beside the experiment file (and, for a stored run, beside
 path found either way is made absolute, so a stored run's configuration names the same files
 from any directory (`testbed resume`).
 
-Which values are files is the schema's to say (`Field(noun=schema.FILE_PATH)`): `[run]
+Which values are files is the schema's to say (`Field(noun=lgc_schema.FILE_PATH)`): `[run]
 device_trace` here and every file of `[network]` (channels.config.map_file_paths). Used by
 `testbed run` and `sweep` (testbed.config.load_config), `probe` and `resume`.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from channels.config import map_file_paths
-from schema import Field
+from lgc_schema import Field
 
 
 def beside(value: str, base: Path) -> str:

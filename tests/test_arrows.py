@@ -1,4 +1,4 @@
-"""The rooms' arrows point one way: `schema` imports nothing of ours, `channels` never loads
+"""The rooms' arrows point one way: `lgc_schema` imports nothing of ours, `channels` never loads
 torch, nodes or testbed, `nodes` never loads channels, the CLI starts without torch (checked in a
 fresh interpreter). And no import cycle hides in a function body: the import graph of our
 packages, function-level imports counted, has no cycle, and an import inside a function is one
@@ -21,14 +21,14 @@ import networkx as nx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("schema", "channels", "nodes", "testbed", "dashboards", "experiments", "benchmarks",
+PACKAGES = ("lgc_schema", "channels", "nodes", "testbed", "dashboards", "experiments", "benchmarks",
             "validation")
 # What a path that must start quickly (the CLI's parser) must not load: each takes about a second
 # or more to import here (torch ~5 s, sklearn ~3 s, dash ~1.5 s, numba ~1 s; plotly is dash's).
 HEAVY = ("torch", "sklearn", "tensorboard", "dash", "plotly", "numba")
 
 CASES = {
-    "schema": ("import schema", ["channels", "nodes", "testbed", "torch"]),
+    "lgc_schema": ("import lgc_schema", ["channels", "nodes", "testbed", "torch"]),
     "channels": ("import channels.config, channels.network, channels.topology",
                  ["nodes", "testbed", "torch"]),
     "nodes": ("import nodes.compression.registry as r; r.load_all(); import nodes.data, nodes.federated",

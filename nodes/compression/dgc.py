@@ -28,7 +28,7 @@ from nodes.compression.memory import MomentumMemory
 from nodes.compression.precision import on_wire, precision
 from nodes.compression.registry import register
 from nodes.compression.templates import SparseScheme, counter_generator
-from schema import Field
+from lgc_schema import Field
 
 MASKING_HELP = ("momentum factor masking: true zeroes a worker's momentum u where a top-k "
                 "coordinate is sent (DGC's paper and reference code); false keeps u there (v still "

@@ -20,7 +20,7 @@ import math
 import torch
 
 from nodes.compression.templates import k_of
-from schema import Field
+from lgc_schema import Field
 
 SCOPES = ("global", "layer")
 

@@ -29,7 +29,7 @@ from nodes.compression.lgc_messages import (INDEX_CODINGS, ORDERS, order_of, pos
                                             read_positions, sparse_message)
 from nodes.compression.lgc_trainer import AETrainer
 from nodes.compression.templates import check_leader
-from schema import Field, Rule
+from lgc_schema import Field, Rule
 
 STAGES = ("warmup", "ae_train", "lgc")
 

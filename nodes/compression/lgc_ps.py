@@ -59,7 +59,7 @@ from nodes.compression.lgc_messages import (KIND_AGGREGATE, KIND_COMMON, KIND_IN
                                             sparse_message, weights_message)
 from nodes.compression.phases import Downlink, ServerCompute, Uplink, WorkerCompute
 from nodes.compression.registry import register
-from schema import Field, Rule
+from lgc_schema import Field, Rule
 
 PS_OPTIONS = dict(
     innovation_ratio=Field(0.05, float, min=0.0, max=1.0,

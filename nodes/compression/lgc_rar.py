@@ -43,7 +43,7 @@ from nodes.compression.phases import AllGather, AllReduce, Broadcast, Members, S
 from nodes.compression.precision import on_wire
 from nodes.compression.registry import register
 from nodes.compression.templates import leader_among, ring_mean
-from schema import Field
+from lgc_schema import Field
 
 
 @register("lgc_rar", wire_id=10, rules=LGC_RULES, **COMMON_OPTIONS,

@@ -24,7 +24,7 @@ from nodes.compression.phases import Downlink, Members, Uplink
 from nodes.compression.precision import on_wire, precision
 from nodes.compression.registry import register
 from nodes.compression.templates import counter_generator, ring_mean
-from schema import Field
+from lgc_schema import Field
 
 
 @register("powersgd", wire_id=8,

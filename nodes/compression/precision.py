@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from schema import Field
+from lgc_schema import Field
 
 DTYPES = ("f32", "f16")
 _HELP = {"values": "precision of the values each worker sends",

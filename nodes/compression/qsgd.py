@@ -14,7 +14,7 @@ import torch
 from nodes.compression.precision import precision
 from nodes.compression.registry import register
 from nodes.compression.templates import BucketScheme, counter_generator
-from schema import Field
+from lgc_schema import Field
 
 
 def qsgd_bits(levels: int) -> int:

@@ -21,7 +21,7 @@ from nodes.compression.phases import Downlink, Members, Uplink
 from nodes.compression.precision import on_wire, precision
 from nodes.compression.registry import register
 from nodes.compression.templates import counter_generator, k_of, ring_mean
-from schema import Field
+from lgc_schema import Field
 
 SHARED = 2**20  # the "worker" slot of the shared generator (no real worker has this id)
 

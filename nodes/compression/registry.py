@@ -14,7 +14,7 @@ from typing import Any
 
 import nodes.compression
 from nodes.compression.base import Scheme
-from schema import Field, OptionError, Rule, check_rules, check_table, defaults
+from lgc_schema import Field, OptionError, Rule, check_rules, check_table, defaults
 
 METHODS: dict[str, dict[str, Field]] = {}
 RULES: dict[str, tuple[Rule, ...]] = {}   # per method, the rules between its options
@@ -42,7 +42,7 @@ def register(name: str, *, wire_id: int, known_good: dict | None = None, rules: 
     class's `collectives`) and its wire id byte, which every method pins (an id handed out by
     import order would change when a file is added, and old recordings would stop decoding).
     `known_good`: {"section.key": value} the method trains with where a file written for another
-    method would not (see KNOWN_GOOD). `rules`: schema.Rule checks between its options."""
+    method would not (see KNOWN_GOOD). `rules`: lgc_schema.Rule checks between its options."""
     taken = {i: n for n, i in WIRE_IDS.items() if n != name}
     if isinstance(wire_id, bool) or not isinstance(wire_id, int) or not 0 <= wire_id < 255 \
             or wire_id in taken:

@@ -29,7 +29,7 @@ from nodes.compression.phases import Broadcast, Downlink, Members, Uplink
 from nodes.compression.precision import on_wire, precision
 from nodes.compression.registry import register
 from nodes.compression.templates import check_leader, k_of, leader_among, ring_mean
-from schema import Field
+from lgc_schema import Field
 
 
 @register("scalecom", wire_id=64,  # the id it was handed before ids were pinned: old recordings decode

@@ -12,7 +12,7 @@ from nodes.compression.memory import ErrorMemory
 from nodes.compression.precision import precision
 from nodes.compression.registry import register
 from nodes.compression.templates import BucketScheme
-from schema import Field
+from lgc_schema import Field
 
 
 @register("signsgd", wire_id=7,

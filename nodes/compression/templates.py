@@ -20,7 +20,7 @@ from nodes.compression.aggregate import mean_over_arrived
 from nodes.compression.base import Message, Scheme, check_finite
 from nodes.compression.codec import Decoded
 from nodes.compression.phases import AllGather, AllReduce, Downlink, Members, Uplink
-from schema import OptionError
+from lgc_schema import OptionError
 
 
 def counter_generator(seed: int, worker: int, iteration: int, salt: int = 0) -> torch.Generator:

@@ -12,7 +12,7 @@ import torch
 from nodes.compression.precision import precision
 from nodes.compression.registry import register
 from nodes.compression.templates import BucketScheme, counter_generator
-from schema import Field
+from lgc_schema import Field
 
 
 @register("terngrad", wire_id=6,

@@ -12,7 +12,7 @@ from nodes.compression.memory import ErrorMemory
 from nodes.compression.precision import on_wire, precision
 from nodes.compression.registry import register
 from nodes.compression.templates import SparseScheme, k_of
-from schema import Field
+from lgc_schema import Field
 
 
 @register("topk", wire_id=2,

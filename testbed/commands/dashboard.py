@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from schema import OptionError
+from lgc_schema import OptionError
 from testbed.cli import serve_dashboard
 from testbed.commands import add_store_arg
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from channels.config import validate_network
 from channels.energy import load_profiles, radio_seconds
 from channels.errors import ChannelConfigError, DeliveryError
-from schema import OptionError
+from lgc_schema import OptionError
 from testbed.config import RUN_KEYS, ConfigError, apply_overrides, load_raw
 from testbed.device_trace import apply_link_rates, check_device_trace
 from testbed.errors import RunFailed

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from channels.errors import DeliveryError
-from schema import OptionError
+from lgc_schema import OptionError
 from testbed.commands import add_store_arg
 from testbed.config import load_config
 from testbed.errors import RunFailed, SetupError

@@ -9,7 +9,7 @@ import itertools
 import sys
 import time
 
-from schema import OptionError
+from lgc_schema import OptionError
 from testbed.commands import add_store_arg
 from testbed.commands import run as run_cmd
 from testbed.config import load_raw

@@ -8,7 +8,7 @@ from nodes.compression.ideal import run_exchange
 from nodes.compression.layers import LayerSelection
 from nodes.compression.lgc_messages import KIND_INNOVATION, by_kind
 from nodes.compression.registry import build_scheme
-from schema import OptionError
+from lgc_schema import OptionError
 
 SHAPES = [(3,), (2, 5), (4,)]      # coordinates 0-2 | 3-12 | 13-16
 

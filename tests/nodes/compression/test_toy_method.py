@@ -8,7 +8,7 @@ from nodes.compression import codec, registry
 from nodes.compression.ideal import run_exchange
 from nodes.compression.precision import precision
 from nodes.compression.templates import DenseScheme
-from schema import Field
+from lgc_schema import Field
 from tests.nodes.compression import test_schemes as contract
 from testbed.config import validate
 from testbed.experiment import Experiment

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from nodes.compression.registry import build_scheme
-from schema import Field, OptionError, Rule, check_table
+from lgc_schema import Field, OptionError, Rule, check_table
 from testbed.config import ConfigError, validate
 
 ODD = Field(5, int, min=1, check=lambda k: None if k % 2 else "an odd integer >= 1")
