@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[test,tensorboard]'
+	$(BIN)/python -m pip install --quiet -e '.[test,tensorboard,flower,cluster]'
 	@touch $(STAMP)
 
 demo: venv
