@@ -45,7 +45,7 @@ import torch
 from nodes.compression import phases as ph
 from nodes.compression.base import Message, check_finite
 from nodes.compression.memory import keep_undelivered
-from nodes.compression.transport import IterationTiming, Traffic, drive
+from nodes.compression.transport import IterationReport, IterationTiming, Traffic, drive
 from nodes.federated import (
     ClientMemories,
     Clients,
@@ -73,26 +73,8 @@ def client_rng(seed: int) -> np.random.Generator:
 def merge(a: tuple[IterationTiming, Traffic], b: tuple[IterationTiming, Traffic]):
     """Two transport windows of one iteration (a download, then the exchange) as one."""
     (ta, fa), (tb, fb) = a, b
-    timing = IterationTiming(**{k: getattr(ta, k) + getattr(tb, k) for k in vars(ta)})
-    traffic = Traffic()
-    for name in ("bits_up", "bits_down"):
-        for src in (getattr(fa, name), getattr(fb, name)):
-            for node, bits in src.items():
-                traffic.add_bits(getattr(traffic, name), node, bits)
-    traffic.uplink_done = {**fa.uplink_done, **fb.uplink_done}
-    for src in (fa.links, fb.links):
-        for key, row in src.items():
-            acc = traffic.links.setdefault(key, {})
-            for k, v in row.items():
-                if k != "snr_db":
-                    acc[k] = acc.get(k, 0) + v
-            acc["snr_db"] = acc["snr_db_sum"] / acc["snr_samples"] if acc.get("snr_samples") else None
-    for src in (fa.radio, fb.radio):
-        for node, (tx, rx) in src.items():
-            r = traffic.radio.setdefault(node, [0.0, 0.0])
-            r[0] += tx
-            r[1] += rx
-    return timing, traffic
+    merged = IterationReport(0.0, ta, fa, {}).merge(IterationReport(0.0, tb, fb, {}))
+    return merged.timing, merged.traffic
 
 
 class FederatedExperiment(Experiment):

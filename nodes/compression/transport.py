@@ -64,6 +64,26 @@ class Traffic:
     def add_bits(self, table: dict[str, int], node: str, bits: int) -> None:
         table[node] = table.get(node, 0) + int(bits)
 
+    def merge(self, other: Traffic) -> Traffic:
+        """This window's traffic followed by `other`'s (one row of the store from several
+        transport windows, e.g. a federated round's download and exchange): a new Traffic."""
+        out = Traffic()
+        for name in ("bits_up", "bits_down"):
+            for src in (getattr(self, name), getattr(other, name)):
+                for node, bits in src.items():
+                    out.add_bits(getattr(out, name), node, bits)
+        out.uplink_done = {**self.uplink_done, **other.uplink_done}
+        for src in (self.links, other.links):
+            for key, row in src.items():
+                acc = out.links.setdefault(key, {})
+                for k, v in row.items():
+                    if k != "snr_db":
+                        acc[k] = acc.get(k, 0) + v
+                acc["snr_db"] = acc["snr_db_sum"] / acc["snr_samples"] if acc.get("snr_samples") else None
+        for src in (self.radio, other.radio):
+            out.add_radio({node: tuple(v) for node, v in src.items()})
+        return out
+
     def add_links(self, report) -> None:
         """Sum every per-link figure of a link-layer report (bytes, packets, lost,
         retransmitted, busy_s, collisions, retries, SNR sums): the store's links rows."""
@@ -85,6 +105,18 @@ class IterationReport:
     left_out: dict[str, str]    # worker -> "unavailable" | "deadline"
     # worker -> the packets of a lossy Downlink (phases.Downlink.lossy) it did not receive
     missed: dict[str, list[bytes]] = field(default_factory=dict)
+
+    def merge(self, other: IterationReport) -> IterationReport:
+        """This window followed by `other` as one report: times and traffic summed, the later
+        window's clock, who was left out and what was missed from both (`other` wins a tie)."""
+        timing = IterationTiming(**{k: getattr(self.timing, k) + getattr(other.timing, k)
+                                    for k in vars(self.timing)})
+        missed = {w: list(p) for w, p in self.missed.items()}
+        for w, packets in other.missed.items():
+            missed.setdefault(w, []).extend(packets)
+        return IterationReport(max(self.clock, other.clock), timing,
+                               self.traffic.merge(other.traffic),
+                               {**self.left_out, **other.left_out}, missed)
 
 
 class Transport:

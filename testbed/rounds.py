@@ -1,0 +1,65 @@
+"""The round contract: what a driver hands the one loop after each round of a run.
+
+A *driver* produces a run's rounds: data-parallel iterations, federated sync rounds, FedBuff
+server steps, a Flower strategy's `send_and_receive` calls. The loop (stopping, controls,
+evaluation, checkpoints, progress and the one row writer) is written once and knows nothing
+else of how a round was made. A driver talks to the link layer only through the declared
+transport (`Transport.begin`, the scheme's phases through `drive`, `Transport.end`); a round
+made of several transport windows merges their reports (`IterationReport.merge`).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from nodes.compression.transport import IterationReport
+
+
+@dataclass
+class Round:
+    """One round (one store iteration) as a driver made it."""
+    index: int                        # the store's iteration
+    start: float                      # virtual seconds when the round started
+    report: IterationReport           # what the transport carried (windows merged)
+    losses: list[float]               # the training losses of the nodes that computed
+    ready: dict[str, float]           # node -> virtual time its compute ended
+    taking_part: list[str]            # nodes awake this round (the others sleep: energy)
+    participants: int | None = None   # updates that counted (federated); None: not counted
+    staleness: dict[str, int] = field(default_factory=dict)   # node -> its counted update's
+    stage: str | None = None          # the scheme's stage (events mark a change)
+    # evaluation rows the driver made itself (e.g. a Flower strategy's MetricRecords); the
+    # loop still evaluates by `Driver.evaluate` on `run.eval_every` unless that returns None
+    evaluations: list[dict] = field(default_factory=list)
+
+    @property
+    def left_out(self) -> dict[str, str]:
+        return self.report.left_out
+
+    @property
+    def train_loss(self) -> float:
+        return sum(self.losses) / len(self.losses) if self.losses else float("nan")
+
+
+class Driver(Protocol):
+    """What the loop calls. `rounds(first)` is advanced once per round, after the loop's stop
+    check and controls, so a driver never runs a round the loop would not record."""
+
+    def budget(self) -> int:
+        """The rounds of the run (the loop stops earlier at a target, a stop or exhaustion)."""
+        ...
+
+    def rounds(self, first: int) -> Iterator[Round]:
+        """The rounds from index `first` on (after a resumed checkpoint: its next one)."""
+        ...
+
+    def evaluate(self) -> tuple[float, float] | None:
+        """Test loss and accuracy of the model now; None where the driver reports its own."""
+        ...
+
+    def state_dict(self) -> dict:
+        """What the rounds after this point depend on (checkpoints; {} where not resumable)."""
+        ...
+
+    def load_state_dict(self, state: dict) -> None:
+        ...
