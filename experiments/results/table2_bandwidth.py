@@ -13,16 +13,13 @@ a Chromium only the HTML is written).
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import plotly.graph_objects as go
 
 from experiments.results import methods as M
+from experiments.results.figures import find_chromium, render_png
 from experiments.results.harness import RunSpec, run_many, stage_lengths
 from experiments.results.tables import Column, common_args, emit, out_dir, pick, seeds_of
 
@@ -84,18 +81,6 @@ def figure(rows, bandwidths, target):
     return fig
 
 
-def find_chromium() -> str | None:
-    """The system's Chromium (or $TESTBED_CHROMIUM), as the testbed's PNG export looks for it."""
-    env = os.environ.get("TESTBED_CHROMIUM")
-    if env:
-        return env
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
 def write_plot(fig, out: Path, stem: str) -> list[Path]:
     """HTML always; PNG when a headless Chromium can render it."""
     out.mkdir(parents=True, exist_ok=True)
@@ -107,24 +92,10 @@ def write_plot(fig, out: Path, stem: str) -> list[Path]:
     if browser is None:
         print("no Chromium found: wrote the HTML plot only (set TESTBED_CHROMIUM for the PNG)")
         return written
-    png = (out / f"{stem}.png").resolve()
-    with tempfile.TemporaryDirectory() as tmp:
-        page = Path(tmp) / "plot.html"
-        fig.write_html(page, include_plotlyjs=True, full_html=True, config={"staticPlot": True})
-        cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-               "--hide-scrollbars", "--no-first-run", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp}/profile",
-               f"--window-size={fig.layout.width},{fig.layout.height}",
-               "--virtual-time-budget=5000", f"--screenshot={png}", page.as_uri()]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
-            ok = proc.returncode == 0 and png.exists()
-        except (OSError, subprocess.TimeoutExpired) as e:
-            ok, proc = False, e
-        if ok:
-            written.append(png)
-        else:
-            print(f"Chromium could not render the PNG ({getattr(proc, 'returncode', proc)}): HTML only")
+    try:
+        written.append(render_png(fig, out / f"{stem}.png", browser))
+    except RuntimeError as e:
+        print(f"{e}: HTML only")
     return written
 
 
