@@ -1,4 +1,4 @@
-"""A federated run resumed at the issue's scale: `python -m validation.federated_resume OUT [MODE]`.
+"""A federated run stopped and resumed at full scale: `python -m validation.federated_resume OUT [MODE ...]`.
 
 experiments/fed_fashion.toml (100 clients, 10 per round or FedBuff 10 of 20 in flight, the
 139k-weight CNN) with top-k 1%, 24 rounds, one torch thread: once uninterrupted, once stopped
@@ -9,6 +9,7 @@ run's. tests/testbed/test_resume.py checks the same on small runs.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ from testbed.store import Store
 FILE = Path(__file__).resolve().parents[1] / "experiments" / "fed_fashion.toml"
 ROUNDS, EVERY, STOP = 24, 8, 20
 TABLES = ("iterations", "nodes", "links", "evals")
+MODES = ("sync", "fedbuff")
 
 
 def rows(store: Store, rid: int) -> dict:
@@ -58,7 +60,19 @@ def compare(out: Path, mode: str) -> dict:
             "accuracy": ref["summary"]["best_accuracy"], "wall_s": round(time.perf_counter() - t0, 1)}
 
 
+def cli(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m validation.federated_resume",
+                                 description=__doc__.splitlines()[0].split(": `")[0])
+    ap.add_argument("out", type=Path, help="folder for the stores and checkpoints (one sub-folder per mode)")
+    ap.add_argument("modes", nargs="*", metavar="MODE",
+                    help="federated.mode values to compare: sync, fedbuff (default both)")
+    args = ap.parse_args(argv)
+    bad = [m for m in args.modes if m not in MODES]
+    if bad:
+        ap.exit(2, f"MODE {bad[0]!r}: must be one of {', '.join(MODES)}\n")
+    for mode in args.modes or MODES:
+        print(compare(args.out / mode, mode), flush=True)
+
+
 if __name__ == "__main__":
-    out = Path(sys.argv[1])
-    for mode in sys.argv[2:] or ["sync", "fedbuff"]:
-        print(compare(out / mode, mode), flush=True)
+    cli(sys.argv[1:])
