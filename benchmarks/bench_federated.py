@@ -1,4 +1,4 @@
-"""Federated rounds at scale (issue 26): 1,000 clients, 50 per round, the CNN on digits, in one
+"""Federated rounds at scale: 1,000 clients, 50 per round, the CNN on digits, in one
 process with the model held once. Per row: the wall seconds of one round of the federated driver
 (testbed/federated.py: sampling, model download, 50 clients' local steps in turn, the exchange
 over the emulated shared cell, the server step, the store's rows) against 50 x one client's

@@ -1,4 +1,4 @@
-"""What packing a node's parts into shared packets could save LGC-PS at most (issue 18 item 4).
+"""What packing a node's parts into shared packets could save LGC-PS at most.
 
     python -m benchmarks.bench_lgc_packing
 

@@ -7,7 +7,7 @@ over the repetitions) and the 1-minute load average at the end of each measureme
 Every measurement is a fresh process (what a user's `testbed run` gets: no OMP_NUM_THREADS, no
 thread count set before), timing `Experiment.run()` only (not Python's and torch's start), with
 the process's CPU seconds beside the wall ones: threads that spin while another process holds a
-core show as CPU time without progress. Target (issue 23): the default's busy time within 2x of
+core show as CPU time without progress. Target: the default's busy time within 2x of
 its idle time (a fair share of the cores allows 1.5x).
 
 A measurement stops at its iterations or after a wall-time cap, whichever comes first (a

@@ -1,4 +1,4 @@
-"""Issue 22's GPU check: the plateau table's fp32, DGC and LGC-PS rows on ResNet-20.
+"""The plateau table on a GPU: the fp32, DGC and LGC-PS rows on ResNet-20.
 
     python -m experiments.results.gpu_plateau --iterations 1000 --seed 1 --data FASHION_DIR
     python -m experiments.results.gpu_plateau --iterations 1000 --seeds 2,3 --methods fp32,dgc,lgc_ps,lgc_ablation

@@ -1,4 +1,4 @@
-"""Where nodes share information (issue 22 item 5): beta, top-k overlap and a coder's in-use error.
+"""Where nodes share information: beta, top-k overlap and a coder's in-use error.
 
     OMP_NUM_THREADS=1 nice .venv/bin/python -m experiments.results.redundancy   # every point
     .venv/bin/python -m experiments.results.redundancy --points base,n32        # some of them

@@ -1,4 +1,4 @@
-"""Federated training over one shared cell (issue 26): FedAvg with fp32, top-k, DGC-style and
+"""Federated training over one shared cell: FedAvg with fp32, top-k, DGC-style and
 LGC-PS deltas, and one FedBuff row, on experiments/fed_fashion.toml (Fashion-MNIST, Dirichlet
 alpha 0.5 over 100 clients, 10 per round, 5 local steps, cnn_fc, a shared 20 Mbit/s cell).
 
