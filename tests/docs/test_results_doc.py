@@ -1,0 +1,201 @@
+"""docs/results.md stays a report a reader can act on: every command it names exists and parses
+(its module imports, `--help` answers, and the command line as written is accepted by the
+module's own argument parser, which is stopped before anything runs), every file and figure it
+links exists (the figures are ones `python -m experiments.results.figures` draws), every
+in-page anchor has its heading, every table has a source line (command, date, commit, seeds),
+it has no issue numbers and no account of how the work was organised, and it stays short.
+
+The commands are read from the document itself: code spans and fenced lines that start with
+`python -m MODULE`, `testbed COMMAND` or `make TARGET`. They are checked in one fresh
+interpreter (imports paid once), with a time limit, so a module that ignores `--help` and starts
+a run fails the test instead of hanging it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "results.md"
+MAX_LINES = 420
+
+pytestmark = pytest.mark.timeout(200)
+
+
+def text() -> str:
+    return DOC.read_text(encoding="utf-8")
+
+
+def code_snippets(md: str) -> list[str]:
+    """Every command-like line: each line of a fenced block, each inline code span (which may
+    wrap over a line break), comments after `#` dropped, whitespace collapsed."""
+    out = []
+    fenced = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
+    for block in fenced.findall(md):
+        out += [line.split("  #")[0].split(" # ")[0] for line in block.splitlines()]
+    for span in re.findall(r"`([^`]+)`", fenced.sub("", md)):
+        out.append(span)
+    return [" ".join(s.split()) for s in out if s.strip()]
+
+
+def commands(md: str) -> list[tuple[str, str, list[str]]]:
+    """(kind, name, argv) for every `python -m M ...`, `testbed C ...` and `make T` in the text."""
+    found = []
+    for s in code_snippets(md):
+        words = s.split()
+        if words[:2] == ["python", "-m"] and len(words) > 2:
+            found.append(("module", words[2], words[3:]))
+        elif words[0] == "testbed" and len(words) > 1:
+            found.append(("module", "testbed.cli", words[1:]))
+        elif words[0] == "make" and len(words) > 1:
+            found.append(("make", words[1], []))
+    return found
+
+
+def test_the_document_names_commands_of_each_kind():
+    found = commands(text())
+    modules = {name for kind, name, _ in found if kind == "module"}
+    assert "experiments.results.figures" in modules
+    assert len(modules) >= 10, modules
+    assert any(kind == "make" for kind, _, _ in found)
+
+
+def test_every_make_target_it_names_exists():
+    makefile = (ROOT / "Makefile").read_text()
+    targets = set(re.findall(r"^([\w.-]+):", makefile, re.M))
+    named = {name for kind, name, _ in commands(text()) if kind == "make"}
+    assert named and named <= targets, named - targets
+
+
+CHECK = textwrap.dedent("""
+    import argparse, contextlib, io, json, runpy, sys
+
+    class Parsed(Exception):
+        pass
+
+    real = argparse.ArgumentParser.parse_args
+
+    def stop_after_parsing(self, args=None, namespace=None):
+        ns, extra = self.parse_known_args(args, namespace)
+        if extra:
+            self.error("unrecognized arguments: " + " ".join(extra))
+        raise Parsed()
+
+    def run(module, argv):
+        sys.argv = [module, *argv]
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                runpy.run_module(module, run_name="__main__", alter_sys=True)
+        except Parsed:
+            return "parsed", out.getvalue()
+        except SystemExit as e:
+            return e.code, out.getvalue()
+        except Exception as e:
+            return f"{type(e).__name__}: {e}", out.getvalue()
+        return "returned without exiting", out.getvalue()
+
+    results = []
+    for module, argv in json.loads(sys.argv[1]):
+        print("checking", module, argv, flush=True, file=sys.__stderr__)
+        argparse.ArgumentParser.parse_args = real
+        help_code, help_out = run(module, ["--help"])
+        argparse.ArgumentParser.parse_args = stop_after_parsing
+        parse_code, parse_out = run(module, argv)
+        results.append({"module": module, "argv": argv, "help": help_code,
+                        "usage": "usage:" in help_out, "parse": parse_code,
+                        "parse_out": parse_out[-400:]})
+    print("RESULTS " + json.dumps(results))
+""")
+
+
+def test_every_command_it_names_imports_answers_help_and_parses_as_written():
+    todo = sorted({(name, tuple(argv)) for kind, name, argv in commands(text()) if kind == "module"})
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    try:
+        proc = subprocess.run([sys.executable, "-c", CHECK, json.dumps(todo)], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=150)
+    except subprocess.TimeoutExpired as e:
+        last = (e.stderr or b"").decode(errors="replace").strip().splitlines()[-1:]
+        pytest.fail(f"a command did not stop at --help or at parsing (started a run?): {last}")
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS ")), None)
+    assert line, proc.stderr[-2000:]
+    results = json.loads(line[len("RESULTS "):])
+    assert len(results) == len(todo)
+    bad = [r for r in results if r["help"] not in (0, None) or not r["usage"] or r["parse"] != "parsed"]
+    assert not bad, json.dumps(bad, indent=1)
+
+
+def links(md: str) -> list[str]:
+    return re.findall(r"\]\(([^)\s]+)\)", md)
+
+
+def test_every_file_it_links_exists():
+    missing = []
+    for target in links(text()):
+        path = target.split("#")[0]
+        if not path or path.startswith(("http://", "https://")):
+            continue
+        if not (DOC.parent / path).exists():
+            missing.append(target)
+    assert not missing, missing
+
+
+def slug(heading: str) -> str:
+    s = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return s.replace(" ", "-")
+
+
+def test_every_anchor_it_links_has_a_heading():
+    md = text()
+    slugs = {slug(h) for h in re.findall(r"^#+ (.+)$", md, re.M)}
+    anchors = [t[1:] for t in links(md) if t.startswith("#")]
+    assert anchors
+    assert not [a for a in anchors if a not in slugs], [a for a in anchors if a not in slugs]
+
+
+def test_at_least_four_figures_each_drawn_by_the_figures_command():
+    sys.path.insert(0, str(ROOT))
+    from experiments.results import figures
+
+    images = re.findall(r"!\[[^\]]*\]\(img/results/([\w-]+)\.png\)", text())
+    assert len(set(images)) >= 4, images
+    assert set(images) <= set(figures.FIGURES), set(images) - set(figures.FIGURES)
+    for name in images:
+        png = DOC.parent / "img" / "results" / f"{name}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+
+
+def sections(md: str) -> list[str]:
+    return re.split(r"^#{2,3} ", md, flags=re.M)
+
+
+def test_every_table_has_a_source_line_with_command_date_commit_and_seeds():
+    untraced = []
+    for sec in sections(text())[1:]:                  # the lead-in's answer table is a summary
+        if "\n|---" not in sec or sec.startswith("How to read"):
+            continue
+        src = sec[sec.find("Source:"):] if "Source:" in sec else ""
+        if not (re.search(r"`(python\s+-m|testbed|make)\s[^`]+`", src) and re.search(r"20\d\d-\d\d-\d\d", src)
+                and "commit" in src and re.search(r"\bseeds?\b", src)):
+            untraced.append(sec.splitlines()[0])
+    assert not untraced, untraced
+
+
+def test_no_issue_numbers_and_no_account_of_how_the_work_was_organised():
+    md = text()
+    assert not re.findall(r"\bissues?\s*#?\d", md, re.I)
+    assert not re.findall(r"(?<![(\w])#\d+", md)
+    assert not re.findall(r"\b(helpers?|sessions?|the lead|lead's)\b", md, re.I)
+
+
+def test_it_stays_short():
+    n = len(text().splitlines())
+    assert n <= MAX_LINES, f"docs/results.md has {n} lines (at most {MAX_LINES})"
