@@ -178,14 +178,20 @@ def sections(md: str) -> list[str]:
 
 
 def test_every_table_has_a_source_line_with_command_date_commit_and_seeds():
+    """Each section holds at least as many source paragraphs as tables, and each source names a
+    command, a date, a commit (or says it was not recorded) and the seeds."""
     untraced = []
     for sec in sections(text())[1:]:                  # the lead-in's answer table is a summary
-        if "\n|---" not in sec or sec.startswith("How to read"):
+        tables = len(re.findall(r"^\|---", sec, re.M))
+        sources = re.findall(r"Source:(.*?)(?:\n\n|\Z)", sec, re.S)
+        if sec.startswith("How to read") or not (tables or sources):
             continue
-        src = sec[sec.find("Source:"):] if "Source:" in sec else ""
-        if not (re.search(r"`(python\s+-m|testbed|make)\s[^`]+`", src) and re.search(r"20\d\d-\d\d-\d\d", src)
-                and "commit" in src and re.search(r"\bseeds?\b", src)):
-            untraced.append(sec.splitlines()[0])
+        if len(sources) < tables:
+            untraced.append((sec.splitlines()[0], f"{tables} tables, {len(sources)} sources"))
+        for src in sources:
+            if not (re.search(r"`(python\s+-m|testbed|make)\s[^`]+`", src) and re.search(r"20\d\d-\d\d-\d\d", src)
+                    and "commit" in src and re.search(r"\bseeds?\b", src)):
+                untraced.append((sec.splitlines()[0], " ".join(src.split())[:80]))
     assert not untraced, untraced
 
 
