@@ -14,8 +14,8 @@ A measurement stops at its iterations or after a wall-time cap, whichever comes 
 collapsed setting would otherwise take many minutes); ms per iteration is over the iterations it
 ran. Run: `python -m benchmarks load` (quick: 50 iterations or 15 s, 1 repetition) or `python -m
 benchmarks load --full` (300 iterations or 30 s, 3 repetitions, then a table per shipped model: one forward +
-backward at 1 thread and at every core, idle and busy). Results: docs/results.md, "Thread
-policy under load".
+backward at 1 thread and at every core, idle and busy). Results: docs/results.md, "What the
+testbed itself costs".
 """
 from __future__ import annotations
 

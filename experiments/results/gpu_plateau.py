@@ -16,7 +16,7 @@ run's SQLite store is kept beside its JSON (`--runs`), so a run cut short still 
 The probe is pessimistic: on an H200 (2026-12-04) it read 0.15 / 0.45 / 0.44 s per iteration for
 fp32 / DGC / LGC-PS over 30 iterations, and whole 1,000-iteration runs then took 0.15-0.19,
 0.15-0.17 and 0.26-0.28 s per iteration (the first iterations carry CUDA and numba warm-up), so
-pass `--iterations` once the machine is known. Results: docs/results.md, "ResNet-20 on a GPU".
+pass `--iterations` once the machine is known. Results: docs/results.md, "On a GPU: ResNet-20".
 """
 from __future__ import annotations
 

@@ -68,7 +68,7 @@ class Protocol:
 PROTOCOLS = {
     # lgc_rar_ablation (f16 values on the ring) on request
     "early": Protocol(600, 200, DOCS_RESULTS / "table_fashion_runs", tuple(LABELS[:6])),
-    # fp32's plateau: measured 2026-12-04 (docs/results.md, "LGC at its plateau")
+    # fp32's plateau: measured 2026-12-04 (docs/results.md, section 2)
     "plateau": Protocol(4800, 400, DOCS_RESULTS / "plateau_runs",
                         ("fp32", "topk", "dgc", "dgc_nomask", "lgc_ablation", "lgc_ps", "lgc_rar",
                          "scalecom", "lgc_ablation_nomask", "lgc_ps_nomask", "lgc_rar_nomask"),
