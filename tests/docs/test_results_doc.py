@@ -205,3 +205,33 @@ def test_no_issue_numbers_and_no_account_of_how_the_work_was_organised():
 def test_it_stays_short():
     n = len(text().splitlines())
     assert n <= MAX_LINES, f"docs/results.md has {n} lines (at most {MAX_LINES})"
+
+
+def test_the_figures_plot_the_numbers_the_report_states():
+    """Built without a browser: the points agree with the report's tables (hand-copied here)."""
+    sys.path.insert(0, str(ROOT))
+    from experiments.results import figures
+
+    def trace(fig, name, col=None):
+        return next(t for t in fig.data if t.name == name and (col is None or t.xaxis == col))
+
+    plateau = figures.plateau_accuracy_bits()
+    lgc = trace(plateau, "LGC-PS", "x")
+    assert lgc.x[0] == pytest.approx(36_317, abs=1) and lgc.y[0] == pytest.approx(91.46, abs=0.005)
+    assert lgc.error_y.array[0] == pytest.approx(0.25, abs=0.005)
+    gpu = trace(plateau, "LGC-PS (4 seeds)", "x2")
+    assert gpu.x[0] == pytest.approx(68_275, abs=1) and gpu.y[0] == pytest.approx(91.05, abs=0.005)
+
+    tta = figures.time_to_accuracy_bandwidth()
+    fp32 = trace(tta, "fp32")
+    assert list(fp32.x) == [1.0, 5.0, 20.0, 100.0]
+    assert [round(y, 2) for y in fp32.y] == [395.99, 79.76, 20.46, 4.65]
+
+    energy = figures.energy_to_target()
+    radio, compute = energy.data[0], energy.data[1]
+    assert [round(v, 1) for v in radio.y] == [117.4, 14.7, 18.7]
+    assert [round(v, 1) for v in compute.y] == [10.2, 20.5, 27.3]
+
+    cell = figures.ns3_cell()
+    ns3 = next(t for t in cell.data if t.name == "ns-3.37" and t.xaxis == "x")
+    assert list(ns3.x) == [1, 2, 5, 10, 20, 50] and ns3.y[-1] == pytest.approx(21.810)
