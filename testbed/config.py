@@ -7,6 +7,7 @@ options are checked against the method's own option table (nodes.compression.reg
 """
 from __future__ import annotations
 
+import copy
 import difflib
 import sys
 import tomllib
@@ -505,16 +506,26 @@ def validate(raw: dict, *, source: str = "<config>", default_name: str = "run") 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
     path = Path(path)
-    raw = load_raw(path)
-    comp = raw.get("compression")
+    return config_from_raw(load_raw(path), overrides, base=path.parent, source=str(path),
+                           default_name=path.stem)
+
+
+def config_from_raw(raw: dict, overrides: list[str] | None = None, *, base: str | Path = ".",
+                    source: str = "<config>", default_name: str = "run") -> ExperimentConfig:
+    """An experiment's tables (as a file holds them) with `overrides` (KEY=VALUE) applied, its
+    relative files looked up from here, then in `base`, validated."""
+    raw = copy.deepcopy(raw)
+    comp = raw.get("compression") if isinstance(raw, dict) else None
     file_method = comp.get("method", "none") if isinstance(comp, dict) else None
     try:
+        if not isinstance(raw, dict):
+            raise ConfigError("", raw, "a TOML document of tables (an experiment file)")
         raw = apply_overrides(raw, overrides or [])
         raw = switch_to_known_good(raw, file_method, {".".join(parse_override(o)[0]) for o in overrides or []})
-        raw = resolve_paths(raw, path.parent, RUN_KEYS)
+        raw = resolve_paths(raw, base, RUN_KEYS)
     except ConfigError as e:
-        raise ConfigError(e.key, e.value, e.allowed, source=str(path), message=str(e)) from None
-    return validate(raw, source=str(path), default_name=path.stem)
+        raise ConfigError(e.key, e.value, e.allowed, source=source, message=str(e)) from None
+    return validate(raw, source=source, default_name=default_name)
 
 
 def config_from_stored(stored: dict, *, source: str, base: str | Path = ".") -> ExperimentConfig:
