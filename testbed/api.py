@@ -129,7 +129,8 @@ class Run:
         """One table's rows as dicts (`TABLES`), as `testbed export` writes them."""
         if table not in TABLES:
             raise UserError(f"table = {table!r}: must be one of {', '.join(TABLES)}")
-        return self.export()[table]
+        read = "node_iterations" if table == "nodes" else table
+        return self._read(lambda s: getattr(s, read)(self.id))
 
     def column(self, table: str, key: str):
         """One column of a table as a numpy array (None where a row has no value: NaN)."""

@@ -107,6 +107,9 @@ def test_references_resolve_beside_the_file_and_options_reach_them(experiment):
     assert cfg.data.dataset == f"{user}:blobs" and cfg.data.options == {"n_train": 200}
     # what the store keeps names the same objects from any directory
     assert config_from_stored(cfg.as_dict(), source=cfg.source) == cfg
+    again = api.load(cfg, {"run.iterations": 2, "model.hidden": 5})   # a config, overridden
+    assert again.run.iterations == 2 and again.model.options == {"hidden": 5}
+    assert (again.data, again.compression) == (cfg.data, cfg.compression) and cfg.run.iterations == 6
     run = api.run(experiment, store="s.db")
     assert run.status == "completed" and len(run.rows()) == 6
     info = run.export()["run"]["config"]
@@ -119,7 +122,9 @@ def test_the_api_rows_equal_the_cli_export_of_the_same_run(experiment):
     assert code == 0
     exported = json.loads(out)
     assert exported == json.loads(json.dumps(run.export(), default=str))
-    assert exported["iterations"] == run.rows("iterations") and len(run.rows()) == 4
+    for table in api.TABLES:
+        assert json.loads(json.dumps(run.rows(table), default=str)) == exported[table], table
+    assert len(run.rows()) == 4
     assert list(run.column("evals", "test_accuracy")) == [e["test_accuracy"] for e in exported["evals"]]
     # and a CLI run of the same file with the same settings has the same rows, bar timestamps
     code, _, err = cli(["run", experiment, "--store", "s.db", "--set", "run.iterations=4",

@@ -73,6 +73,16 @@ def test_module_and_file_references_name_the_same_object(user):
     assert a(torch.zeros(4, 2, 3)).shape == (4, 3)
 
 
+def test_a_module_in_the_working_directory_is_found_as_under_python_m(tmp_path, monkeypatch):
+    """`python -m` (every torchrun rank) has the working directory on sys.path; the console
+    script does not: a module there is found either way."""
+    (tmp_path / "cwd_user_mod.py").write_text("NUMBER = 7\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    assert resolve("model.name", "cwd_user_mod:NUMBER") == 7
+    sys.modules.pop("cwd_user_mod", None)
+
+
 @pytest.mark.parametrize("ref,words", [
     ("no_such_pkg.mod:Net", "module 'no_such_pkg.mod' cannot be imported (ModuleNotFoundError"),
     ("user_pkg.parts:Absent", "module 'user_pkg.parts' has no attribute 'Absent'"),
