@@ -15,7 +15,7 @@ from torch import nn
 
 class TinyTransformer(nn.Module):
     """Sequences `(length, features)`: a linear embedding, learned positions, `layers`
-    pre-norm encoder layers, mean pooling, one linear head. No dropout."""
+    pre-norm encoder layers, and one linear head over every position's output. No dropout."""
 
     def __init__(self, input_shape, num_classes: int, d_model: int = 32, heads: int = 2,
                  layers: int = 1):
@@ -26,10 +26,10 @@ class TinyTransformer(nn.Module):
         layer = nn.TransformerEncoderLayer(d_model, heads, dim_feedforward=2 * d_model,
                                            dropout=0.0, batch_first=True, norm_first=True)
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
-        self.head = nn.Linear(d_model, num_classes)
+        self.head = nn.Linear(length * d_model, num_classes)
 
     def forward(self, x):
-        return self.head(self.encoder(self.embed(x) + self.pos).mean(dim=1))
+        return self.head(self.encoder(self.embed(x) + self.pos).flatten(1))
 
 
 def mlp(input_shape, num_classes: int, hidden: int = 64) -> nn.Module:
