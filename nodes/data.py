@@ -7,6 +7,11 @@ pickle batches, MNIST idx files, plain or gzipped). `DATASETS` lists every datas
 defaults and ranges; the config validator reads it.
 
 Inputs are standardised with statistics of the *training* split only (no test leakage).
+
+A loader of the user's: `load_dataset("package.module:loader" | "path/to/file.py:loader", seed=...,
+**options)` calls `loader(**options)` (plus `seed=` and `root=` where it takes them) and checks
+what it returns (`LOADER_CONTRACT`). A split given as a map-style `torch.utils.data.Dataset` is
+read by index, batch by batch (`Samples`): it need not fit in memory; only its labels are held.
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ import gzip
 import math
 import os
 import pickle
+import inspect
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,12 +30,51 @@ import numpy as np
 import torch
 
 from nodes.errors import DatasetError, DatasetFileError
+from nodes.plugins import GIVEN_PREFIX, is_reference, resolve, resolve_callable
 from lgc_schema import Field
+
+
+class Samples:
+    """The inputs of a map-style dataset (items `(x, y)`), indexed like a tensor: `samples[idx]`
+    with a LongTensor of any shape (or a slice) reads those items and stacks their inputs to
+    `(*idx.shape, *input_shape)` on the device given by `.to(device)`. Floating inputs become
+    float32; integer ones (token ids) keep their type."""
+
+    def __init__(self, dataset, device: str | torch.device | None = None):
+        self.dataset = dataset
+        self.device = torch.device("cpu" if device is None else device)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def to(self, device) -> Samples:
+        return Samples(self.dataset, device)
+
+    def item(self, i: int) -> torch.Tensor:
+        return _as_input(self.dataset[int(i)][0])
+
+    def __getitem__(self, idx) -> torch.Tensor:
+        if isinstance(idx, slice):
+            idx = torch.arange(*idx.indices(len(self)))
+        idx = torch.as_tensor(idx, dtype=torch.int64)
+        flat = idx.reshape(-1).tolist()
+        xs = [self.item(i) for i in flat]
+        first = xs[0] if xs else torch.zeros(0)
+        out = torch.stack(xs).reshape(*idx.shape, *first.shape) if xs else first
+        return out.to(self.device)
+
+    def __repr__(self) -> str:
+        return f"Samples({type(self.dataset).__name__}, {len(self)} items)"
+
+
+def _as_input(x) -> torch.Tensor:
+    t = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x)
+    return t.to(torch.float32) if t.is_floating_point() else t
 
 
 @dataclass
 class Dataset:
-    train_x: torch.Tensor          # float32, (N, *input_shape)
+    train_x: torch.Tensor          # float32, (N, *input_shape); or Samples (a map-style dataset)
     train_y: torch.Tensor          # int64, (N,)
     test_x: torch.Tensor
     test_y: torch.Tensor
@@ -267,6 +312,8 @@ def load_dataset(name: str, *, root: str | os.PathLike | None = None, seed: int 
                  **options: Any) -> Dataset:
     """Load a dataset by name. `root` (or the option of the same name) points file datasets
     at their folder; `seed` fixes every random split and subset."""
+    if is_reference(name):
+        return _load_reference(name, root, int(seed), options)
     if name not in _LOADERS:
         raise DatasetError(f"data.name = {name!r} is not known; allowed: {', '.join(_LOADERS)}")
     if root is not None:
@@ -275,3 +322,95 @@ def load_dataset(name: str, *, root: str | os.PathLike | None = None, seed: int 
         options = {**options, "root": root}
     full = _check_options(name, options)
     return _LOADERS[name](full.pop("root", None), int(seed), **full)
+
+
+# ------------------------------------------------------------------------ the user's loaders
+LOADER_CONTRACT = (
+    "a loader returning nodes.data.Dataset or a dict with 'train' and 'test' (each an (inputs, "
+    "labels) pair of tensors or arrays, or a map-style torch.utils.data.Dataset of (x, y) "
+    "items), 'num_classes' (an integer >= 2) and optionally 'input_shape'")
+
+
+def _takes(fn, name: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in params)
+
+
+def _load_reference(name: str, root, seed: int, options: dict) -> Dataset:
+    key = "data.dataset"
+    obj = resolve(key, name) if name.startswith(GIVEN_PREFIX) else resolve_callable(key, name)
+    if callable(obj) and not isinstance(obj, (dict, Dataset)):
+        kwargs = dict(options)
+        if _takes(obj, "seed"):
+            kwargs["seed"] = int(seed)
+        if root is not None:
+            kwargs["root"] = str(root)
+        try:
+            obj = obj(**kwargs)
+        except (DatasetError, DatasetFileError):
+            raise
+        except Exception as e:
+            raise DatasetError(f"{key} = {name!r}: the loader called with {kwargs} raised "
+                               f"{type(e).__name__}: {' '.join(str(e).split())}; expected "
+                               f"{LOADER_CONTRACT}") from None
+    return check_loaded(name, obj)
+
+
+def _split(name: str, which: str, part):
+    """(inputs, labels) of one split: tensors, or Samples and the labels read once."""
+    bad = DatasetError(f"data.dataset = {name!r}: {which!r} is a {type(part).__name__}; "
+                       f"expected {LOADER_CONTRACT}")
+    if isinstance(part, (tuple, list)):
+        if len(part) != 2:
+            raise bad
+        x, y = (_as_input(v) for v in part)
+        if x.dim() < 1 or len(x) != len(y):
+            raise DatasetError(f"data.dataset = {name!r}: the {which} split has {len(x)} inputs "
+                               f"but {len(y)} labels; expected as many labels as inputs")
+        return x, y
+    if hasattr(part, "__getitem__") and hasattr(part, "__len__"):
+        targets = getattr(part, "targets", None)
+        y = _as_input(targets) if targets is not None else             _as_input([int(part[i][1]) for i in range(len(part))])
+        if len(y) != len(part):
+            raise DatasetError(f"data.dataset = {name!r}: the {which} split has {len(part)} "
+                               f"items but {len(y)} targets; expected as many labels as inputs")
+        return Samples(part), y
+    raise bad
+
+
+def check_loaded(name: str, obj) -> Dataset:
+    """A loader's result checked against LOADER_CONTRACT, as a Dataset."""
+    if isinstance(obj, Dataset):
+        obj = {"train": (obj.train_x, obj.train_y), "test": (obj.test_x, obj.test_y),
+               "num_classes": obj.num_classes, "input_shape": obj.input_shape}
+    if not isinstance(obj, dict) or not {"train", "test", "num_classes"} <= set(obj):
+        raise DatasetError(f"data.dataset = {name!r}: the loader returned "
+                           f"{type(obj).__name__}; expected {LOADER_CONTRACT}")
+    k = obj["num_classes"]
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
+        raise DatasetError(f"data.dataset = {name!r}: num_classes = {k!r}; expected an integer >= 2")
+    splits = {which: _split(name, which, obj[which]) for which in ("train", "test")}
+    shapes = {}
+    for which, (x, y) in splits.items():
+        if len(y) == 0:
+            raise DatasetError(f"data.dataset = {name!r}: the {which} split is empty; expected "
+                               f"at least one sample")
+        if y.is_floating_point() or y.dim() != 1:
+            raise DatasetError(f"data.dataset = {name!r}: the {which} labels are "
+                               f"{tuple(y.shape)} {y.dtype}; expected one integer per sample")
+        lo, hi = int(y.min()), int(y.max())
+        if lo < 0 or hi >= k:
+            raise DatasetError(f"data.dataset = {name!r}: a {which} label is "
+                               f"{lo if lo < 0 else hi}; expected labels in 0..{k - 1} "
+                               f"(num_classes = {k})")
+        shapes[which] = tuple(x.item(0).shape) if isinstance(x, Samples) else tuple(x.shape[1:])
+    shape = tuple(int(s) for s in obj.get("input_shape") or shapes["train"])
+    for which, got in shapes.items():
+        if got != shape:
+            raise DatasetError(f"data.dataset = {name!r}: a {which} input has shape {got}; "
+                               f"expected input_shape {shape}")
+    (xtr, ytr), (xte, yte) = splits["train"], splits["test"]
+    return Dataset(xtr, ytr.to(torch.int64), xte, yte.to(torch.int64), int(k), shape, name)

@@ -53,3 +53,18 @@ def train_step_flops(model: nn.Module, input_shape, batch_size: int) -> int:
     """FLOPs of one forward + backward step (cached per architecture, input shape, batch)."""
     forward, backward = step_flops(model, input_shape, batch_size)
     return forward + backward
+
+
+def count_or_reason(model: nn.Module, input_shape, batch_size: int) -> tuple[int | None, str | None]:
+    """`(train_step_flops, None)`, or `(None, why)` where a model's step cannot be counted (it
+    fails on zero inputs of `input_shape`, or no matrix product or convolution is in it): what
+    lets a run charge measured time instead, saying why in one line."""
+    try:
+        flops = train_step_flops(model, input_shape, batch_size)
+    except Exception as e:
+        return None, (f"the model's FLOPs cannot be counted on a zero batch of shape "
+                      f"{(int(batch_size), *input_shape)} ({type(e).__name__}: "
+                      f"{' '.join(str(e).split())[:200]})")
+    if flops <= 0:
+        return None, "the FLOP counter found no matrix product or convolution in the model's step"
+    return flops, None

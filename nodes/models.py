@@ -1,5 +1,8 @@
 """Models by name: `build_model("mlp" | "cnn" | "cnn_fc" | "resnet20" | "resnet18", input_shape,
-num_classes)`.
+num_classes)`, or a factory of the user's: `build_model("pkg.module:factory" |
+"path/to/file.py:factory", input_shape, num_classes, options)` calls
+`factory(input_shape, num_classes, **options)` (`options`: the other keys of `[model]`), which
+returns an `nn.Module` that maps a batch `(B, *input_shape)` to logits `(B, num_classes)`.
 
 `mlp`, `cnn` and `cnn_fc` have no BatchNorm and no buffers, so the workers can compute all their
 gradients at once with torch.func.vmap. The ResNets use BatchNorm (running statistics are
@@ -15,6 +18,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from nodes.plugins import GIVEN_PREFIX, is_reference, resolve_callable
 
 
 class ModelError(ValueError):
@@ -175,9 +180,16 @@ MODELS: dict[str, Callable[[tuple, int], nn.Module]] = {
 }
 
 
-def build_model(name: str, input_shape, num_classes: int) -> nn.Module:
+def build_model(name: str, input_shape, num_classes: int, options: dict | None = None) -> nn.Module:
+    """The model `name` names; `options`: keyword arguments of a factory of the user's."""
+    if is_reference(name):
+        return _build_factory(name, input_shape, num_classes, dict(options or {}))
     if name not in MODELS:
-        raise ModelError(f"model.name = {name!r} is not known; allowed: {', '.join(MODELS)}")
+        raise ModelError(f"model.name = {name!r} is not known; allowed: {', '.join(MODELS)}, "
+                         f"or a factory 'package.module:name' or 'path/to/file.py:name'")
+    if options:
+        raise ModelError(f"model.{next(iter(options))}: option not known for the built-in model "
+                         f"{name!r} (options go to a factory of one's own); allowed: name")
     shape = tuple(int(s) for s in input_shape)
     if not shape or min(shape) < 1:
         raise ModelError(f"model {name!r}: input_shape = {tuple(input_shape)} must be non-empty "
@@ -185,6 +197,30 @@ def build_model(name: str, input_shape, num_classes: int) -> nn.Module:
     if isinstance(num_classes, bool) or int(num_classes) != num_classes or num_classes < 2:
         raise ModelError(f"model {name!r}: num_classes = {num_classes!r} must be an integer >= 2")
     return MODELS[name](shape, int(num_classes))
+
+
+def _build_factory(name: str, input_shape, num_classes: int, options: dict) -> nn.Module:
+    factory = resolve_callable("model.name", name)
+    if isinstance(factory, nn.Module):
+        if name.startswith(GIVEN_PREFIX):   # a model object handed to the Python API: as it is
+            return factory
+        raise ModelError(f"model.name = {name!r} names a module instance; expected a factory "
+                         f"(a class or function: factory(input_shape, num_classes, **options))")
+    shape = tuple(int(s) for s in input_shape)
+    try:
+        model = factory(shape, int(num_classes), **options)
+    except Exception as e:
+        raise ModelError(f"model.name = {name!r}: {name.rsplit(':', 1)[1]}{shape, int(num_classes)} "
+                         f"with options {options} raised {type(e).__name__}: "
+                         f"{' '.join(str(e).split())}; expected factory(input_shape, num_classes, "
+                         f"**[model] options) -> nn.Module") from None
+    if not isinstance(model, nn.Module):
+        raise ModelError(f"model.name = {name!r}: the factory returned a {type(model).__name__}; "
+                         f"expected a torch.nn.Module")
+    if not any(True for _ in model.parameters()):
+        raise ModelError(f"model.name = {name!r}: the factory's module has no parameters; "
+                         f"expected a torch.nn.Module with trainable parameters")
+    return model
 
 
 def vmap_safe(model: nn.Module) -> bool:

@@ -7,6 +7,7 @@ options are checked against the method's own option table (nodes.compression.reg
 """
 from __future__ import annotations
 
+import copy
 import difflib
 import sys
 import tomllib
@@ -18,6 +19,7 @@ import lgc_schema
 from channels.config import ValidNetwork, validate_network
 from channels.errors import ChannelConfigError
 from lgc_schema import Field, Rule, unknown_key
+from nodes.plugins import GIVEN_PREFIX, PluginError, is_reference, resolve_callable
 
 from testbed.device_trace import check_device_trace
 from testbed.errors import ConfigError, NoServerError  # noqa: F401 (NoServerError: re-exported for callers)
@@ -162,6 +164,7 @@ class DataConfig:
 @dataclass
 class ModelConfig:
     name: str
+    options: dict = field(default_factory=dict)   # a factory's keyword arguments
 
 
 @dataclass
@@ -224,7 +227,7 @@ class ExperimentConfig:
             "run": vars(self.run).copy(),
             "data": {**{k: v for k, v in vars(self.data).items() if k != "options"},
                      **self.data.options},
-            "model": vars(self.model).copy(),
+            "model": {"name": self.model.name, **self.model.options},
             "optim": vars(self.optim).copy(),
             "compression": {"method": self.compression.method, **self.compression.options},
             "network": self.network,
@@ -233,14 +236,52 @@ class ExperimentConfig:
 
 
 # ----------------------------------------------------------------------------- sections
+def _reference(key: str, value: Any) -> bool:
+    """True if `value` names an object of the user's (`module:name`, `file.py:name`); its module
+    is imported here, so that a bad one is a ConfigError before any run starts."""
+    if not is_reference(value):
+        return False
+    if not value.startswith(GIVEN_PREFIX):
+        try:
+            resolve_callable(key, value)
+        except PluginError as e:
+            raise ConfigError(key, value, e.allowed, message=str(e)) from None
+    return True
+
+
+def _check_model(table: Any) -> ModelConfig:
+    """`[model]`: a built-in name, or a factory of the user's whose other keys are its options."""
+    if not isinstance(table, dict):
+        raise ConfigError("model", table, "a table")
+    table = dict(table)
+    name = table.get("name", MODEL_KEYS["name"].default)
+    if isinstance(name, str) and _reference("model.name", name):
+        options = {k: table.pop(k) for k in list(table) if k not in MODEL_KEYS}
+        return ModelConfig(**check_table("model", table, MODEL_KEYS), options=options)
+    model = check_table("model", table, MODEL_KEYS)
+    from nodes import models as model_zoo
+
+    names = getattr(model_zoo, "MODELS", None)
+    if names and model["name"] not in names:
+        raise ConfigError("model.name", model["name"],
+                          "one of " + ", ".join(map(repr, names)) + ", or a factory "
+                          "'package.module:name' or 'path/to/file.py:name'")
+    return ModelConfig(**model)
+
+
 def _check_data(table: dict) -> DataConfig:
     from nodes import data as datasets
 
     table = dict(table)
     ds_name = table.get("dataset", DATA_KEYS["dataset"].default)
+    if isinstance(ds_name, str) and _reference("data.dataset", ds_name):
+        # a loader of the user's: its options are its keyword arguments (it checks them)
+        own = {k: table.pop(k) for k in list(table) if k not in DATA_KEYS}
+        return DataConfig(**check_table("data", table, DATA_KEYS), options=own)
     known = getattr(datasets, "DATASETS", {})
     if known and ds_name not in known:
-        raise ConfigError("data.dataset", ds_name, "one of " + ", ".join(map(repr, known)))
+        raise ConfigError("data.dataset", ds_name, "one of " + ", ".join(map(repr, known))
+                          + ", or a loader 'package.module:name' or 'path/to/file.py:name'")
     ds_options = known.get(ds_name, {}) if known else {}
     own = {k: table.pop(k) for k in list(table) if k in ds_options and k not in DATA_KEYS}
     for k, v in own.items():
@@ -446,13 +487,7 @@ def validate(raw: dict, *, source: str = "<config>", default_name: str = "run") 
             run["iterations"] = 200
         run["name"] = run["name"] or default_name
         data = _check_data(raw.get("data", {}))
-        model = check_table("model", raw.get("model", {}), MODEL_KEYS)
-        from nodes import models as model_zoo
-
-        names = getattr(model_zoo, "MODELS", None)
-        if names and model["name"] not in names:
-            raise ConfigError("model.name", model["name"],
-                              "one of " + ", ".join(map(repr, names)))
+        model = _check_model(raw.get("model", {}))
         optim = check_table("optim", raw.get("optim", {}), OPTIM_KEYS)
         federated = _check_federated(raw, run)
         network = _check_network(raw.get("network", {}))
@@ -463,7 +498,7 @@ def validate(raw: dict, *, source: str = "<config>", default_name: str = "run") 
         if e.source is None:
             raise type(e)(e.key, e.value, e.allowed, source=source, message=str(e)) from None
         raise
-    return ExperimentConfig(run=RunConfig(**run), data=data, model=ModelConfig(**model),
+    return ExperimentConfig(run=RunConfig(**run), data=data, model=model,
                             optim=OptimConfig(**optim), compression=compression,
                             network=network, source=source, federated=federated,
                             devices=devices)
@@ -471,16 +506,26 @@ def validate(raw: dict, *, source: str = "<config>", default_name: str = "run") 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
     path = Path(path)
-    raw = load_raw(path)
-    comp = raw.get("compression")
+    return config_from_raw(load_raw(path), overrides, base=path.parent, source=str(path),
+                           default_name=path.stem)
+
+
+def config_from_raw(raw: dict, overrides: list[str] | None = None, *, base: str | Path = ".",
+                    source: str = "<config>", default_name: str = "run") -> ExperimentConfig:
+    """An experiment's tables (as a file holds them) with `overrides` (KEY=VALUE) applied, its
+    relative files looked up from here, then in `base`, validated."""
+    raw = copy.deepcopy(raw)
+    comp = raw.get("compression") if isinstance(raw, dict) else None
     file_method = comp.get("method", "none") if isinstance(comp, dict) else None
     try:
+        if not isinstance(raw, dict):
+            raise ConfigError("", raw, "a TOML document of tables (an experiment file)")
         raw = apply_overrides(raw, overrides or [])
         raw = switch_to_known_good(raw, file_method, {".".join(parse_override(o)[0]) for o in overrides or []})
-        raw = resolve_paths(raw, path.parent, RUN_KEYS)
+        raw = resolve_paths(raw, base, RUN_KEYS)
     except ConfigError as e:
-        raise ConfigError(e.key, e.value, e.allowed, source=str(path), message=str(e)) from None
-    return validate(raw, source=str(path), default_name=path.stem)
+        raise ConfigError(e.key, e.value, e.allowed, source=source, message=str(e)) from None
+    return validate(raw, source=source, default_name=default_name)
 
 
 def config_from_stored(stored: dict, *, source: str, base: str | Path = ".") -> ExperimentConfig:

@@ -27,7 +27,7 @@ from nodes.compression.registry import build_scheme
 from nodes.compression.transport import IterationReport, Transport, drive
 from nodes.data import load_dataset
 from nodes.device import resolve_device
-from nodes.flops import train_step_flops
+from nodes.flops import count_or_reason
 from nodes.models import build_model
 from nodes.partition import split
 from nodes.replicas import Replicas
@@ -167,7 +167,8 @@ class Experiment:
         shards = split(self.data.train_y, n_workers, cfg.data.partition, alpha=cfg.data.alpha,
                        shards_per_worker=cfg.data.shards_per_worker, seed=seed)
         torch.manual_seed(seed)
-        self.model = build_model(cfg.model.name, self.data.input_shape, self.data.num_classes).to(self.device)
+        self.model = build_model(cfg.model.name, self.data.input_shape, self.data.num_classes,
+                                 cfg.model.options).to(self.device)
         self.pool = WorkerPool(self.model, self.data.train_x, self.data.train_y, shards,
                                batch_size=cfg.data.batch_size, seed=seed, device=self.device,
                                mode=cfg.run.workers_mode)
@@ -184,7 +185,11 @@ class Experiment:
                                          weight_decay=cfg.optim.weight_decay,
                                          nesterov=cfg.optim.nesterov and momentum > 0)
         self.iterations = self._iteration_budget()
-        self.step_flops = train_step_flops(self.model, self.data.input_shape, cfg.data.batch_size)
+        self.step_flops, why = count_or_reason(self.model, self.data.input_shape, cfg.data.batch_size)
+        if why is not None and cfg.run.compute_time == "flops":
+            print(f"note: run.compute_time = 'flops': {why}; measured time is charged instead",
+                  file=sys.stderr)
+            cfg.run.compute_time = "measured"
         self.node_speed = {w: float(self.graph.nodes[w].get("compute_speed", 1.0)) for w in self.workers}
         self.node_gflops = {w: float(self.graph.nodes[w].get("gflops", cfg.run.device_gflops))
                             for w in self.workers}

@@ -41,4 +41,16 @@ def resolve_paths(raw: dict, base: str | Path, run_keys: dict[str, Field]) -> di
                       and isinstance(v, str) else v for k, v in run.items()}
     if "network" in out:
         out["network"] = map_file_paths(out["network"], lambda v: beside(v, base))
+    for section, key in (("model", "name"), ("data", "dataset")):
+        table = out.get(section)
+        if isinstance(table, dict) and isinstance(table.get(key), str):
+            out[section] = {**table, key: beside_reference(table[key], base)}
     return out
+
+
+def beside_reference(value: str, base: Path) -> str:
+    """`path/to/file.py:name` with its file resolved as `beside` does; other values as given."""
+    where, sep, attr = value.rpartition(":")
+    if not sep or not where.endswith(".py"):
+        return value
+    return f"{beside(where, base)}:{attr}"

@@ -56,10 +56,11 @@ LAZY = {
     ("testbed/commands/probe.py", "testbed.network"): "numba: the probe runs the link layer",
     ("testbed/launcher.py", "testbed.network"): "numba: the launcher counts the workers",
     # torch: the run and resume commands load the orchestrator only when they run
-    ("testbed/commands/run.py", "testbed.experiment"): "torch: the orchestrator",
-    ("testbed/commands/run.py", "testbed.federated"): "torch: the federated orchestrator",
-    ("testbed/commands/run.py", "nodes.compression.base"): "torch: GradientError's room",
-    ("testbed/commands/run.py", "testbed.transport"): "torch: TransportError's module",
+    ("testbed/api.py", "testbed.experiment"): "torch: the orchestrator",
+    ("testbed/api.py", "testbed.federated"): "torch: the federated orchestrator",
+    ("testbed/api.py", "nodes.compression.base"): "torch: GradientError's room",
+    ("testbed/api.py", "testbed.transport"): "torch: TransportError's module",
+    ("testbed/api.py", "torch"): "the model object's type is checked only when one is given",
     ("testbed/checkpoint.py", "torch"): "`testbed resume` reads checkpoint paths before any torch",
     ("testbed/tensorboard_export.py", "torch"):
         "torch.utils.tensorboard needs the optional tensorboard package: one line names it if missing",

@@ -2,6 +2,11 @@
 
 Each method module decorates its Scheme with `@register(name, wire_id=..., rules=..., **fields)`;
 every module of this package is imported (lazily) to collect them, so a new method is one file.
+Methods of other packages are found through the entry-point group `lgc_testbed.methods`
+(ENTRY_POINT_GROUP): each entry point names a module (or an object in one) whose import
+registers its methods with the same decorator; their options go through the same schema.
+Wire ids: 0..127 are this project's (OUR_IDS), 128..254 are for methods from other packages
+(OUTSIDE_IDS); an outside method whose id or name is taken is refused (`PluginMethodError`).
 The wire id is pinned by every method and set on the class (`Scheme.wire_id`), which is what a
 method hands the codec. What reads the registry: the config validator (option fields and
 rules), the contract tests, the results tables and the benchmarks (`names()`).
@@ -9,6 +14,7 @@ rules), the contract tests, the results tables and the benchmarks (`names()`).
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import pkgutil
 from typing import Any
 
@@ -24,8 +30,18 @@ RULES: dict[str, tuple[Rule, ...]] = {}   # per method, the rules between its op
 KNOWN_GOOD: dict[str, dict[str, object]] = {}
 SCHEMES: dict[str, type[Scheme]] = {}
 WIRE_IDS: dict[str, int] = {}
+ORIGINS: dict[str, str] = {}   # per method, where it comes from (`testbed methods`)
 FIRST_FREE_ID = 65   # shipped methods hold 0..12 and 64 (scalecom); new ones pick from here
+OUR_IDS = range(0, 128)        # methods of nodes/compression/
+OUTSIDE_IDS = range(128, 255)  # methods of other packages (entry points); 255 stays unused
+ENTRY_POINT_GROUP = "lgc_testbed.methods"
 _loaded = False
+_load_error: Exception | None = None
+_entry_point: str | None = None   # while an entry point loads: "dist version (group name = value)"
+
+
+class PluginMethodError(OptionError):
+    """A method of another package whose registration clashes (exit 2 at the CLI)."""
 
 
 def collective_field(cls: type[Scheme]) -> Field:
@@ -44,6 +60,8 @@ def register(name: str, *, wire_id: int, known_good: dict | None = None, rules: 
     `known_good`: {"section.key": value} the method trains with where a file written for another
     method would not (see KNOWN_GOOD). `rules`: lgc_schema.Rule checks between its options."""
     taken = {i: n for n, i in WIRE_IDS.items() if n != name}
+    if _entry_point is not None:
+        _check_outside(name, wire_id, taken)
     if isinstance(wire_id, bool) or not isinstance(wire_id, int) or not 0 <= wire_id < 255 \
             or wire_id in taken:
         raise ValueError(f"method {name!r}: wire_id = {wire_id!r}: must be an integer in 0..254 "
@@ -56,25 +74,68 @@ def register(name: str, *, wire_id: int, known_good: dict | None = None, rules: 
         RULES[name] = tuple(rules)
         WIRE_IDS[name] = wire_id
         KNOWN_GOOD[name] = dict(known_good or {})
+        ORIGINS[name] = _entry_point or _origin_of(cls.__module__)
         return cls
     return deco
 
 
+def _origin_of(module: str) -> str:
+    if module.startswith("nodes.compression."):
+        return f"built-in ({module.replace('.', '/')}.py)"
+    return f"module {module}"
+
+
+def _check_outside(name: str, wire_id: Any, taken: dict[int, str]) -> None:
+    """An entry point's method: its name new, its wire id free and in OUTSIDE_IDS."""
+    where = f"method {name!r} of {_entry_point}"
+    if name in SCHEMES:
+        raise PluginMethodError("compression.method", name, message=(
+            f"{where}: compression.method = {name!r} is taken by {ORIGINS.get(name, 'another')}; "
+            f"expected a name of its own"))
+    if isinstance(wire_id, bool) or not isinstance(wire_id, int) or wire_id not in OUTSIDE_IDS \
+            or wire_id in taken:
+        holder = f" (held by {taken[wire_id]!r})" if wire_id in taken else ""
+        raise PluginMethodError("wire_id", wire_id, message=(
+            f"{where}: wire_id = {wire_id!r}{holder}; expected a free integer in "
+            f"{OUTSIDE_IDS.start}..{OUTSIDE_IDS.stop - 1}, the range for methods of other packages"))
+
+
 def unregister(name: str) -> None:
     """Forget a method (tests that register a toy one clean up with this)."""
-    for table in (SCHEMES, METHODS, RULES, WIRE_IDS, KNOWN_GOOD):
+    for table in (SCHEMES, METHODS, RULES, WIRE_IDS, KNOWN_GOOD, ORIGINS):
         table.pop(name, None)
 
 
 def load_all() -> None:
-    """Import every module of nodes.compression once; the decorators fill the tables."""
-    global _loaded
+    """Import every module of nodes.compression once, then every entry point of
+    ENTRY_POINT_GROUP; the decorators fill the tables. A clash raised once is raised again on
+    every later call (the modules are imported by then, their decorators will not run again)."""
+    global _loaded, _load_error, _entry_point
+    if _load_error is not None:
+        raise _load_error
     if _loaded:
         return
     _loaded = True
     for mod in pkgutil.iter_modules(nodes.compression.__path__):
         if not mod.name.startswith("_"):
             importlib.import_module(f"nodes.compression.{mod.name}")
+    for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP),
+                     key=lambda e: (e.name, e.value)):
+        dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "an unnamed package"
+        _entry_point = f"{dist} (entry point {ep.name} = {ep.value})"
+        try:
+            ep.load()
+        except PluginMethodError as e:
+            _load_error = e
+            raise
+        except Exception as e:   # the package's own import failed
+            _load_error = PluginMethodError(ENTRY_POINT_GROUP, ep.name, message=(
+                f"entry point {ENTRY_POINT_GROUP} {ep.name} = {ep.value!r} of {dist}: importing "
+                f"it raised {type(e).__name__}: {' '.join(str(e).split())}; expected a module "
+                f"that registers its methods with nodes.compression.registry.register"))
+            raise _load_error from None
+        finally:
+            _entry_point = None
 
 
 def methods() -> dict[str, dict[str, Field]]:
@@ -82,8 +143,15 @@ def methods() -> dict[str, dict[str, Field]]:
     return METHODS
 
 
+def origin(method: str) -> str:
+    """Where a registered method comes from: built-in (its file), a package's entry point, or
+    the module that registered it."""
+    load_all()
+    return ORIGINS.get(method, "unknown")
+
+
 def names() -> list[str]:
-    """Registered method names, shipped ones in wire-id order."""
+    """Registered method names, in wire-id order (ours, then other packages')."""
     load_all()
     return sorted(SCHEMES, key=WIRE_IDS.__getitem__)
 

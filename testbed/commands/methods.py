@@ -1,6 +1,7 @@
-"""`testbed methods [NAME]`: the registered compression methods, their collectives and their
-options (type, default, what is allowed, help), read from the registry and its schema Fields:
-what `[compression]` accepts, without reading the source."""
+"""`testbed methods [NAME]`: the registered compression methods, their collectives, their
+options (type, default, what is allowed, help) and where each comes from (built in, or another
+package's entry point), read from the registry and its schema Fields: what `[compression]`
+accepts, without reading the source."""
 from __future__ import annotations
 
 import difflib
@@ -35,7 +36,7 @@ def collectives_text(cls) -> str:
 
 
 def listing() -> list[str]:
-    from nodes.compression.registry import METHODS, SCHEMES, names
+    from nodes.compression.registry import METHODS, SCHEMES, names, origin
 
     out = []
     width = max(map(len, names()))
@@ -44,12 +45,13 @@ def listing() -> list[str]:
                    f"{summary(SCHEMES[name])}")
         opts = [k for k in METHODS[name] if k != "collective"]
         out.append(f"{'':<{width}}  options: {', '.join(opts) or '-'}")
+        out.append(f"{'':<{width}}  from: {origin(name)}")
     out.append("`testbed methods NAME` lists a method's options: type, default, allowed values, help")
     return out
 
 
 def details(name: str) -> list[str]:
-    from nodes.compression.registry import KNOWN_GOOD, METHODS, SCHEMES, names
+    from nodes.compression.registry import KNOWN_GOOD, METHODS, SCHEMES, names, origin
 
     if name not in names():
         close = difflib.get_close_matches(name, names(), n=1)
@@ -57,7 +59,8 @@ def details(name: str) -> list[str]:
         raise UserError(f"methods: no method {name!r}{hint}; known: {', '.join(names())}")
     cls = SCHEMES[name]
     out = [f"{name}: {summary(cls)}",
-           f"collectives: {collectives_text(cls)}", "options ([compression] KEY = VALUE):"]
+           f"collectives: {collectives_text(cls)}", f"from: {origin(name)}",
+           "options ([compression] KEY = VALUE):"]
     rows = []
     for key, field in METHODS[name].items():
         default = "required" if field.required else repr(field.default)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from testbed import checkpoint
 from testbed.commands import add_store_arg, open_store
-from testbed.commands.run import build_experiment, run_experiment
+from testbed.api import build_experiment, run_experiment
 from testbed.config import config_from_stored
 from testbed.errors import UserError
 from testbed.launcher import RunSpec, launch_torchrun

@@ -16,6 +16,8 @@ What is added to a line, and why:
   - `testbed control` steers a run: a quickstart run is started in the background first and
     the control must be applied by it.
 A line fails the test on a non-zero exit status (or a server that never answers).
+The README's ```python blocks are run whole, each by the venv's python in the same copy, after
+the command lines; the block sets its own small budget.
 """
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ def readme_lines() -> list[str]:
 
 
 LINES = readme_lines()
+PYTHON_BLOCKS = re.findall(r"^```python\n(.*?)^```", README.read_text(encoding="utf-8"), re.S | re.M)
 
 
 def free_port() -> int:
@@ -176,3 +179,14 @@ def test_readme_line_runs(line, copy):
         proc = subprocess.run(["bash", "-c", cmd], cwd=copy, env=env_for(copy, **extra),
                               capture_output=True, text=True, timeout=800)
         assert proc.returncode == 0, f"{cmd!r} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=[f"python-{i}" for i in range(len(PYTHON_BLOCKS))])
+def test_readme_python_block_runs(block, copy):
+    proc = subprocess.run([sys.executable, "-c", block], cwd=copy, env=env_for(copy),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"{block}\nexited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+
+
+def test_the_readme_has_a_python_block():
+    assert any("from testbed import api" in b for b in PYTHON_BLOCKS)

@@ -20,7 +20,7 @@ from testbed.experiment import Experiment
 from testbed.network import build_network
 from testbed.store import Store
 from testbed.transport import EmulatedTransport
-from tests.nodes.compression.memory_spy import record_compensated
+from nodes.compression.testing import record_compensated
 
 
 class DropOne:

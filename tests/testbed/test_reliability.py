@@ -239,6 +239,119 @@ def test_other_mistakes_are_one_line_exit_2_and_no_store_is_made(tiny_experiment
     assert not db.exists()  # a refused run leaves no store behind
 
 
+# ------------------------------------------------------------------ a user's own objects
+USER_OBJECTS = """
+import torch
+from torch import nn
+NUMBER = 3
+def text(input_shape, num_classes):
+    return "not a module"
+def uneven():
+    return {"train": (torch.zeros(5, 4), torch.zeros(4, dtype=torch.long)),
+            "test": (torch.zeros(2, 4), torch.zeros(2, dtype=torch.long)), "num_classes": 2}
+def beyond():
+    return {"train": (torch.zeros(3, 4), torch.tensor([0, 1, 12])),
+            "test": (torch.zeros(2, 4), torch.zeros(2, dtype=torch.long)), "num_classes": 10}
+"""
+
+
+@pytest.mark.parametrize("sets,words", [
+    (['model.name="absent_pkg.models:Net"'],
+     "model.name = 'absent_pkg.models:Net': module 'absent_pkg.models' cannot be imported"),
+    (['model.name="{dir}/user.py:NUMBER"'], "user.py:NUMBER': names a int, which is not callable"),
+    (['model.name="{dir}/user.py:text"'], "the factory returned a str; expected a torch.nn.Module"),
+    (['data.dataset="{dir}/user.py:uneven"'],
+     "the train split has 5 inputs but 4 labels; expected as many labels as inputs"),
+    (['data.dataset="{dir}/user.py:beyond"'],
+     "a train label is 12; expected labels in 0..9 (num_classes = 10)"),
+], ids=["factory-not-importable", "not-callable", "not-a-module", "splits-disagree", "label-out-of-range"])
+def test_a_users_model_or_loader_that_does_not_fit_is_one_line_exit_2(tiny_experiment, tmp_path,
+                                                                     capsys, sets, words):
+    (tmp_path / "user.py").write_text(USER_OBJECTS)
+    path, db = tiny_experiment(iterations=2), tmp_path / "new.db"
+    argv = ["run", path, "--store", db, "--quiet"]
+    for s in sets:
+        argv += ["--set", s.format(dir=tmp_path)]
+    code, _, err = cli(argv, capsys)
+    assert code == 2 and words in one_line(err), err
+    assert not db.exists()
+
+
+PLUGIN = """
+from nodes.compression.registry import register
+from nodes.compression.templates import DenseScheme
+
+@register({name!r}, wire_id={wire_id})
+class Outside(DenseScheme):
+    pass
+"""
+
+
+@pytest.fixture
+def outside_methods(tmp_path, monkeypatch):
+    """Install packages with `lgc_testbed.methods` entry points on sys.path (a dist-info
+    folder is what pip leaves), the registry loading afresh and restored afterwards."""
+    from nodes.compression import registry
+
+    registry.load_all()
+    tables = (registry.SCHEMES, registry.METHODS, registry.RULES, registry.WIRE_IDS,
+              registry.KNOWN_GOOD, registry.ORIGINS)
+    saved = [dict(t) for t in tables]
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(registry, "_loaded", False)
+    monkeypatch.setattr(registry, "_load_error", None)
+    made = []
+
+    def install(dist: str, name: str, wire_id: int) -> None:
+        module = f"{dist}_methods"
+        (site / f"{module}.py").write_text(PLUGIN.format(name=name, wire_id=wire_id))
+        info = site / f"{dist}-0.1.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+        (info / "entry_points.txt").write_text(f"[lgc_testbed.methods]\n{name} = {module}\n")
+        made.append(module)
+
+    yield install
+    for table, old in zip(tables, saved):
+        table.clear()
+        table.update(old)
+    for module in made:
+        sys.modules.pop(module, None)
+
+
+@pytest.mark.parametrize("plugins,words", [
+    ([("reuser", "topk", 150)], "method 'topk' of reuser 0.1 (entry point topk = reuser_methods): "
+                                "compression.method = 'topk' is taken by built-in"),
+    ([("squatter", "squat", 7)], "wire_id = 7 (held by 'signsgd'); expected a free integer in "
+                                 "128..254, the range for methods of other packages"),
+    ([("first", "one", 150), ("second", "two", 150)], "method 'two' of second 0.1 (entry point two "
+                                                      "= second_methods): wire_id = 150 (held by 'one')"),
+], ids=["name-taken", "wire-id-ours", "wire-id-of-another-package"])
+def test_an_outside_method_that_clashes_is_one_line_exit_2(tiny_experiment, tmp_path, capsys,
+                                                           outside_methods, plugins, words):
+    for dist, name, wire_id in plugins:
+        outside_methods(dist, name, wire_id)
+    path, db = tiny_experiment(iterations=2), tmp_path / "new.db"
+    code, _, err = cli(["run", path, "--store", db, "--quiet"], capsys)
+    assert code == 2 and words in one_line(err), err
+    assert not db.exists()
+    code, _, err = cli(["methods"], capsys)   # said again, not half a listing
+    assert code == 2 and words in one_line(err), err
+
+
+def test_an_outside_method_in_its_range_is_listed_with_its_origin(outside_methods, capsys):
+    outside_methods("fine", "fine_dense", 131)
+    code, out, _ = cli(["methods"], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("fine_dense "))
+    assert lines[row + 2].split() == ["from:", "fine", "0.1", "(entry", "point", "fine_dense", "=",
+                                      "fine_methods)"]
+    assert lines[row - 1].split()[0] == "from:"   # listed after ours, in wire-id order
+
+
 CERTAIN_LOSS = '{ model = "bernoulli", p = 1.0 }'
 
 

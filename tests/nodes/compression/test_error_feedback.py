@@ -17,7 +17,7 @@ from nodes.data import load_dataset
 from nodes.models import build_model
 from nodes.partition import split
 from nodes.workers import WorkerPool, param_shapes
-from tests.nodes.compression.memory_spy import record_compensated
+from nodes.compression.testing import assert_error_feedback, check_error_feedback, record_compensated
 
 W, PAYLOAD = 4, 1400
 
@@ -100,13 +100,7 @@ def test_what_a_worker_had_is_what_was_credited_plus_what_it_keeps(method, extra
     params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     for it in range(4):
         grads, _ = pool.gradients(params)
-        agg, _ = run_exchange(s, it, grads)
-        kept = torch.stack([s.memory.residuals[w] for w in range(W)]).mean(0)
-        orig = torch.stack([had[w] for w in range(W)]).mean(0)
-        scale = float(orig.abs().max())
-        assert scale > 0
-        assert torch.allclose(orig, agg + kept, atol=1e-5 * scale, rtol=0), method
-        assert float((orig - kept).norm()) > 0  # something was sent: the test is not vacuous
+        agg = assert_error_feedback(s, had, it, grads)   # also: something was sent
         params = params - 0.05 * agg   # train on, so later gradients meet a non-empty memory
 
 
@@ -183,3 +177,22 @@ def test_federated_clients_keep_their_memory_and_the_invariant_holds(method, poo
         params = params - 0.05 * agg
     assert came_back == 7   # 10 draws, 3 of them first-timers
     assert any(float(t.abs().sum()) > 0 for snaps in ends.values() for t in snaps if t is not None)
+
+
+@pytest.mark.parametrize("method", ["topk", "signsgd"])
+def test_the_exported_check_runs_on_random_gradients(method):
+    """What a plugin author calls: the same invariant on seeded random gradients."""
+    check_error_feedback(method, options(method))
+
+
+def test_the_exported_check_fails_a_memory_that_forgets():
+    """A memory that drops what was not sent breaks the invariant, and the check says so."""
+    s = build_scheme("topk", {"ratio": 0.1, "downlink": "f32"}, n_workers=2, shapes=[(200,)],
+                     payload_bytes=PAYLOAD)
+    had = record_compensated(s)
+    update = s.memory.update_sparse
+    s.memory.update_sparse = lambda w, p, i, v, *a, **k: (update(w, p, i, v, *a, **k),
+                                                          s.memory.residuals[w].zero_())
+    g = torch.Generator().manual_seed(1)
+    with pytest.raises(AssertionError, match="differs from aggregate"):
+        assert_error_feedback(s, had, 0, [torch.randn(200, generator=g) for _ in range(2)])

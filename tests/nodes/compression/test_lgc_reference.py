@@ -10,7 +10,7 @@ from nodes.compression.lgc_autoencoder import GradientAutoencoder
 from nodes.compression.lgc_messages import KIND_INDICES, KIND_INNOVATION, by_kind
 from nodes.compression.lgc_trainer import AETrainer
 from nodes.compression.registry import build_scheme
-from tests.nodes.compression.memory_spy import record_compensated
+from nodes.compression.testing import record_compensated
 
 N, n = 3, 200
 

@@ -1,0 +1,279 @@
+"""The testbed from Python (scripts, notebooks): what `testbed run` does, as calls.
+
+    from testbed import api
+
+    cfg = api.load("experiments/quickstart.toml", {"run.iterations": 50})   # or a dict of tables
+    run = api.run(cfg, store="runs.db")            # model=nn.Module, dataset=... optional
+    run.id, run.status                             # the run in the store
+    run.rows("evals")                              # list of dicts, as `testbed export` has them
+    run.column("evals", "test_accuracy")           # one column as a numpy array
+    run.export()                                   # the whole run, `testbed export --format json`'s dict
+
+`load` takes an experiment file, a dict of its tables or a loaded config, and overrides as
+`--set` strings or a dict {"key.path": value}; mistakes raise the CLI's ConfigError (one line).
+`run` runs in this process (or under torchrun for a file, `launcher="torchrun"`), writes the
+store as `testbed run` does and returns a `Run`; `open_run(store, name_or_id)` gets an earlier
+one. `testbed run` is this module's `load` and `run_spec` with a progress bar.
+
+A model object (`model=`) is trained in place; a data set object (`dataset=`) is what a loader
+returns (a dict with "train", "test", "num_classes", or a nodes.data.Dataset) or a loader
+function. Their stored configuration names them `"<given>:Type"`: such a run cannot be resumed
+from another process.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import math
+import sqlite3
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from channels.errors import DeliveryError
+from lgc_schema import OptionError
+from nodes.plugins import give
+from testbed.commands.export import write_csv
+from testbed.config import ConfigError, ExperimentConfig, config_from_raw, load_config
+from testbed.errors import RunFailed, SetupError, UserError
+from testbed.launcher import RunSpec, launch_torchrun
+from testbed.progress import progress_printer, summary_line
+from testbed.store import Store
+
+TABLES = ("iterations", "evals", "nodes", "links", "events", "controls")
+
+
+# ------------------------------------------------------------------------ configurations
+def load(source: str | Path | dict | ExperimentConfig,
+         overrides: list[str] | tuple[str, ...] | dict[str, Any] = (), *,
+         name: str | None = None, base: str | Path = ".") -> ExperimentConfig:
+    """A validated configuration from a file, a dict of tables or a config; `overrides` as
+    `--set` strings or {"key.path": value}; `name`: the run's name. A dict's relative files are
+    looked up from the working directory, then in `base`."""
+    sets = as_overrides(overrides)
+    if name:
+        sets.append(f"run.name={toml_literal(name)}")
+    if isinstance(source, ExperimentConfig):
+        if not sets:
+            return copy.deepcopy(source)
+        return config_from_raw(_stored(source), sets, base=base, source=source.source)
+    if isinstance(source, dict):
+        return config_from_raw(source, sets, base=base, source="<dict>")
+    if isinstance(source, (str, Path)):
+        return load_config(source, sets)
+    raise ConfigError("source", type(source).__name__,
+                      "an experiment file path, a dict of tables or an ExperimentConfig")
+
+
+def _stored(cfg: ExperimentConfig) -> dict:
+    """A config's tables as a file would hold them (unset keys left out)."""
+    def set_keys(x):
+        if isinstance(x, dict):
+            return {k: set_keys(v) for k, v in x.items() if v is not None}
+        return [set_keys(v) for v in x] if isinstance(x, list) else x
+    return set_keys(copy.deepcopy(cfg.as_dict()))
+
+
+def as_overrides(overrides) -> list[str]:
+    if isinstance(overrides, dict):
+        return [f"{k}={toml_literal(v)}" for k, v in overrides.items()]
+    if isinstance(overrides, str):
+        return [overrides]
+    return list(overrides or ())
+
+
+def toml_literal(value: Any) -> str:
+    """`value` as a TOML literal (what `--set KEY=VALUE` parses)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, float) and not math.isfinite(value):
+            return {math.inf: "inf", -math.inf: "-inf"}.get(value, "nan")
+        return repr(value)
+    if isinstance(value, (str, Path)):
+        return json.dumps(str(value))
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {toml_literal(v)}"
+                               for k, v in value.items()) + "}"
+    raise ConfigError("overrides", value, "a string, number, boolean, list or dict")
+
+
+# ------------------------------------------------------------------------ runs
+@dataclass(frozen=True)
+class Run:
+    """One run of a store: its id and name, and its rows read from the store when asked."""
+    store: str
+    id: int
+    name: str
+
+    def _read(self, fn):
+        with Store(self.store, readonly=True) as s:
+            return fn(s)
+
+    @property
+    def status(self) -> str:
+        return self._read(lambda s: s.run(self.id)["status"])
+
+    @property
+    def config(self) -> dict:
+        return self._read(lambda s: s.run(self.id)["config"])
+
+    def rows(self, table: str = "iterations") -> list[dict]:
+        """One table's rows as dicts (`TABLES`), as `testbed export` writes them."""
+        if table not in TABLES:
+            raise UserError(f"table = {table!r}: must be one of {', '.join(TABLES)}")
+        read = "node_iterations" if table == "nodes" else table
+        return self._read(lambda s: getattr(s, read)(self.id))
+
+    def column(self, table: str, key: str):
+        """One column of a table as a numpy array (None where a row has no value: NaN)."""
+        rows = self.rows(table)
+        if rows and key not in rows[0]:
+            raise UserError(f"column = {key!r}: not in {table}; allowed: {', '.join(rows[0])}")
+        return np.array([np.nan if r[key] is None else r[key] for r in rows])
+
+    def export(self) -> dict:
+        """The run and all its rows: the dict `testbed export --format json` prints."""
+        return self._read(lambda s: s.export(self.id))
+
+    def to_json(self, path: str | Path) -> Path:
+        Path(path).write_text(json.dumps(self.export(), indent=1, default=str))
+        return Path(path)
+
+    def to_csv(self, folder: str | Path) -> list[Path]:
+        """One CSV file per table in `folder` (`testbed export --format csv`)."""
+        return write_csv(self.export(), Path(folder))
+
+
+def open_run(store: str | Path, ref: int | str) -> Run:
+    """A run of a store by id or name (the newest of that name)."""
+    with Store(str(store), create=False, readonly=True) as s:
+        run = s.run(ref)
+    return Run(str(store), int(run["id"]), run["name"])
+
+
+def run(source: str | Path | dict | ExperimentConfig, *, store: str | Path = "runs.db",
+        overrides: list[str] | tuple[str, ...] | dict[str, Any] = (), name: str | None = None,
+        model=None, dataset=None, launcher: str = "local", nproc: int | None = None,
+        quiet: bool = True) -> Run:
+    """Run an experiment into `store`; the Run. A user's mistake raises a UserError (one line,
+    nothing written), a run that fails RunFailed (the store holds it, marked failed)."""
+    if launcher not in ("local", "torchrun"):
+        raise UserError(f"launcher = {launcher!r}: must be 'local' or 'torchrun'")
+    store = str(store)
+    if launcher == "torchrun":
+        if not isinstance(source, (str, Path)) or model is not None or dataset is not None:
+            raise UserError("launcher = 'torchrun': every rank loads the experiment from a file; "
+                            "expected an experiment file path and no model or dataset object")
+        spec = RunSpec(store=store, file=str(source), overrides=tuple(as_overrides(overrides)),
+                       name=name, launcher="torchrun", nproc=nproc, quiet=quiet)
+        run_spec(spec)
+        return open_run(store, name or load(source, overrides).run.name)
+    cfg = load(source, overrides, name=name)
+    if model is not None:
+        from torch import nn
+
+        if not isinstance(model, nn.Module):
+            raise UserError(f"model = {type(model).__name__}: must be a torch.nn.Module")
+        cfg.model.name, cfg.model.options = give(model), {}
+    if dataset is not None:
+        cfg.data.dataset = give(dataset)
+        if not callable(dataset):
+            cfg.data.options, cfg.data.root = {}, None
+    with opened_store(store) as st:
+        exp = build_experiment(cfg, st)
+        run_id = execute(exp, store, quiet=quiet)
+    return Run(store, run_id, cfg.run.name)
+
+
+def run_spec(spec: RunSpec) -> int:
+    """The run `spec` asks for (what `testbed run` does), in this process or under torchrun;
+    prints its summary line; its exit code."""
+    cfg = load(spec.file, spec.overrides, name=spec.name)
+    if spec.launcher == "torchrun":
+        return launch_torchrun(spec, cfg)
+    with opened_store(spec.store) as store:
+        exp = build_experiment(cfg, store)
+        return run_experiment(exp, store, spec)
+
+
+# ------------------------------------------------------------------------ the parts
+def build_experiment(cfg: ExperimentConfig, store: Store):
+    """The Experiment of `cfg`; what its set-up refuses is the user's (SetupError, exit 2)."""
+    from testbed.experiment import ExperimentError
+    from testbed.federated import experiment_class
+
+    try:
+        return experiment_class(cfg)(cfg, store)
+    except (ExperimentError, ValueError, FileNotFoundError) as e:
+        raise SetupError(f"{cfg.source}: {e}") from e
+
+
+def run_failures() -> tuple[type, ...]:
+    """Errors with which a started run fails for a reason it names (exit 1, one line); any
+    other exception in a run is a bug and stays a traceback. An OptionError here is a setting
+    the link layer finds it cannot carry only once the run sends (e.g. network.engine = "fast"
+    for a multi-hop call over a fading link): the run was made, so it failed (exit 1)."""
+    from nodes.compression.base import GradientError
+    from testbed.experiment import ExperimentError
+    from testbed.transport import TransportError
+
+    return (ExperimentError, DeliveryError, GradientError, TransportError, OptionError)
+
+
+@contextlib.contextmanager
+def opened_store(path: str):
+    """The store at `path`; if it did not exist and the block fails before a run began, the
+    files made for it are removed again (a refused run leaves no trace)."""
+    new = not Path(path).exists()
+    store = Store(path)
+    try:
+        yield store
+    except BaseException:
+        try:
+            began = bool(store.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+            store.close()
+        except sqlite3.Error:  # the store itself broke: leave it as it is for the user to see
+            began = True
+        if new and not began:
+            for suffix in ("", "-wal", "-shm"):
+                Path(path + suffix).unlink(missing_ok=True)
+        raise
+    store.close()
+
+
+def execute(exp, store_path: str, *, quiet: bool = True) -> int:
+    """Run a built Experiment, a progress bar unless `quiet`; its run id. A failure it names
+    is RunFailed (one line); Ctrl-C or SIGTERM leaves the run stopped, rows flushed."""
+    update, close = progress_printer(exp.iterations, quiet)
+    exp.progress = update
+    try:
+        run_id = exp.run()
+    except KeyboardInterrupt:  # SIGINT or SIGTERM: the run is marked stopped, rows flushed
+        close()
+        print(f"run {exp.run_id} stopped; rows so far are in {store_path}", file=sys.stderr)
+        raise
+    except run_failures() as e:  # the run is already marked failed in the store
+        close()
+        raise RunFailed(f"run {exp.run_id} failed: {e}") from e
+    except BaseException:
+        close()
+        raise
+    close()
+    return run_id
+
+
+def run_experiment(exp, store: Store, spec: RunSpec) -> int:
+    """`execute` with the CLI's summary line; exit code 0."""
+    wall = time.perf_counter()
+    run_id = execute(exp, spec.store, quiet=spec.quiet)
+    line = summary_line(store, run_id, exp.cfg.run.name)
+    print(f"{line}, wall time {time.perf_counter() - wall:.1f} s -> {spec.store}")
+    return 0
