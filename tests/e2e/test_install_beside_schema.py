@@ -22,7 +22,9 @@ OURS = ("testbed", "channels", "nodes", "dashboards", "lgc_schema")
 def test_pypi_schema_is_there_and_is_not_ours():
     schema = pytest.importorskip("schema", reason="PyPI's schema (the test extra) is not installed")
     assert hasattr(schema, "Schema") and hasattr(schema, "SchemaError")
-    assert ROOT not in Path(schema.__file__).resolve().parents
+    # PyPI's distribution (in site-packages, wherever the venv lives), not a folder of ours
+    assert "site-packages" in Path(schema.__file__).resolve().parts
+    assert importlib.metadata.packages_distributions().get("schema") == ["schema"]
     assert not (ROOT / "schema").exists()
 
 
