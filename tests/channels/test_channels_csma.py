@@ -175,6 +175,29 @@ def test_a_station_that_heard_a_collision_waits_eifs(engine):
 
 
 @pytest.mark.parametrize("engine", ["fast", "simpy"])
+@pytest.mark.parametrize("frames", [2, 3])
+def test_with_preamble_detection_no_one_decodes_a_collision_and_the_others_wait_difs(engine, frames):
+    # The trace above with ns-3's default PHY: w0 and w1 (and w2) collide at 45 us, DATA ends at
+    # 169; equal-power preambles stand 0 dB (-3 dB) above each other, under the 4 dB a receiver
+    # needs to lock onto one, so the last station heard energy only: it counts from 169 + DIFS =
+    # 203, its 4 slots end at 239 and its DATA at 363 (without detection: EIFS, 263, 299, 423).
+    # It draws nothing (its stream holds one value).
+    workers = frames + 1
+    table = validate_network({"sharing": "csma", "csma": {"preamble_detection": True}})["csma"]
+    g = build_topology({"topology": "star", "workers": workers, "medium": "shared", "sharing": "csma",
+                        "link": {"bandwidth_mbps": 8.0, "delay_ms": 0.0}}, 0)
+    net = Network(g, medium="shared", sharing="csma", engine=engine, rng=np.random.default_rng(0), csma=table)
+    cell = net._medium(("cell", "server"))
+    names = [f"w{i}" for i in range(workers)]
+    for i, w in enumerate(names[:-1]):
+        cell.csma_streams[w] = FixedStream([u(1, 15), u(20 + i, 31)])
+    cell.csma_streams[names[-1]] = FixedStream([u(5, 15)])
+    rep = net.gather({w: [60] for w in names}, "server", at=0.0)
+    assert float(rep.flows[-1].arrival_s[0]) == pytest.approx(363e-6, abs=1e-12)
+    assert cell.csma_streams[names[-1]].pos == 1
+
+
+@pytest.mark.parametrize("engine", ["fast", "simpy"])
 @pytest.mark.parametrize("draw, waits", [(0.1, "eifs"), (0.9, "difs")])
 def test_after_three_frames_collide_each_other_station_draws_eifs_or_difs(engine, draw, waits):
     # w0, w1, w2 collide at 45 us (DATA 124 us, ends 169); w3 saw the slot ending at 45 (5 -> 4
@@ -251,7 +274,7 @@ def test_csma_keys_are_validated_with_one_line_errors():
     assert out["csma"] == {"slot_us": 9.0, "sifs_us": 16.0, "difs_us": 34.0, "cw_min": 15, "cw_max": 1023,
                            "phy_header_us": 20.0, "ack_bytes": 14, "retry_limit": 7, "basic_rate_mbps": 24.0,
                            "symbol_us": 4.0, "ack_timeout_us": 45.0, "eifs_us": 94.0, "cca_us": 4.0,
-                           "eifs_frames": 2, "eifs_share": 0.71}
+                           "preamble_detection": False, "eifs_frames": 2, "eifs_share": 0.71}
     for table, key, words in [({"cw_min": 31, "cw_max": 15}, "network.csma.cw_max", ">= cw_min (31)"),
                               ({"slot_us": 0}, "network.csma.slot_us", "> 0"),
                               ({"cw_mn": 3}, "network.csma.cw_mn", "did you mean 'network.csma.cw_min'"),
@@ -293,11 +316,11 @@ def test_multi_hop_through_a_csma_cell_runs_on_simpy():
         fast.transfer("w0", "w1", [1460] * 3, at=0.0)
 
 
-@pytest.mark.parametrize("delivery", ["reliable", "best_effort"])
-def test_many_stations_agree_while_the_fast_loop_resumes(monkeypatch, delivery):
+@pytest.mark.parametrize("delivery, preamble", [("reliable", False), ("best_effort", False), ("reliable", True)])
+def test_many_stations_agree_while_the_fast_loop_resumes(monkeypatch, delivery, preamble):
     # 20 stations contend (collisions of several frames at once), 30% loss, MAC retry limit 3 so
     # that ARQ takes frames over, then the access point's group frames and an all-gather through
-    # it. The fast engine starts with one peeked value per stream and one row of room and stops
+    # it; with and without preamble detection. The fast engine starts with one peeked value per stream and one row of room and stops
     # for more each time it runs out; the reports must still be the SimPy engine's exactly.
     for name, value in (("PEEK", 0), ("MIN_PEEK", 1), ("ROWS", 0), ("MIN_ROWS", 1)):
         monkeypatch.setattr(csma_fast, name, value)
@@ -310,7 +333,7 @@ def test_many_stations_agree_while_the_fast_loop_resumes(monkeypatch, delivery):
     for engine in ("fast", "simpy"):
         net = make_net(workers=20, medium="shared", sharing="csma", engine=engine, seed=5, delivery=delivery,
                        retry_limit=60, loss={"model": "bernoulli", "p": 0.3}, delay_ms=0.2)
-        net.csma = net.csma.__class__(retry_limit=3)
+        net.csma = net.csma.__class__(retry_limit=3, preamble_detection=preamble)
         g = net.gather(sends, "server", at=0.0)
         b = net.broadcast("server", list(sends), [1000] * 6, at=g.end_s)
         ag = net.allgather({w: [300] * 2 for w in list(sends)[:6]}, at=b.end_s)

@@ -1,11 +1,14 @@
 // The project's 802.11a cell as ns-3.37 sees it (our own scenario against ns-3's API).
 //
-//   cell dcf N SECONDS WARMUP SEED   N saturated stations send to one sink: plain DCF (non-QoS
+//   cell dcf N SECONDS WARMUP SEED [PREAMBLE]
+//                                    N saturated stations send to one sink: plain DCF (non-QoS
 //                                    ad hoc MAC, so no beacons or association), no RTS/CTS,
 //                                    YansWifiPhy/YansWifiChannel, data 54 Mbit/s, basic rates
 //                                    6/12/24 Mbit/s (ACK at 24), 1536-byte MPDUs. Prints one JSON
 //                                    line: successes and DATA attempts in the measured window, and
-//                                    the whole run's successes and wall seconds.
+//                                    the whole run's successes and wall seconds. PREAMBLE 1 keeps
+//                                    ns-3's default PHY (its threshold preamble detection model);
+//                                    0 (the default) disables it.
 //   cell per BYTES                   The SNR (dB) at which a frame of BYTES sees 10% packet error,
 //                                    per 802.11ac MCS 0-8 (20 MHz, 800 ns GI, one stream), from
 //                                    ns-3's TableBasedErrorRateModel (its default) and NIST's.
@@ -17,9 +20,11 @@
 // CELL_CURVES=1 adds each MCS's PER-vs-SNR curve to `cell per`.
 //
 // The stations stand together 5 m from the sink, so every station hears every frame at the same
-// power. Preamble detection is disabled (ns-3 < 3.30 behaviour, and the standard's): a station
+// power. With preamble detection disabled (ns-3 < 3.30 behaviour, and the standard's) a station
 // locks onto any frame it hears, so two colliding frames are a reception that fails, and the
-// stations that did not transmit defer EIFS, as 802.11's DCF specifies.
+// stations that did not transmit defer EIFS, as 802.11's DCF specifies. With ns-3's default
+// threshold model (a preamble is detected when its SNR, interference included, is at least 4 dB)
+// equal-power colliding frames are never detected: the others see energy only and defer DIFS.
 #include "ns3/core-module.h"
 #include "ns3/mobility-module.h"
 #include "ns3/network-module.h"
@@ -103,7 +108,7 @@ TopUp(Ptr<WifiNetDevice> dev, Address to)
 }
 
 static int
-Dcf(uint32_t n, double seconds, double warmup, uint32_t seed)
+Dcf(uint32_t n, double seconds, double warmup, uint32_t seed, bool preamble)
 {
     RngSeedManager::SetSeed(1);
     RngSeedManager::SetRun(seed);
@@ -124,7 +129,8 @@ Dcf(uint32_t n, double seconds, double warmup, uint32_t seed)
     YansWifiChannelHelper channel = YansWifiChannelHelper::Default();
     YansWifiPhyHelper phy;
     phy.SetChannel(channel.Create());
-    phy.DisablePreambleDetectionModel();
+    if (!preamble)
+        phy.DisablePreambleDetectionModel();
     WifiMacHelper mac;
     mac.SetType("ns3::AdhocWifiMac", "QosSupported", BooleanValue(false));
     NetDeviceContainer sinkDev = wifi.Install(phy, mac, sink);
@@ -268,11 +274,12 @@ int
 main(int argc, char** argv)
 {
     if (argc >= 6 && !std::strcmp(argv[1], "dcf"))
-        return Dcf(std::atoi(argv[2]), std::atof(argv[3]), std::atof(argv[4]), std::atoi(argv[5]));
+        return Dcf(std::atoi(argv[2]), std::atof(argv[3]), std::atof(argv[4]), std::atoi(argv[5]),
+                   argc >= 7 && std::atoi(argv[6]) != 0);
     if (argc >= 3 && !std::strcmp(argv[1], "per"))
         return Per(std::atoi(argv[2]));
     if (argc >= 6 && !std::strcmp(argv[1], "burst"))
         return Burst(std::atoi(argv[2]), std::atoi(argv[3]), std::atof(argv[4]), std::atoi(argv[5]));
-    std::fprintf(stderr, "usage: cell dcf N SECONDS WARMUP SEED | cell per BYTES | cell burst COUNT BYTES PER SEED\n");
+    std::fprintf(stderr, "usage: cell dcf N SECONDS WARMUP SEED [PREAMBLE] | cell per BYTES | cell burst COUNT BYTES PER SEED\n");
     return 2;
 }

@@ -80,10 +80,11 @@ def radio_energy_defaults() -> dict[str, float]:
     return values
 
 
-def ns3_dcf(n: int, seconds: float, warmup: float = 0.5, seed: int = 1) -> dict:
+def ns3_dcf(n: int, seconds: float, warmup: float = 0.5, seed: int = 1, preamble: bool = False) -> dict:
     """ns-3's saturated cell of n stations: throughput and collided attempts per success over
-    `seconds` after `warmup`, and the whole run's wall seconds per successful frame."""
-    out = subprocess.run([str(build()), "dcf", str(n), str(seconds), str(warmup), str(seed)],
+    `seconds` after `warmup`, and the whole run's wall seconds per successful frame. `preamble`:
+    ns-3's default PHY (threshold preamble detection), else detection disabled."""
+    out = subprocess.run([str(build()), "dcf", str(n), str(seconds), str(warmup), str(seed), str(int(preamble))],
                          check=True, capture_output=True, text=True).stdout
     d = json.loads(out.strip().splitlines()[-1])
     ok = d["successes"]
@@ -92,14 +93,15 @@ def ns3_dcf(n: int, seconds: float, warmup: float = 0.5, seed: int = 1) -> dict:
             "wall_per_frame_s": d["wall_s"] / d["successes_all"]}
 
 
-def cell_table(n: int, engine: str = "fast") -> dict:
+def cell_table(n: int, engine: str = "fast", preamble: bool = False) -> dict:
     """The `[network]` table of the scenario as `testbed probe` validates it."""
     return validate_network({"workers": n, "medium": "shared", "sharing": "csma", "engine": engine,
+                             "csma": {"preamble_detection": preamble},
                              "link": {"bandwidth_mbps": RATE_MBPS, "delay_ms": 0.0, "mtu_bytes": MPDU,
                                       "header_bytes": MPDU - PAYLOAD}})
 
 
-def ours_dcf(n: int, frames: int, seed: int = 1) -> dict:
+def ours_dcf(n: int, frames: int, seed: int = 1, preamble: bool = False) -> dict:
     """The project's cell of n stations, `frames` frames in all, sent at once (a gather): the
     same figures, over the time every station still had frames."""
     rows = []
@@ -109,7 +111,7 @@ def ours_dcf(n: int, frames: int, seed: int = 1) -> dict:
         rows.append(list(zip(*cell.rows)) if cols is None else [np.asarray(c) for c in cols])
         return finish(cell, cols)
 
-    edge = build_network(cell_table(n), seed)
+    edge = build_network(cell_table(n, preamble=preamble), seed)
     net = edge.network
     per = max(frames // n, 1)
     csma.Cell.finish = keep
@@ -130,12 +132,13 @@ def ours_dcf(n: int, frames: int, seed: int = 1) -> dict:
             "frames": int((code == csma.OK).sum()), "wall_s": wall, "wall_per_frame_s": wall / int((code == csma.OK).sum())}
 
 
-def compare(ns=NS, seconds: float = 4.0, frames: int = 30000, seed: int = 1) -> list[dict]:
-    """ns-3 and ours side by side, one row per n."""
+def compare(ns=NS, seconds: float = 4.0, frames: int = 30000, seed: int = 1, preamble: bool = False) -> list[dict]:
+    """ns-3 and ours side by side, one row per n, with ns-3's preamble detection on (its default
+    PHY) and ours `preamble_detection = true`, or both off."""
     ours_dcf(2, 200)     # compile the numba loop first: the speed figures are steady-state
     out = []
     for n in ns:
-        a, b = ns3_dcf(n, seconds, seed=seed), ours_dcf(n, frames, seed=seed)
+        a, b = ns3_dcf(n, seconds, seed=seed, preamble=preamble), ours_dcf(n, frames, seed=seed, preamble=preamble)
         out.append({"n": n, "ns3": a, "ours": b, "throughput_gap": b["mbps"] / a["mbps"] - 1,
                     "collided_gap": (b["collided_per_success"] / a["collided_per_success"] - 1)
                     if a["collided_per_success"] else b["collided_per_success"],
