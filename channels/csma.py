@@ -39,7 +39,8 @@ standard's DCF as ns-3.37 implements it (non-QoS; checked against it by validati
   best effort reports it lost.
 - Group frames (the access point's broadcast) are sent once without ACK and without MAC
   retries; every station waits DATA + DIFS. Receivers that missed them get ARQ's repairs.
-- The MAC's ACK replaces the link's own `ack_bytes` airtime on the cell.
+- The MAC's ACK replaces the link's own `ack_bytes` airtime on the cell; it is the receiver's
+  transmission, airtime (`busy_s`) of the link back.
 
 The SimPy engine (`sim_medium`, the reference) visits every station's slot boundaries and counts
 down, calling `Cell.attempt` for the outcome of every attempt. The fast engine
@@ -365,13 +366,18 @@ class Cell:
                 st.collisions += int((code[sel] == COLLIDED).sum())
                 st.retries += int((stage[sel] > 0).sum())
                 st.retransmitted += int((att[sel] > 0).sum())
-                st.busy_s += float(air[sel].sum())
+                # DATA on this link; a success's ACK (after SIFS) on the link back
+                data = end[sel] - start[sel]
+                st.busy_s += float(data.sum())
+                st.header_s += sel.size * self.p.phy_header_s
                 if link.fading is not None:   # as state.record: the SNR each attempt started in
                     st.snr_db_sum += float((10 * np.log10(link.fading.snr(start[sel]))).sum())
                     st.snr_samples += sel.size
                 if not self.multicast[i] and link.v is not None and ok.size:
                     rst = self.stats.setdefault((link.v, link.u), LinkStats())
                     rst.bytes += ok.size * self.p.ack_bytes
+                    rst.busy_s += float((air[ok] - (end[ok] - start[ok]) - self.p.sifs_s).sum())
+                    rst.header_s += ok.size * self.p.phy_header_s
                 flow = q.flows[kk]
                 if q.first_hop:
                     flow.sent += sel.size

@@ -37,7 +37,10 @@ class LinkStats:
     packets: int = 0             # transmissions (CSMA: every attempt, collided ones included)
     lost: int = 0                # transmissions the loss model (or a relay's queue) dropped
     retransmitted: int = 0       # transmissions of packets resent by ARQ
-    busy_s: float = 0.0          # airtime of this link's transmissions (and their ACKs)
+    busy_s: float = 0.0          # airtime of this link's transmissions (dedicated links: and their ACKs;
+                                 # a CSMA cell's MAC ACKs are airtime of the link back)
+    header_s: float = 0.0        # CSMA: the PHY preambles and headers within busy_s (a receiver is
+                                 # CCA-busy, not receiving, during them: channels/energy.py)
     collisions: int = 0          # CSMA: attempts that collided with another station's
     retries: int = 0             # CSMA: MAC retransmissions (attempts after a frame's first)
     # Fading links: the SNR (dB) of the coherence block each transmission started in, summed,

@@ -132,8 +132,11 @@ def test_two_stations_backoff_trace_by_hand(engine):
         assert (st.packets, st.collisions, st.retries, st.lost) == (4, 1, 1, 0)
         assert rep.links[("server", w)].bytes == 3 * ACK_BYTES        # one ACK per success
         assert rep.nodes[w].packets_sent == 4 and rep.nodes[w].retransmissions == 1
-    # airtime: three successes (DATA + SIFS + ACK) and one collided DATA
-    assert rep.links[("w0", "server")].busy_s == pytest.approx((3 * 184 + 124) * us)
+    # airtime: four DATA (three successes, one collided), and three ACKs (44 us, 20 of them the
+    # PHY preamble and header) sent back
+    assert rep.links[("w0", "server")].busy_s == pytest.approx(4 * 124 * us)
+    assert rep.links[("server", "w0")].busy_s == pytest.approx(3 * 44 * us)
+    assert rep.links[("server", "w0")].header_s == pytest.approx(3 * 20 * us)
     assert cell.csma_streams["w0"].pos == 4 and cell.csma_streams["w1"].pos == 4   # only used draws taken
 
 
@@ -149,7 +152,8 @@ def test_the_ack_goes_at_the_basic_rate(engine):
     cell.csma_streams["w0"] = FixedStream([u(0, 15)])
     rep = net.gather({"w0": [1500]}, "server", at=0.0)
     assert float(rep.flows[0].arrival_s[0]) == pytest.approx(284e-6, abs=1e-12)
-    assert rep.links[("w0", "server")].busy_s == pytest.approx((248 + 16 + 28) * 1e-6)
+    assert rep.links[("w0", "server")].busy_s == pytest.approx(248e-6)      # DATA
+    assert rep.links[("server", "w0")].busy_s == pytest.approx(28e-6)       # the ACK, sent back
     assert cell.free_at == pytest.approx(362e-6, abs=1e-12)
 
 
