@@ -10,7 +10,11 @@ Figures per N: saturation throughput (payload Mbit/s) and collided attempts per 
 over its measured window and in ours while every station still has frames (until the first
 flow completes, as `testbed probe` reports `saturated_mbps`); and wall seconds per successful
 frame of each whole run (ns-3 in C++, ours in Python + numba), whose ratio is the speed-up.
-Where ns-3 is missing, `available()` says why in one line and nothing runs.
+Both PHY settings: ns-3 with its preamble detection disabled against our default `[network.csma]`,
+and ns-3's default PHY (threshold preamble detection) against `preamble_detection = true`. Then
+walks (walk.py): stations walking away from the access point, throughput and radio joules per
+1 s window and the wall time of each side. Where ns-3 is missing, `available()` says why in one
+line and nothing runs.
 `radio_energy_defaults()` builds `energy_defaults.cc` and reads the WiFi radio energy model's
 default currents, the source of channels/data/energy_profiles.toml's `ns3_wifi` radio.
 """
@@ -171,22 +175,12 @@ def per_thresholds(nbytes: int = 1500) -> list[dict]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", default=",".join(map(str, NS)), help="station counts, comma-separated")
-    ap.add_argument("--seconds", type=float, default=4.0, help="ns-3's measured window (simulated s)")
-    ap.add_argument("--frames", type=int, default=30000, help="frames in our gather")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args(argv)
-    why = available()
-    if why:
-        print(why)
-        return 0
-    rows = compare([int(x) for x in args.n.split(",")], args.seconds, args.frames, args.seed)
-    if args.json:
-        print(json.dumps({"dcf": rows, "burst": burst(), "per": per_thresholds()}, indent=1))
-        return 0
+PHYS = ((False, "preamble detection off (our default; ns-3 with DisablePreambleDetectionModel)"),
+        (True, "preamble detection on (ns-3's default PHY; ours preamble_detection = true)"))
+
+
+def print_dcf(rows: list[dict], title: str) -> None:
+    print(title)
     print(f"{'N':>3} {'ns-3 Mb/s':>10} {'ours':>8} {'gap':>7} {'ns-3 coll/succ':>15} {'ours':>7} {'gap':>7} "
           f"{'ns-3 us/frame':>14} {'ours':>7} {'ratio':>7}")
     for r in rows:
@@ -194,6 +188,37 @@ def main(argv=None) -> int:
         print(f"{r['n']:>3} {a['mbps']:>10.3f} {b['mbps']:>8.3f} {r['throughput_gap']:>+7.2%} "
               f"{a['collided_per_success']:>15.4f} {b['collided_per_success']:>7.4f} {r['collided_gap']:>+7.2%} "
               f"{a['wall_per_frame_s'] * 1e6:>14.1f} {b['wall_per_frame_s'] * 1e6:>7.2f} {r['speedup']:>6.0f}x")
+
+
+def main(argv=None) -> int:
+    from validation.ns3 import walk
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", default=",".join(map(str, NS)), help="station counts, comma-separated")
+    ap.add_argument("--seconds", type=float, default=4.0, help="ns-3's measured window (simulated s)")
+    ap.add_argument("--frames", type=int, default=30000, help="frames in our gather")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--walkers", default="1,3", help="walks: stations walking side by side, comma-separated")
+    ap.add_argument("--figure", default=None, help="also draw the walks as a PNG (headless Chromium) at this path")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    why = available()
+    if why:
+        print(why)
+        return 0
+    ns = [int(x) for x in args.n.split(",")]
+    dcf = {pre: compare(ns, args.seconds, args.frames, args.seed, preamble=pre) for pre, _ in PHYS}
+    walks = [walk.compare(stations=int(k), seed=args.seed) for k in args.walkers.split(",") if k]
+    if args.figure:
+        walk.figure(walks, args.figure)
+    if args.json:
+        print(json.dumps({"dcf": dcf[False], "dcf_preamble": dcf[True], "walks": walks, "burst": burst(),
+                          "per": per_thresholds()}, indent=1))
+        return 0
+    for pre, title in PHYS:
+        print_dcf(dcf[pre], title)
+    for w in walks:
+        walk.print_walk(w)
     b = burst()
     print(f"burst of {b['count']} x {b['bytes']} B at {RATE_MBPS:g} Mbit/s, PER {b['per']}: ns-3 "
           f"{b['ns3']['received']} received, last at {b['ns3']['last_arrival_s'] * 1e3:.3f} ms; ours "
