@@ -85,54 +85,37 @@ def test_n_1_and_2_do_not_depend_on_preamble_detection():
     assert a["frames"] == b["frames"] and a["collided_per_success"] == b["collided_per_success"]
 
 
-# The test's walk: from 120 m at 5 m/s through the 24, 18, 12, 9 and 6 Mbit/s bands to the break
-# (~276 m, where 6 Mbit/s meets 50% packet error) and a few seconds past it.
-WALK = dict(speed=5.0, d0=120.0, seconds=35.0, seed=1)
+# The test's walk: one station from 160 m at 5 m/s through the 18, 12, 9 and 6 Mbit/s bands to
+# the break (~286 m, where 6 Mbit/s meets 50% packet error) and past it. (`make validate-ns3` walks
+# from 40 m, and three stations too.)
+WALK = dict(speed=5.0, d0=160.0, seconds=28.0, seed=1)
 
 
 @pytest.fixture(scope="module")
-def walks():
-    return {k: walk.compare(stations=k, **WALK) for k in (1, 3)}
+def one():
+    return walk.compare(stations=1, **WALK)
 
 
-def test_a_walk_matches_ns3_window_by_window(walks):
-    """One station: throughput per 1 s window within 2% of ns-3 where the link holds, each
-    state's joules within 2% of the window's radio joules there, and the link breaks in the
-    same window (+-1)."""
-    r = walks[1]
-    held = [x for x in walk.gaps(r) if x["holds"]]
-    assert len(held) >= 15, held
+def test_a_walk_matches_ns3_window_by_window(one):
+    """Throughput per 1 s window within 2% of ns-3 where the link holds, each state's joules
+    within 2% of the window's radio joules there, and the link breaks in the same window (+-1)."""
+    held = [x for x in walk.gaps(one) if x["holds"]]
+    assert len(held) >= 12, held
     for x in held:
         assert abs(x["mbps"]) <= 0.02, x
         for k in walk.STATES:
             assert abs(x[k]) <= 0.02, (k, x)
-    assert r["break_s"]["ns3"] is not None and r["break_s"]["ours"] is not None
-    assert abs(r["break_s"]["ns3"] - r["break_s"]["ours"]) <= 1
-    # the rates went down the bands: 24 to 6 Mbit/s
-    assert r["rows"][0]["rate_mbps"] == 24.0 and r["rows"][-1]["rate_mbps"] == 6.0
+    assert one["break_s"]["ns3"] is not None and one["break_s"]["ours"] is not None
+    assert abs(one["break_s"]["ns3"] - one["break_s"]["ours"]) <= 1
+    # the rates went down the bands: 18 to 6 Mbit/s
+    assert one["rows"][0]["rate_mbps"] == 18.0 and one["rows"][-1]["rate_mbps"] == 6.0
 
 
-def test_three_stations_walking_together_match_ns3(walks):
-    """Three stations side by side: their contention makes one 1 s window's throughput vary by a
-    few percent on either side, so the bar is 5% a window and 1% over the windows where the link
-    holds; transmit joules the same; the same break window (+-1). (Receive joules differ: ns-3's
-    stations receive each other's frames, ours are charged only the ACKs addressed to them.)"""
-    r = walks[3]
-    held = [(x, row) for x, row in zip(walk.gaps(r), r["rows"]) if x["holds"]]
-    assert len(held) >= 15, held
-    for x, _ in held:
-        assert abs(x["mbps"]) <= 0.05, x
-        assert abs(x["tx"]) <= 0.02, x
-    assert sum(row["ours_mbps"] for _, row in held) == pytest.approx(sum(row["ns3_mbps"] for _, row in held), rel=0.01)
-    assert abs(r["break_s"]["ns3"] - r["break_s"]["ours"]) <= 1
-
-
-def test_walk_energy_is_ns3s_radio_energy_model(walks):
+def test_walk_energy_is_ns3s_radio_energy_model(one):
     """ns-3's per-state seconds times its currents and volts (the `ns3_wifi` radio) add up to what
     its WifiRadioEnergyModel counted, window by window."""
-    for r in walks.values():
-        for row in r["rows"]:
-            assert sum(row[f"ns3_{k}_j"] for k in walk.STATES) == pytest.approx(row["ns3_model_j"], rel=1e-6)
+    for row in one["rows"]:
+        assert sum(row[f"ns3_{k}_j"] for k in walk.STATES) == pytest.approx(row["ns3_model_j"], rel=1e-6)
 
 
 def test_the_802_11a_table_is_ns3s():

@@ -30,6 +30,7 @@
 #include "ns3/network-module.h"
 #include "ns3/point-to-point-module.h"
 #include "ns3/wifi-module.h"
+#include "cell_common.h"
 
 #include <chrono>
 #include <cmath>
@@ -40,9 +41,6 @@
 
 using namespace ns3;
 
-static const uint32_t MPDU = 1536;           // bytes on the air: 24 MAC + 8 LLC + 1500 + 4 FCS
-static const uint32_t PAYLOAD = MPDU - 36;   // what Send() is given
-static const uint32_t QUEUE_FILL = 50;       // frames kept in every station's MAC queue
 
 static uint64_t g_ok = 0, g_okAll = 0, g_tx = 0;
 static double g_from = 0, g_to = 0;
@@ -96,17 +94,6 @@ DataTx(Ptr<const Packet> p, double)
         g_tx++;
 }
 
-// Keeps a station saturated: its MAC queue never runs dry (checked every 5 ms, far less than
-// the time it takes to send QUEUE_FILL frames).
-static void
-TopUp(Ptr<WifiNetDevice> dev, Address to)
-{
-    Ptr<WifiMacQueue> q = dev->GetMac()->GetTxop()->GetWifiMacQueue();
-    for (uint32_t n = q->GetNPackets(); n < QUEUE_FILL; n++)
-        dev->Send(Create<Packet>(PAYLOAD), to, 0x0800);
-    Simulator::Schedule(MilliSeconds(5), &TopUp, dev, to);
-}
-
 static int
 Dcf(uint32_t n, double seconds, double warmup, uint32_t seed, bool preamble)
 {
@@ -147,13 +134,7 @@ Dcf(uint32_t n, double seconds, double warmup, uint32_t seed, bool preamble)
     mobility.Install(NodeContainer(sink, stations));
 
     NetDeviceContainer all(sinkDev, staDev);
-    for (uint32_t i = 0; i < all.GetN(); i++)
-    {
-        Ptr<WifiRemoteStationManager> m = DynamicCast<WifiNetDevice>(all.Get(i))->GetRemoteStationManager();
-        m->AddBasicMode(OfdmPhy::GetOfdmRate6Mbps());
-        m->AddBasicMode(OfdmPhy::GetOfdmRate12Mbps());
-        m->AddBasicMode(OfdmPhy::GetOfdmRate24Mbps());
-    }
+    AddBasicModes(all);
     Ptr<WifiNetDevice> s = DynamicCast<WifiNetDevice>(sinkDev.Get(0));
     s->GetMac()->TraceConnectWithoutContext("MacRx", MakeCallback(&SinkRx));
     if (g_log)
@@ -184,22 +165,6 @@ Dcf(uint32_t n, double seconds, double warmup, uint32_t seed, bool preamble)
                 n, seconds, warmup, seed, (unsigned long long)g_ok, (unsigned long long)g_tx,
                 (unsigned long long)g_okAll, g_to, wall, (unsigned long long)g_drops, PAYLOAD);
     return 0;
-}
-
-static double
-Threshold(Ptr<ErrorRateModel> model, WifiMode mode, const WifiTxVector& tv, uint64_t bits, double per)
-{
-    double lo = -10, hi = 50;   // dB; success rate rises with SNR
-    for (int i = 0; i < 60; i++)
-    {
-        double mid = 0.5 * (lo + hi);
-        double ok = model->GetChunkSuccessRate(mode, tv, std::pow(10.0, mid / 10), bits);
-        if (1 - ok > per)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return 0.5 * (lo + hi);
 }
 
 static int

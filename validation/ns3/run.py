@@ -55,9 +55,9 @@ def available() -> str | None:
 
 
 def build(source: Path = SOURCE, libs=LIBS) -> Path:
-    """A compiled program of ours against ns-3, cached by the source's hash (a few seconds to
-    build once)."""
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    """A compiled program of ours against ns-3, cached by the hash of its source and the header
+    they share (a few seconds to build once)."""
+    digest = hashlib.sha256(source.read_bytes() + (HERE / "cell_common.h").read_bytes()).hexdigest()[:12]
     out = Path(os.environ.get("NS3_CELL_CACHE", Path(tempfile.gettempdir()) / "lgc-ns3-cell")) / digest / source.stem
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)

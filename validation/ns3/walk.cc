@@ -25,6 +25,7 @@
 #include "ns3/network-module.h"
 #include "ns3/propagation-module.h"
 #include "ns3/wifi-module.h"
+#include "cell_common.h"
 
 #include <chrono>
 #include <cmath>
@@ -39,9 +40,6 @@
 
 using namespace ns3;
 
-static const uint32_t MPDU = 1536;           // bytes on the air: 24 MAC + 8 LLC + 1500 + 4 FCS
-static const uint32_t PAYLOAD = MPDU - 36;   // what Send() is given
-static const uint32_t QUEUE_FILL = 50;
 
 struct Station
 {
@@ -105,15 +103,6 @@ SetRate(Ptr<WifiNetDevice> dev, double mbps)
     std::ostringstream mode;
     mode << "OfdmRate" << mbps << "Mbps";
     dev->GetRemoteStationManager()->SetAttribute("DataMode", StringValue(mode.str()));
-}
-
-static void
-TopUp(Ptr<WifiNetDevice> dev, Address to)
-{
-    Ptr<WifiMacQueue> q = dev->GetMac()->GetTxop()->GetWifiMacQueue();
-    for (uint32_t n = q->GetNPackets(); n < QUEUE_FILL; n++)
-        dev->Send(Create<Packet>(PAYLOAD), to, 0x0800);
-    Simulator::Schedule(MilliSeconds(5), &TopUp, dev, to);
 }
 
 static void
@@ -197,13 +186,7 @@ Run(const char* file, double seconds, uint32_t seed)
     }
 
     NetDeviceContainer all(apDev, staDev);
-    for (uint32_t i = 0; i < all.GetN(); i++)
-    {
-        Ptr<WifiRemoteStationManager> m = DynamicCast<WifiNetDevice>(all.Get(i))->GetRemoteStationManager();
-        m->AddBasicMode(OfdmPhy::GetOfdmRate6Mbps());
-        m->AddBasicMode(OfdmPhy::GetOfdmRate12Mbps());
-        m->AddBasicMode(OfdmPhy::GetOfdmRate24Mbps());
-    }
+    AddBasicModes(all);
 
     BasicEnergySourceHelper source;
     source.Set("BasicEnergySourceInitialEnergyJ", DoubleValue(1e9));
@@ -246,22 +229,6 @@ Run(const char* file, double seconds, uint32_t seed)
                         g_state[i][w][3], g_joules[i][w + 1] - g_joules[i][w]);
     std::printf("{\"wall_s\": %.6f}\n", wall);
     return 0;
-}
-
-static double
-Threshold(Ptr<ErrorRateModel> model, WifiMode mode, const WifiTxVector& tv, uint64_t bits, double per)
-{
-    double lo = -10, hi = 50;
-    for (int i = 0; i < 60; i++)
-    {
-        double mid = 0.5 * (lo + hi);
-        double ok = model->GetChunkSuccessRate(mode, tv, std::pow(10.0, mid / 10), bits);
-        if (1 - ok > per)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return 0.5 * (lo + hi);
 }
 
 static int
