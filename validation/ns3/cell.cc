@@ -106,23 +106,13 @@ Dcf(uint32_t n, double seconds, double warmup, uint32_t seed, bool preamble)
     sink.Create(1);
     stations.Create(n);
 
-    WifiHelper wifi;
-    wifi.SetStandard(WIFI_STANDARD_80211a);
-    wifi.SetRemoteStationManager("ns3::ConstantRateWifiManager",
-                                 "DataMode", StringValue("OfdmRate54Mbps"),
-                                 "ControlMode", StringValue("OfdmRate24Mbps"),
-                                 "RtsCtsThreshold", UintegerValue(65535),
-                                 "MaxSsrc", UintegerValue(7));
+    WifiHelper wifi = DcfWifi();
     YansWifiChannelHelper channel = YansWifiChannelHelper::Default();
     YansWifiPhyHelper phy;
     phy.SetChannel(channel.Create());
     if (!preamble)
         phy.DisablePreambleDetectionModel();
-    WifiMacHelper mac;
-    mac.SetType("ns3::AdhocWifiMac", "QosSupported", BooleanValue(false));
-    NetDeviceContainer sinkDev = wifi.Install(phy, mac, sink);
-    NetDeviceContainer staDev = wifi.Install(phy, mac, stations);
-    wifi.AssignStreams(NetDeviceContainer(sinkDev, staDev), 100);
+    auto [sinkDev, staDev] = InstallCell(wifi, phy, sink, stations);
 
     MobilityHelper mobility;
     Ptr<ListPositionAllocator> pos = CreateObject<ListPositionAllocator>();

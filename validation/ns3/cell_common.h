@@ -6,6 +6,7 @@
 #include "ns3/wifi-module.h"
 
 #include <cmath>
+#include <utility>
 
 namespace ns3
 {
@@ -23,6 +24,33 @@ TopUp(Ptr<WifiNetDevice> dev, Address to)
     for (uint32_t n = q->GetNPackets(); n < QUEUE_FILL; n++)
         dev->Send(Create<Packet>(PAYLOAD), to, 0x0800);
     Simulator::Schedule(MilliSeconds(5), &TopUp, dev, to);
+}
+
+// 802.11a, one constant data rate (54 Mbit/s until told otherwise), no RTS/CTS, 7 attempts a frame.
+static WifiHelper
+DcfWifi()
+{
+    WifiHelper wifi;
+    wifi.SetStandard(WIFI_STANDARD_80211a);
+    wifi.SetRemoteStationManager("ns3::ConstantRateWifiManager",
+                                 "DataMode", StringValue("OfdmRate54Mbps"),
+                                 "ControlMode", StringValue("OfdmRate24Mbps"),
+                                 "RtsCtsThreshold", UintegerValue(65535),
+                                 "MaxSsrc", UintegerValue(7));
+    return wifi;
+}
+
+// The access point and the stations on one plain DCF cell (non-QoS ad hoc MAC: no beacons, no
+// association), random streams assigned from 100: (AP device, station devices).
+static std::pair<NetDeviceContainer, NetDeviceContainer>
+InstallCell(WifiHelper& wifi, const YansWifiPhyHelper& phy, NodeContainer ap, NodeContainer stations)
+{
+    WifiMacHelper mac;
+    mac.SetType("ns3::AdhocWifiMac", "QosSupported", BooleanValue(false));
+    NetDeviceContainer a = wifi.Install(phy, mac, ap);
+    NetDeviceContainer s = wifi.Install(phy, mac, stations);
+    wifi.AssignStreams(NetDeviceContainer(a, s), 100);
+    return {a, s};
 }
 
 // 802.11a's mandatory rates as every device's basic rates: an ACK goes at the highest of them

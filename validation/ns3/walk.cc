@@ -145,13 +145,7 @@ Run(const char* file, double seconds, uint32_t seed)
     NodeContainer ap, stations;
     ap.Create(1);
     stations.Create(n);
-    WifiHelper wifi;
-    wifi.SetStandard(WIFI_STANDARD_80211a);
-    wifi.SetRemoteStationManager("ns3::ConstantRateWifiManager",
-                                 "DataMode", StringValue("OfdmRate54Mbps"),
-                                 "ControlMode", StringValue("OfdmRate24Mbps"),
-                                 "RtsCtsThreshold", UintegerValue(65535),
-                                 "MaxSsrc", UintegerValue(7));
+    WifiHelper wifi = DcfWifi();
     YansWifiChannelHelper channel;
     channel.SetPropagationDelay("ns3::ConstantSpeedPropagationDelayModel");
     channel.AddPropagationLoss("ns3::LogDistancePropagationLossModel",
@@ -165,11 +159,7 @@ Run(const char* file, double seconds, uint32_t seed)
     phy.Set("RxNoiseFigure", DoubleValue(7.0));
     phy.SetErrorRateModel("ns3::TableBasedErrorRateModel");
     phy.DisablePreambleDetectionModel();
-    WifiMacHelper mac;
-    mac.SetType("ns3::AdhocWifiMac", "QosSupported", BooleanValue(false));
-    NetDeviceContainer apDev = wifi.Install(phy, mac, ap);
-    NetDeviceContainer staDev = wifi.Install(phy, mac, stations);
-    wifi.AssignStreams(NetDeviceContainer(apDev, staDev), 100);
+    auto [apDev, staDev] = InstallCell(wifi, phy, ap, stations);
 
     MobilityHelper fixed;
     fixed.SetMobilityModel("ns3::ConstantPositionMobilityModel");
