@@ -200,7 +200,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--walkers", default="1,3", help="walks: stations walking side by side, comma-separated")
     ap.add_argument("--figure", default=None, help="also draw the walks as a PNG (headless Chromium) at this path")
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
+    ap.add_argument("--save", default=None, help="also write the figures as JSON to this file")
     args = ap.parse_args(argv)
     why = available()
     if why:
@@ -211,20 +212,22 @@ def main(argv=None) -> int:
     walks = [walk.compare(stations=int(k), seed=args.seed) for k in args.walkers.split(",") if k]
     if args.figure:
         walk.figure(walks, args.figure)
+    figures = {"dcf": dcf[False], "dcf_preamble": dcf[True], "walks": walks, "burst": burst(), "per": per_thresholds()}
+    if args.save:
+        Path(args.save).write_text(json.dumps(figures, indent=1))
     if args.json:
-        print(json.dumps({"dcf": dcf[False], "dcf_preamble": dcf[True], "walks": walks, "burst": burst(),
-                          "per": per_thresholds()}, indent=1))
+        print(json.dumps(figures, indent=1))
         return 0
     for pre, title in PHYS:
         print_dcf(dcf[pre], title)
     for w in walks:
         walk.print_walk(w)
-    b = burst()
+    b = figures["burst"]
     print(f"burst of {b['count']} x {b['bytes']} B at {RATE_MBPS:g} Mbit/s, PER {b['per']}: ns-3 "
           f"{b['ns3']['received']} received, last at {b['ns3']['last_arrival_s'] * 1e3:.3f} ms; ours "
           f"{b['ours']['received']} received, last at {b['ours']['last_arrival_s'] * 1e3:.3f} ms")
     print("MCS  10% PER at 1500 B (dB): " + ", ".join(
-        f"{d['mcs']}: {d['table_based_db']:.2f} (NIST {d['nist_db']:.2f})" for d in per_thresholds()))
+        f"{d['mcs']}: {d['table_based_db']:.2f} (NIST {d['nist_db']:.2f})" for d in figures["per"]))
     return 0
 
 
