@@ -285,8 +285,11 @@ def figure(results: list[dict], path) -> Path:
     titles = []
     for r in results:
         who = "1 station" if r["stations"] == 1 else f"{r['stations']} stations side by side"
-        titles += [f"{who} walking away at {r['speed_mps']:g} m/s from {r['d0_m']:g} m: throughput per 1 s",
-                   "radio joules per 1 s, per state (all stations)"]
+        note = "" if r["stations"] == 1 else \
+            " (ns-3's stations also receive each other's frames; ours are charged their own ACKs only)"
+        titles += [f"{who} walking away at {r['speed_mps']:g} m/s from {r['d0_m']:g} m: throughput per 1 s "
+                   "(all stations; dashed: where each breaks)",
+                   f"radio joules per 1 s and state, all stations{note}"]
     fig = make_subplots(rows=2 * len(results), cols=1, subplot_titles=titles, vertical_spacing=0.07)
     colours = {"tx": "#dc2626", "rx": "#2563eb", "idle": "#6b7280"}
     for i, r in enumerate(results):
@@ -314,6 +317,6 @@ def figure(results: list[dict], path) -> Path:
     path = Path(path).resolve()
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "walk.html"
-        page.write_text(pio.to_html(fig, include_plotlyjs=True, full_html=True), encoding="utf-8")
+        page.write_text(pio.to_html(fig, include_plotlyjs=True, full_html=True, config={"displayModeBar": False}), encoding="utf-8")
         screenshot(page, path, 1200, height + 20, tmp)
     return path
