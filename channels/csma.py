@@ -350,6 +350,7 @@ class Cell:
         wire = (bits / 8).astype(np.int64)
         # rows grouped by (queue, link), each group in attempt order
         kmax = max(len(q.links) for q in self.queues)
+        cell = str(self.medium.key[-1])
         key = qi * kmax + k
         order = np.argsort(key, kind="stable")
         bounds = np.searchsorted(key[order], np.arange(len(self.queues) * kmax + 1))
@@ -370,14 +371,21 @@ class Cell:
                 data = end[sel] - start[sel]
                 st.busy_s += float(data.sum())
                 st.header_s += sel.size * self.p.phy_header_s
+                st.cell = cell
+                if not self.multicast[i]:   # the others lock onto a frame that did not collide
+                    clear = code[sel] != COLLIDED
+                    st.heard_s += float(data[clear].sum()) - int(clear.sum()) * self.p.phy_header_s
                 if link.fading is not None:   # as state.record: the SNR each attempt started in
                     st.snr_db_sum += float((10 * np.log10(link.fading.snr(start[sel]))).sum())
                     st.snr_samples += sel.size
                 if not self.multicast[i] and link.v is not None and ok.size:
                     rst = self.stats.setdefault((link.v, link.u), LinkStats())
                     rst.bytes += ok.size * self.p.ack_bytes
-                    rst.busy_s += float((air[ok] - (end[ok] - start[ok]) - self.p.sifs_s).sum())
+                    ack = float((air[ok] - (end[ok] - start[ok]) - self.p.sifs_s).sum())
+                    rst.busy_s += ack
                     rst.header_s += ok.size * self.p.phy_header_s
+                    rst.heard_s += ack - ok.size * self.p.phy_header_s
+                    rst.cell = cell
                 flow = q.flows[kk]
                 if q.first_hop:
                     flow.sent += sel.size

@@ -9,6 +9,9 @@ A node's radio, over a window of virtual time (one training iteration, or one pr
                 sender receives its ACKs), less their PHY preambles and headers on a CSMA cell
                 (`header_s`: as ns-3's WifiRadioEnergyModel counts them, the PHY is CCA-busy,
                 at idle power, until it has the header; checked on a walk, validation/ns3);
+                on a CSMA cell also every unicast frame of the cell that did not collide and
+                that it neither sent nor was sent (`heard_s`: ns-3's PHY receives it whole and
+                its MAC drops it);
   idle          the rest of the window while it takes part: listening (backoff, SIFS/DIFS,
                 waiting for its turn, computing with the radio on);
   asleep        the whole window while it is away (a device trace says so).
@@ -127,4 +130,13 @@ def radio_seconds(report, shared: bool) -> dict[str, list[float]]:
         out.setdefault(v, [0.0, 0.0])[1] += st.busy_s - st.header_s
     for u, s in sent.items():
         out.setdefault(u, [0.0, 0.0])[0] += s
+    cells: dict[str, list] = {}
+    for (u, v), st in report.links.items():
+        if st.cell is not None:
+            cells.setdefault(st.cell, []).append((u, v, st.heard_s))
+    for links in cells.values():     # each station of a CSMA cell hears the others' frames
+        for x in {n for u, v, _ in links for n in (u, v)}:
+            heard = sum(h for u, v, h in links if x != u and x != v)
+            if heard:
+                out.setdefault(x, [0.0, 0.0])[1] += heard
     return out

@@ -41,6 +41,9 @@ class LinkStats:
                                  # a CSMA cell's MAC ACKs are airtime of the link back)
     header_s: float = 0.0        # CSMA: the PHY preambles and headers within busy_s (a receiver is
                                  # CCA-busy, not receiving, during them: channels/energy.py)
+    heard_s: float = 0.0         # CSMA: what the cell's other stations receive of this link's unicast
+                                 # frames (each one not collided, less its PHY preamble and header)
+    cell: str | None = None      # CSMA: the cell the link is on (its access point)
     collisions: int = 0          # CSMA: attempts that collided with another station's
     retries: int = 0             # CSMA: MAC retransmissions (attempts after a frame's first)
     # Fading links: the SNR (dB) of the coherence block each transmission started in, summed,

@@ -126,15 +126,18 @@ def ours(stations: int, speed: float, d0: float, seconds: float, slope: float, s
         mine = qi == s
         got = f.arrival_s[f.arrived]
         b = np.histogram(got, bins=nw, range=(0, nw))[0] * PAYLOAD
-        # radio seconds per window, as channels/energy.py charges them (its DATA at transmit
-        # power; after a success, SIFS, the ACK's PHY header at idle power, its rest receiving),
-        # cut at the window edges
-        ok = mine & (code == csma.OK)
+        # radio seconds per window, as channels/energy.py charges them: its DATA at transmit
+        # power; receiving its ACKs and, overheard, the others' frames that did not collide,
+        # each less its PHY preamble and header (idle power); cut at the window edges
+        ok, others = mine & (code == csma.OK), ~mine & (code == csma.OK)
+        heard = ~mine & (code != csma.COLLIDED)
+        ack_from = lambda sel: end[sel] + p.sifs_s + p.phy_header_s     # noqa: E731
+        spans = [(ack_from(ok), start[ok] + air[ok]), (start[heard] + p.phy_header_s, end[heard]),
+                 (ack_from(others), start[others] + air[others])]
         tx = _spread(start[mine], end[mine], nw)
-        rx = _spread(end[ok] + p.sifs_s + p.phy_header_s, start[ok] + air[ok], nw)
+        rx = sum(_spread(a, b, nw) for a, b in spans)
         # the same intervals over the whole call are what channels/energy.py charges the station
-        whole = [float((end[mine] - start[mine]).sum()),
-                 float((start[ok] + air[ok] - end[ok] - p.sifs_s - p.phy_header_s).sum())]
+        whole = [float((end[mine] - start[mine]).sum()), sum(float((b - a).sum()) for a, b in spans)]
         if not all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) for a, b in zip(whole, charged[f.src])):
             raise AssertionError(f"{f.src}: radio seconds {whole} per window, {charged[f.src]} charged")
         out.append({"bytes": b.astype(float).tolist(), "tx_s": tx.tolist(), "rx_s": rx.tolist(),
