@@ -289,7 +289,7 @@ def figure(results: list[dict], path) -> Path:
     for r in results:
         who = "1 station" if r["stations"] == 1 else f"{r['stations']} stations side by side"
         note = "" if r["stations"] == 1 else \
-            " (ns-3's stations also receive each other's frames; ours are charged their own ACKs only)"
+            " (ns-3's stations also receive part of a collision; ours count collisions idle)"
         titles += [f"{who} walking away at {r['speed_mps']:g} m/s from {r['d0_m']:g} m: throughput per 1 s "
                    "(all stations; dashed: where each breaks)",
                    f"radio joules per 1 s and state, all stations{note}"]
