@@ -132,8 +132,9 @@ def radio_seconds(report, shared: bool) -> dict[str, list[float]]:
         out.setdefault(u, [0.0, 0.0])[0] += s
     cells: dict[str, list] = {}
     for (u, v), st in report.links.items():
-        if st.cell is not None:
-            cells.setdefault(st.cell, []).append((u, v, st.heard_s))
+        cell = getattr(st, "cell", None)
+        if cell is not None:
+            cells.setdefault(cell, []).append((u, v, st.heard_s))
     for links in cells.values():     # each station of a CSMA cell hears the others' frames
         for x in {n for u, v, _ in links for n in (u, v)}:
             heard = sum(h for u, v, h in links if x != u and x != v)

@@ -43,7 +43,8 @@ class LinkStats:
                                  # CCA-busy, not receiving, during them: channels/energy.py)
     heard_s: float = 0.0         # CSMA: what the cell's other stations receive of this link's unicast
                                  # frames (each one not collided, less its PHY preamble and header)
-    cell: str | None = None      # CSMA: the cell the link is on (its access point)
+    # (A CSMA link's stats also carry `cell`, the name of the cell's access point: an attribute,
+    # not a figure, so that summing the fields of reports leaves it out.)
     collisions: int = 0          # CSMA: attempts that collided with another station's
     retries: int = 0             # CSMA: MAC retransmissions (attempts after a frame's first)
     # Fading links: the SNR (dB) of the coherence block each transmission started in, summed,
