@@ -9,15 +9,18 @@ fading or shadowing, preamble detection off.
 
 Rate choice: a constant rate per distance band. Ours picks the highest 802.11a rate whose
 threshold (channels/data/mcs_80211a.csv: ns-3's 10% packet error SNR) the SNR meets, per 10 ms
-coherence block (5 cm of the walk); ns-3's ConstantRateWifiManager is handed the same rate at the same instants.
+coherence block (5 cm of the walk); ns-3's ConstantRateWifiManager is handed the same rate at the
+same instants.
 (ns-3's IdealWifiManager chooses from the SNR of the last ACK against BER-1e-6 thresholds of its
 own: it would compare two rate controllers rather than the link underneath.)
 Packet errors: ours is the fading model's logistic waterfall through each threshold, its slope
 derived from ns-3's curves (ln 9 / the mean dB between 10% and 50% error); ns-3's is its
 TableBasedErrorRateModel.
 Energy: ns-3's WifiRadioEnergyModel with a BasicEnergySource (3 V) per station, its PHY's time in
-each state; ours the `ns3_wifi` radio (the same currents x volts) over the same attempt rows that
-make `LinkStats.busy_s` (channels/energy.py).
+each state; ours the `ns3_wifi` radio (the same currents x volts) over the radio seconds that
+channels/energy.py charges (transmitting its DATA; receiving its ACKs and the others' frames that
+did not collide, less their PHY preambles and headers), split per window from the attempt rows.
+5 m/s walks the bands in a minute; at a walker's 1.5 m/s the same bands take 3.3 times as long.
 """
 from __future__ import annotations
 
