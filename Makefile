@@ -40,9 +40,11 @@ test: venv
 bench: venv
 	$(BIN)/python -m benchmarks $(if $(FULL),--full,) $(BENCH)
 
-# The DCF and the MCS table beside ns-3.37 (validation/ns3; needs libns3-dev and g++, else one line).
+# The DCF (both PHY settings), the MCS tables and walks away from the access point beside ns-3.37
+# (validation/ns3; needs libns3-dev and g++, else one line). FIGURE=docs/img/ns3-walk.png also
+# draws the walks (headless Chromium).
 validate-ns3: venv
-	$(BIN)/python -m validation.ns3.run
+	$(BIN)/python -m validation.ns3.run $(if $(FIGURE),--figure $(FIGURE),)
 
 clean:
 	rm -rf $(VENV) runs.db runs.db-wal runs.db-shm

@@ -58,9 +58,13 @@ CSMA_KEYS: dict[str, Field] = {
     "eifs_us": Field(94.0, float, min=0,
                      help="idle time after a frame a station could not decode (SIFS + ACK at 6 Mbit/s + DIFS)"),
     "cca_us": Field(4.0, float, min=0, help="how long after a transmission starts the others sense it"),
-    "eifs_frames": Field(2, int, min=0, help="collisions of at most this many frames leave a PHY header the others decode (then EIFS, else DIFS)"),
+    "preamble_detection": Field(False, bool,
+                                help="a receiver locks onto a frame only if its preamble stands 4 dB above the rest "
+                                     "(ns-3's default PHY): a collision is energy only, the others wait DIFS and "
+                                     "eifs_frames / eifs_share do not apply"),
+    "eifs_frames": Field(2, int, min=0, help="without preamble detection: collisions of at most this many frames leave a PHY header the others decode (then EIFS, else DIFS)"),
     "eifs_share": Field(0.71, float, min=0.0, max=1.0, noun="a probability",
-                        help="after a collision of eifs_frames + 1 frames, the chance each other station decodes its header (EIFS)"),
+                        help="without preamble detection: after a collision of eifs_frames + 1 frames, the chance each other station decodes its header (EIFS)"),
 }
 
 LOSS_KEYS: dict[str, dict[str, Field]] = {

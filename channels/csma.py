@@ -25,9 +25,13 @@ standard's DCF as ns-3.37 implements it (non-QoS; checked against it by validati
   the loss model): each sender waits for its ACK timeout, or until the longest DATA ended if later, then
   DIFS; every other station received a frame it could not decode and waits EIFS (`eifs_us`,
   SIFS + an ACK at 6 Mbit/s + DIFS) after the longest DATA if it decoded the PHY header of
-  the collision, else DIFS. ns-3's receivers decode it when 2 frames collide (`eifs_frames`),
-  each with probability 0.71 when 3 do (`eifs_share`, drawn from the station's own stream), and
-  not beyond (measured from its PHY's L-SIG drops, validation/ns3, 2026-12-04).
+  the collision, else DIFS. Without preamble detection (`preamble_detection = false`) ns-3's
+  receivers lock onto the first frame and decode its header when 2 frames collide
+  (`eifs_frames`), each with probability 0.71 when 3 do (`eifs_share`, drawn from the station's
+  own stream), and not beyond (measured from its PHY's L-SIG drops, validation/ns3, 2026-12-04).
+  With it (`true`, ns-3's default threshold model) a receiver locks onto a frame only when its
+  preamble stands 4 dB above everything else it hears; colliding frames of equal power leave
+  each at most 0 dB, so no one decodes a collision's header and the others wait DIFS.
 - CW starts at cw_min, becomes min(2 (CW + 1) - 1, cw_max) after each failure and returns to
   cw_min with the next frame. A frame that fails `retry_limit` times (dot11ShortRetryLimit:
   attempts, not retries) is dropped by the MAC; the link's delivery then decides: reliable
@@ -35,7 +39,8 @@ standard's DCF as ns-3.37 implements it (non-QoS; checked against it by validati
   best effort reports it lost.
 - Group frames (the access point's broadcast) are sent once without ACK and without MAC
   retries; every station waits DATA + DIFS. Receivers that missed them get ARQ's repairs.
-- The MAC's ACK replaces the link's own `ack_bytes` airtime on the cell.
+- The MAC's ACK replaces the link's own `ack_bytes` airtime on the cell; it is the receiver's
+  transmission, airtime (`busy_s`) of the link back.
 
 The SimPy engine (`sim_medium`, the reference) visits every station's slot boundaries and counts
 down, calling `Cell.attempt` for the outcome of every attempt. The fast engine
@@ -57,6 +62,10 @@ from channels.randomness import Prefetch, Stream
 from channels.report import LinkStats
 
 OK, LOST, COLLIDED = 0, 1, 2
+# ns-3's ThresholdPreambleDetectionModel: a preamble is detected when its SNR, interference
+# included, is at least 4 dB (its `Threshold` attribute; its -82 dBm floor is far below a cell's
+# stations)
+DETECT_DB = 4.0
 
 
 _DEFAULT = validate_csma(None)   # [network.csma]'s defaults: channels.config.CSMA_KEYS, only there
@@ -81,6 +90,20 @@ class CsmaParams:
     cca_s: float = _DEFAULT["cca_us"] / 1e6
     eifs_frames: int = _DEFAULT["eifs_frames"]
     eifs_share: float = _DEFAULT["eifs_share"]
+    preamble_detection: bool = _DEFAULT["preamble_detection"]
+
+    @property
+    def decoded_frames(self) -> int:
+        """Collisions of at most this many frames leave a PHY header the other stations decode
+        (EIFS), those of one more each decodes with probability eifs_share. With preamble
+        detection none: a receiver locks onto a preamble only when it stands DETECT_DB above all
+        else it hears, and k >= 2 frames of equal power leave each 10 log10(1 / (k - 1)) <= 0 dB."""
+        if not self.preamble_detection:
+            return self.eifs_frames
+        k = 2
+        while 10 * math.log10(1 / (k - 1)) >= DETECT_DB:
+            k += 1
+        return k - 2
 
     @classmethod
     def from_table(cls, t: dict | None) -> CsmaParams:
@@ -90,7 +113,8 @@ class CsmaParams:
         return cls(t["slot_us"] * 1e-6, t["sifs_us"] * 1e-6, t["difs_us"] * 1e-6,
                    t["phy_header_us"] * 1e-6, t["cw_min"], t["cw_max"], t["ack_bytes"], t["retry_limit"],
                    t["basic_rate_mbps"] * 1e6, t["symbol_us"] * 1e-6, t["ack_timeout_us"] * 1e-6,
-                   t["eifs_us"] * 1e-6, t["cca_us"] * 1e-6, t["eifs_frames"], t["eifs_share"])
+                   t["eifs_us"] * 1e-6, t["cca_us"] * 1e-6, t["eifs_frames"], t["eifs_share"],
+                   t["preamble_detection"])
 
     def cw(self, stage: int) -> int:
         return min((self.cw_min + 1) * 2 ** stage - 1, self.cw_max)
@@ -256,9 +280,9 @@ class Cell:
                 # a unicast sender waits for its ACK timeout (or the medium's end), then DIFS
                 own = busy + p.difs_s if self.multicast[f.qi] else max(t + d + p.ack_timeout_s, busy) + p.difs_s
                 out.append((*self._failed(f, lost, t + d), own))
-            if len(frames) == p.eifs_frames + 1:
+            if len(frames) == p.decoded_frames + 1:
                 return (busy + p.eifs_s, busy + p.difs_s), out
-            return busy + (p.eifs_s if len(frames) <= p.eifs_frames else p.difs_s), out
+            return busy + (p.eifs_s if len(frames) <= p.decoded_frames else p.difs_s), out
         t, f = starts[0], frames[0]
         d, r = datas[0]
         if self.multicast[f.qi]:
@@ -326,6 +350,7 @@ class Cell:
         wire = (bits / 8).astype(np.int64)
         # rows grouped by (queue, link), each group in attempt order
         kmax = max(len(q.links) for q in self.queues)
+        cell = str(self.medium.key[-1])
         key = qi * kmax + k
         order = np.argsort(key, kind="stable")
         bounds = np.searchsorted(key[order], np.arange(len(self.queues) * kmax + 1))
@@ -342,13 +367,25 @@ class Cell:
                 st.collisions += int((code[sel] == COLLIDED).sum())
                 st.retries += int((stage[sel] > 0).sum())
                 st.retransmitted += int((att[sel] > 0).sum())
-                st.busy_s += float(air[sel].sum())
+                # DATA on this link; a success's ACK (after SIFS) on the link back
+                data = end[sel] - start[sel]
+                st.busy_s += float(data.sum())
+                st.header_s += sel.size * self.p.phy_header_s
+                st.cell = cell
+                if not self.multicast[i]:   # the others lock onto a frame that did not collide
+                    clear = code[sel] != COLLIDED
+                    st.heard_s += float(data[clear].sum()) - int(clear.sum()) * self.p.phy_header_s
                 if link.fading is not None:   # as state.record: the SNR each attempt started in
                     st.snr_db_sum += float((10 * np.log10(link.fading.snr(start[sel]))).sum())
                     st.snr_samples += sel.size
                 if not self.multicast[i] and link.v is not None and ok.size:
                     rst = self.stats.setdefault((link.v, link.u), LinkStats())
                     rst.bytes += ok.size * self.p.ack_bytes
+                    ack = float((air[ok] - (end[ok] - start[ok]) - self.p.sifs_s).sum())
+                    rst.busy_s += ack
+                    rst.header_s += ok.size * self.p.phy_header_s
+                    rst.heard_s += ack - ok.size * self.p.phy_header_s
+                    rst.cell = cell
                 flow = q.flows[kk]
                 if q.first_hop:
                     flow.sent += sel.size

@@ -504,7 +504,7 @@ def _build(cell: Cell) -> tuple[_Dcf, list, list]:
     # a station's ARQ heap holds at most one resend per frame: the same slots as its frames
     # ...and, where collisions of eifs_frames + 1 frames make every other station draw, a value
     # for about one in four of the cell's frames (asking for more re-peeks every station)
-    others = at // 4 if ns > p.eifs_frames + 1 else 0
+    others = at // 4 if ns > p.decoded_frames + 1 else 0
     guess = [max(MIN_PEEK, PEEK * int(ST[s, FN]) + others) for s in range(ns)]
     ST[:, BLEN] = guess
     ST[:, BOFF] = np.concatenate(([0], np.cumsum(guess)))[:-1]
@@ -535,7 +535,7 @@ def _build(cell: Cell) -> tuple[_Dcf, list, list]:
              RHF=np.zeros((at, 2)), RHI=np.zeros((at, 4 + kmax), np.int64), Q=Q, QF=QF, QL=QL, LC=LC,
              lo=np.concatenate(outs).astype(np.bool_), bu=bu.astype(float),
              P=np.array([p.slot_s, p.difs_s, p.sifs_s, p.phy_header_s, 8.0 * p.ack_bytes, p.symbol_s,
-                         p.basic_rate_bps, p.ack_timeout_s, p.eifs_s, p.cca_s, p.eifs_frames, p.eifs_share]),
+                         p.basic_rate_bps, p.ack_timeout_s, p.eifs_s, p.cca_s, p.decoded_frames, p.eifs_share]),
              cwp1=np.array([p.cw(k) + 1 for k in range(p.retry_limit + 1)], dtype=np.int64),
              mac_limit=np.int64(p.retry_limit), RWI=np.zeros((rows, 6), np.int64), RWF=np.zeros((rows, 4)),
              FA=np.zeros(ns), FL=np.zeros((ns, kmax), np.int8),

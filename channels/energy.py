@@ -2,9 +2,16 @@
 
 A node's radio, over a window of virtual time (one training iteration, or one probed call):
   transmitting  the airtime of the transmissions it sent (`LinkStats.busy_s` of its outgoing
-                links: every attempt, a CSMA cell's collided ones included; a unicast's airtime
-                includes its acknowledgement, which the sender is charged at transmit power);
-  receiving     the airtime of the transmissions sent to it (its incoming links' busy_s);
+                links: every attempt, a CSMA cell's collided ones included; on a dedicated link
+                a unicast's airtime includes its acknowledgement, which the sender is charged at
+                transmit power; on a CSMA cell the MAC ACK is the receiver's transmission);
+  receiving     the airtime of the transmissions sent to it (its incoming links' busy_s: a CSMA
+                sender receives its ACKs), less their PHY preambles and headers on a CSMA cell
+                (`header_s`: as ns-3's WifiRadioEnergyModel counts them, the PHY is CCA-busy,
+                at idle power, until it has the header; checked on a walk, validation/ns3);
+                on a CSMA cell also every unicast frame of the cell that did not collide and
+                that it neither sent nor was sent (`heard_s`: ns-3's PHY receives it whole and
+                its MAC drops it);
   idle          the rest of the window while it takes part: listening (backoff, SIFS/DIFS,
                 waiting for its turn, computing with the radio on);
   asleep        the whole window while it is away (a device trace says so).
@@ -120,7 +127,17 @@ def radio_seconds(report, shared: bool) -> dict[str, list[float]]:
             sent[u] = max(sent.get(u, 0.0), st.busy_s)
         else:
             sent[u] = sent.get(u, 0.0) + st.busy_s
-        out.setdefault(v, [0.0, 0.0])[1] += st.busy_s
+        out.setdefault(v, [0.0, 0.0])[1] += st.busy_s - st.header_s
     for u, s in sent.items():
         out.setdefault(u, [0.0, 0.0])[0] += s
+    cells: dict[str, list] = {}
+    for (u, v), st in report.links.items():
+        cell = getattr(st, "cell", None)
+        if cell is not None:
+            cells.setdefault(cell, []).append((u, v, st.heard_s))
+    for links in cells.values():     # each station of a CSMA cell hears the others' frames
+        for x in {n for u, v, _ in links for n in (u, v)}:
+            heard = sum(h for u, v, h in links if x != u and x != v)
+            if heard:
+                out.setdefault(x, [0.0, 0.0])[1] += heard
     return out

@@ -99,9 +99,25 @@ class FadingChannel:
         im = z[:, 1] * math.sqrt(1 / (2 * (k + 1)))
         return re ** 2 + im ** 2
 
+    def _one_block(self, what: str, t: np.ndarray, fn) -> np.ndarray:
+        """fn(t) for one transmission's time: a function of its coherence block alone, so kept
+        for the block (a CSMA cell asks for the SNR, rate and error rate of every attempt, many
+        in one block)."""
+        b = int(self.block(t)[0])
+        memo = self.__dict__.setdefault("_memo", {})
+        hit = memo.get(what)
+        if hit is None or hit[0] != b:
+            hit = memo[what] = (b, fn(t))
+        return hit[1].copy()
+
     def snr(self, t) -> np.ndarray:
         t = np.atleast_1d(np.asarray(t, dtype=float))
-        blocks = self.block(t)
+        if t.size == 1:
+            return self._one_block("snr", t, lambda x: self._snr(self.block(x)))
+        return self._snr(self.block(t))
+
+    def _snr(self, blocks: np.ndarray) -> np.ndarray:
+        """The SNR of each coherence block: a function of the block alone."""
         if self.distance_at is None:
             return self.mean_snr * self.gain(blocks)
         d = np.maximum(self.distance_at(blocks * self.coherence_s), 1e-3)
@@ -117,6 +133,10 @@ class FadingChannel:
         return np.maximum(i, 0)
 
     def rate_bps(self, t) -> np.ndarray:
+        t = np.atleast_1d(np.asarray(t, dtype=float))
+        return self._one_block("rate", t, self._rate_bps) if t.size == 1 else self._rate_bps(t)
+
+    def _rate_bps(self, t: np.ndarray) -> np.ndarray:
         snr = self.snr(t)
         if self.mcs is None:
             rate = self.p["efficiency"] * self.bandwidth_hz * np.log2(1 + snr)
@@ -126,6 +146,10 @@ class FadingChannel:
         return np.maximum(rate, self.min_rate_bps)
 
     def per(self, t) -> np.ndarray:
+        t = np.atleast_1d(np.asarray(t, dtype=float))
+        return self._one_block("per", t, self._per) if t.size == 1 else self._per(t)
+
+    def _per(self, t: np.ndarray) -> np.ndarray:
         snr_db = 10 * np.log10(self.snr(t))
         if self.mcs is None:
             out = self.p.get("outage_snr_db")

@@ -37,7 +37,14 @@ class LinkStats:
     packets: int = 0             # transmissions (CSMA: every attempt, collided ones included)
     lost: int = 0                # transmissions the loss model (or a relay's queue) dropped
     retransmitted: int = 0       # transmissions of packets resent by ARQ
-    busy_s: float = 0.0          # airtime of this link's transmissions (and their ACKs)
+    busy_s: float = 0.0          # airtime of this link's transmissions (dedicated links: and their ACKs;
+                                 # a CSMA cell's MAC ACKs are airtime of the link back)
+    header_s: float = 0.0        # CSMA: the PHY preambles and headers within busy_s (a receiver is
+                                 # CCA-busy, not receiving, during them: channels/energy.py)
+    heard_s: float = 0.0         # CSMA: what the cell's other stations receive of this link's unicast
+                                 # frames (each one not collided, less its PHY preamble and header)
+    # (A CSMA link's stats also carry `cell`, the name of the cell's access point: an attribute,
+    # not a figure, so that summing the fields of reports leaves it out.)
     collisions: int = 0          # CSMA: attempts that collided with another station's
     retries: int = 0             # CSMA: MAC retransmissions (attempts after a frame's first)
     # Fading links: the SNR (dB) of the coherence block each transmission started in, summed,

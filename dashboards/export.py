@@ -84,23 +84,27 @@ def find_chromium() -> str | None:
 def export_png(store, run_ref, path, *, width: int = 1280, height: int | None = None,
                timeout_s: float = 60.0) -> Path:
     """Render the run's HTML export with headless Chromium into one PNG; return its path."""
+    path = Path(path).resolve()
+    with tempfile.TemporaryDirectory() as tmp:
+        page = export_html(store, run_ref, Path(tmp) / "run.html")
+        n_figs = page.read_text(encoding="utf-8").count("class='fig'")
+        screenshot(page, path, width, height or 90 + 470 * n_figs, tmp, timeout_s)
+    return path
+
+
+def screenshot(page: Path, path: Path, width: int, height: int, tmp, timeout_s: float = 60.0) -> None:
+    """An HTML page rendered by headless Chromium into a PNG at `path` (a profile kept in `tmp`)."""
     browser = find_chromium()
     if browser is None:
         raise RuntimeError("PNG export needs Chromium (Debian: `apt-get install chromium`, or run "
                            ".ci/install-browser.sh; or set TESTBED_CHROMIUM); HTML export needs nothing")
-    path = Path(path).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        page = export_html(store, run_ref, Path(tmp) / "run.html")
-        n_figs = page.read_text(encoding="utf-8").count("class='fig'")
-        height = height or 90 + 470 * n_figs
-        cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-               "--hide-scrollbars", "--no-first-run", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp}/profile",
-               f"--window-size={width},{height}", "--virtual-time-budget=5000",
-               f"--screenshot={path}", page.as_uri()]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-        if proc.returncode != 0 or not path.exists():
-            raise RuntimeError(f"Chromium could not render {page}: exit {proc.returncode}: "
-                               f"{proc.stderr.strip().splitlines()[-1:] or ''}")
-    return path
+    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+           "--hide-scrollbars", "--no-first-run", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp}/profile",
+           f"--window-size={width},{height}", "--virtual-time-budget=5000",
+           f"--screenshot={path}", page.as_uri()]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0 or not path.exists():
+        raise RuntimeError(f"Chromium could not render {page}: exit {proc.returncode}: "
+                           f"{proc.stderr.strip().splitlines()[-1:] or ''}")

@@ -132,8 +132,11 @@ def test_two_stations_backoff_trace_by_hand(engine):
         assert (st.packets, st.collisions, st.retries, st.lost) == (4, 1, 1, 0)
         assert rep.links[("server", w)].bytes == 3 * ACK_BYTES        # one ACK per success
         assert rep.nodes[w].packets_sent == 4 and rep.nodes[w].retransmissions == 1
-    # airtime: three successes (DATA + SIFS + ACK) and one collided DATA
-    assert rep.links[("w0", "server")].busy_s == pytest.approx((3 * 184 + 124) * us)
+    # airtime: four DATA (three successes, one collided), and three ACKs (44 us, 20 of them the
+    # PHY preamble and header) sent back
+    assert rep.links[("w0", "server")].busy_s == pytest.approx(4 * 124 * us)
+    assert rep.links[("server", "w0")].busy_s == pytest.approx(3 * 44 * us)
+    assert rep.links[("server", "w0")].header_s == pytest.approx(3 * 20 * us)
     assert cell.csma_streams["w0"].pos == 4 and cell.csma_streams["w1"].pos == 4   # only used draws taken
 
 
@@ -149,7 +152,8 @@ def test_the_ack_goes_at_the_basic_rate(engine):
     cell.csma_streams["w0"] = FixedStream([u(0, 15)])
     rep = net.gather({"w0": [1500]}, "server", at=0.0)
     assert float(rep.flows[0].arrival_s[0]) == pytest.approx(284e-6, abs=1e-12)
-    assert rep.links[("w0", "server")].busy_s == pytest.approx((248 + 16 + 28) * 1e-6)
+    assert rep.links[("w0", "server")].busy_s == pytest.approx(248e-6)      # DATA
+    assert rep.links[("server", "w0")].busy_s == pytest.approx(28e-6)       # the ACK, sent back
     assert cell.free_at == pytest.approx(362e-6, abs=1e-12)
 
 
@@ -172,6 +176,29 @@ def test_a_station_that_heard_a_collision_waits_eifs(engine):
     assert [float(f.arrival_s[0]) / us for f in rep.flows] == pytest.approx([372, 617, 844], abs=1e-6)
     assert cell.free_at == pytest.approx(938 * us, abs=1e-12)
     assert [rep.links[(w, "server")].collisions for w in ("w0", "w1", "w2")] == [1, 1, 0]
+
+
+@pytest.mark.parametrize("engine", ["fast", "simpy"])
+@pytest.mark.parametrize("frames", [2, 3])
+def test_with_preamble_detection_no_one_decodes_a_collision_and_the_others_wait_difs(engine, frames):
+    # The trace above with ns-3's default PHY: w0 and w1 (and w2) collide at 45 us, DATA ends at
+    # 169; equal-power preambles stand 0 dB (-3 dB) above each other, under the 4 dB a receiver
+    # needs to lock onto one, so the last station heard energy only: it counts from 169 + DIFS =
+    # 203, its 4 slots end at 239 and its DATA at 363 (without detection: EIFS, 263, 299, 423).
+    # It draws nothing (its stream holds one value).
+    workers = frames + 1
+    table = validate_network({"sharing": "csma", "csma": {"preamble_detection": True}})["csma"]
+    g = build_topology({"topology": "star", "workers": workers, "medium": "shared", "sharing": "csma",
+                        "link": {"bandwidth_mbps": 8.0, "delay_ms": 0.0}}, 0)
+    net = Network(g, medium="shared", sharing="csma", engine=engine, rng=np.random.default_rng(0), csma=table)
+    cell = net._medium(("cell", "server"))
+    names = [f"w{i}" for i in range(workers)]
+    for i, w in enumerate(names[:-1]):
+        cell.csma_streams[w] = FixedStream([u(1, 15), u(20 + i, 31)])
+    cell.csma_streams[names[-1]] = FixedStream([u(5, 15)])
+    rep = net.gather({w: [60] for w in names}, "server", at=0.0)
+    assert float(rep.flows[-1].arrival_s[0]) == pytest.approx(363e-6, abs=1e-12)
+    assert cell.csma_streams[names[-1]].pos == 1
 
 
 @pytest.mark.parametrize("engine", ["fast", "simpy"])
@@ -251,7 +278,7 @@ def test_csma_keys_are_validated_with_one_line_errors():
     assert out["csma"] == {"slot_us": 9.0, "sifs_us": 16.0, "difs_us": 34.0, "cw_min": 15, "cw_max": 1023,
                            "phy_header_us": 20.0, "ack_bytes": 14, "retry_limit": 7, "basic_rate_mbps": 24.0,
                            "symbol_us": 4.0, "ack_timeout_us": 45.0, "eifs_us": 94.0, "cca_us": 4.0,
-                           "eifs_frames": 2, "eifs_share": 0.71}
+                           "preamble_detection": False, "eifs_frames": 2, "eifs_share": 0.71}
     for table, key, words in [({"cw_min": 31, "cw_max": 15}, "network.csma.cw_max", ">= cw_min (31)"),
                               ({"slot_us": 0}, "network.csma.slot_us", "> 0"),
                               ({"cw_mn": 3}, "network.csma.cw_mn", "did you mean 'network.csma.cw_min'"),
@@ -293,11 +320,11 @@ def test_multi_hop_through_a_csma_cell_runs_on_simpy():
         fast.transfer("w0", "w1", [1460] * 3, at=0.0)
 
 
-@pytest.mark.parametrize("delivery", ["reliable", "best_effort"])
-def test_many_stations_agree_while_the_fast_loop_resumes(monkeypatch, delivery):
+@pytest.mark.parametrize("delivery, preamble", [("reliable", False), ("best_effort", False), ("reliable", True)])
+def test_many_stations_agree_while_the_fast_loop_resumes(monkeypatch, delivery, preamble):
     # 20 stations contend (collisions of several frames at once), 30% loss, MAC retry limit 3 so
     # that ARQ takes frames over, then the access point's group frames and an all-gather through
-    # it. The fast engine starts with one peeked value per stream and one row of room and stops
+    # it; with and without preamble detection. The fast engine starts with one peeked value per stream and one row of room and stops
     # for more each time it runs out; the reports must still be the SimPy engine's exactly.
     for name, value in (("PEEK", 0), ("MIN_PEEK", 1), ("ROWS", 0), ("MIN_ROWS", 1)):
         monkeypatch.setattr(csma_fast, name, value)
@@ -310,7 +337,7 @@ def test_many_stations_agree_while_the_fast_loop_resumes(monkeypatch, delivery):
     for engine in ("fast", "simpy"):
         net = make_net(workers=20, medium="shared", sharing="csma", engine=engine, seed=5, delivery=delivery,
                        retry_limit=60, loss={"model": "bernoulli", "p": 0.3}, delay_ms=0.2)
-        net.csma = net.csma.__class__(retry_limit=3)
+        net.csma = net.csma.__class__(retry_limit=3, preamble_detection=preamble)
         g = net.gather(sends, "server", at=0.0)
         b = net.broadcast("server", list(sends), [1000] * 6, at=g.end_s)
         ag = net.allgather({w: [300] * 2 for w in list(sends)[:6]}, at=b.end_s)

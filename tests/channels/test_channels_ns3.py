@@ -1,9 +1,11 @@
-"""The DCF against ns-3.37 itself (an outside implementation of 802.11): our own scenario
-(validation/ns3/cell.cc) built against Debian's libns3-dev and the project's cell with its default
-`[network.csma]`, side by side. Skips in one line where ns-3 or g++ is missing."""
+"""The DCF against ns-3.37 itself (an outside implementation of 802.11): our own scenarios
+(validation/ns3/cell.cc, walk.cc) built against Debian's libns3-dev and the project's cell, side by
+side: both PHY settings (preamble detection off, our default; on, ns-3's default) and stations
+walking away from the access point. Skips in one line where ns-3 or g++ is missing."""
 import pytest
 
 from validation.ns3 import run as ns3
+from validation.ns3 import walk
 
 why = ns3.available()
 if why:
@@ -15,14 +17,21 @@ SECONDS = {1: 2.0, 2: 2.0, 5: 3.0, 10: 3.0, 20: 3.0, 50: 2.0}
 TOL = {n: (0.01, 0.05) for n in ns3.NS}
 
 
+# With preamble detection the rules change only where a third station hears a collision: N >= 3
+# (N = 1, 2 are the same runs in both, test_n_1_and_2_do_not_depend_on_preamble_detection)
+NS_PREAMBLE = tuple(n for n in ns3.NS if n > 2)
+
+
 @pytest.fixture(scope="module")
 def rows():
-    return {n: ns3.compare([n], seconds=SECONDS[n], frames=30000, seed=3)[0] for n in ns3.NS}
+    return {(n, False): ns3.compare([n], seconds=SECONDS[n], frames=30000, seed=3)[0] for n in ns3.NS} | \
+           {(n, True): ns3.compare([n], seconds=SECONDS[n], frames=30000, seed=3, preamble=True)[0]
+            for n in NS_PREAMBLE}
 
 
-@pytest.mark.parametrize("n", ns3.NS)
-def test_saturation_matches_ns3(rows, n):
-    r = rows[n]
+@pytest.mark.parametrize("n, preamble", [(n, False) for n in ns3.NS] + [(n, True) for n in NS_PREAMBLE])
+def test_saturation_matches_ns3(rows, n, preamble):
+    r = rows[n, preamble]
     thr, coll = TOL[n]
     assert r["ours"]["mbps"] == pytest.approx(r["ns3"]["mbps"], rel=thr)
     assert r["ours"]["collided_per_success"] == pytest.approx(r["ns3"]["collided_per_success"], rel=coll, abs=1e-9)
@@ -65,3 +74,56 @@ def test_ns3_wifi_radio_is_ns3s_energy_model():
     expected = {"tx_w": ns["TxCurrentA"] * volts, "rx_w": ns["RxCurrentA"] * volts,
                 "idle_w": ns["IdleCurrentA"] * volts, "sleep_w": ns["SleepCurrentA"] * volts}
     assert {k: radio[k] for k in expected} == pytest.approx(expected, rel=1e-9)
+
+
+def test_n_1_and_2_do_not_depend_on_preamble_detection():
+    """No third station hears a collision of two: ns-3 counts the same frames either way, and so
+    do we."""
+    a, b = (ns3.ns3_dcf(2, 0.3, warmup=0.1, seed=3, preamble=p) for p in (False, True))
+    assert (a["frames"], a["collided_per_success"]) == (b["frames"], b["collided_per_success"])
+    a, b = (ns3.ours_dcf(2, 2000, seed=3, preamble=p) for p in (False, True))
+    assert a["frames"] == b["frames"] and a["collided_per_success"] == b["collided_per_success"]
+
+
+# The test's walk: one station from 160 m at 5 m/s through the 18, 12, 9 and 6 Mbit/s bands to
+# the break (~286 m, where 6 Mbit/s meets 50% packet error) and past it. (`make validate-ns3` walks
+# from 40 m, and three stations too.)
+WALK = dict(speed=5.0, d0=160.0, seconds=28.0, seed=1)
+
+
+@pytest.fixture(scope="module")
+def one():
+    return walk.compare(stations=1, **WALK)
+
+
+def test_a_walk_matches_ns3_window_by_window(one):
+    """Throughput per 1 s window within 2% of ns-3 where the link holds, each state's joules
+    within 2% of the window's radio joules there, and the link breaks in the same window (+-1)."""
+    held = [x for x in walk.gaps(one) if x["holds"]]
+    assert len(held) >= 12, held
+    for x in held:
+        assert abs(x["mbps"]) <= 0.02, x
+        for k in walk.STATES:
+            assert abs(x[k]) <= 0.02, (k, x)
+    assert one["break_s"]["ns3"] is not None and one["break_s"]["ours"] is not None
+    assert abs(one["break_s"]["ns3"] - one["break_s"]["ours"]) <= 1
+    # the rates went down the bands: 18 to 6 Mbit/s
+    assert one["rows"][0]["rate_mbps"] == 18.0 and one["rows"][-1]["rate_mbps"] == 6.0
+
+
+def test_walk_energy_is_ns3s_radio_energy_model(one):
+    """ns-3's per-state seconds times its currents and volts (the `ns3_wifi` radio) add up to what
+    its WifiRadioEnergyModel counted, window by window."""
+    for row in one["rows"]:
+        assert sum(row[f"ns3_{k}_j"] for k in walk.STATES) == pytest.approx(row["ns3_model_j"], rel=1e-6)
+
+
+def test_the_802_11a_table_is_ns3s():
+    """channels/data/mcs_80211a.csv's min_snr_db: ns-3's 10% packet error SNR at 1536 bytes per
+    802.11a rate, each within 0.05 dB."""
+    from channels.fading import load_mcs_table
+
+    table = load_mcs_table(str(walk.HERE.parents[1] / walk.TABLE))
+    curves = sorted(walk.ns3_curves(), key=lambda c: c["rate_mbps"])
+    assert table.rate_mbps.tolist() == [c["rate_mbps"] for c in curves]
+    assert table.min_snr_db.tolist() == pytest.approx([c["per10_db"] for c in curves], abs=0.05)

@@ -41,10 +41,12 @@ def test_a_dedicated_broadcast_charges_the_sender_each_link_a_shared_one_once():
 @pytest.mark.parametrize("engine", ["fast", "simpy"])
 def test_a_csma_stations_energy_includes_the_collisions_of_its_backoff_trace(engine):
     # test_channels_csma's hand trace (test_two_stations_backoff_trace_by_hand): 8 Mb/s, 60 + 40 B
-    # frames in 4 us OFDM symbols, DATA = 124 us, the ACK at 6 Mb/s = 44 us. Each station: 3
-    # successes (DATA + SIFS + ACK = 184 us, the ACK charged to the sender) and 1 collided DATA
-    # (124 us, the collision at 54 us of that trace). w0's last DATA ends at 1579 us, when the call
-    # ends (no delay).
+    # frames in 4 us OFDM symbols, DATA = 124 us, the ACK at 6 Mb/s = 44 us (20 us of it PHY
+    # preamble and header). Each station: 3 successes and 1 collided DATA (124 us, the collision at
+    # 54 us of that trace): 4 x 124 us transmitting; receiving its 3 ACKs and, overheard, w1's 3
+    # successful DATA and their 3 ACKs, each less its 20 us PHY preamble and header (as ns-3's
+    # radio energy model counts them, its PHY is CCA-busy, at idle power, then): 3 x 24 + 3 x 104
+    # + 3 x 24 = 456 us. w0's last DATA ends at 1579 us, when the call ends (no delay).
     net = make_net(workers=2, medium="shared", sharing="csma", engine=engine, bandwidth_mbps=8.0, delay_ms=0.0)
     cell = net._medium(("cell", "server"))
     cell.csma_streams["w0"] = FixedStream([u(2, 15), u(5, 31), u(0, 15), u(7, 15)])
@@ -53,16 +55,17 @@ def test_a_csma_stations_energy_includes_the_collisions_of_its_backoff_trace(eng
     us = 1e-6
     assert rep.links[("w0", "server")].collisions == 1
     times = radio_seconds(rep, shared=True)
-    assert times["w0"] == pytest.approx([(3 * 184 + 124) * us, 0.0])
+    assert times["w0"] == pytest.approx([4 * 124 * us, 456 * us])
     window = rep.end_s - rep.start_s
     assert window == pytest.approx(1579 * us)
     joules = P.radio_joules(*times["w0"], window)
-    assert joules == pytest.approx(1.5 * 676 * us + 0.75 * (1579 - 676) * us)
+    assert joules == pytest.approx(1.5 * 496 * us + 1.0 * 456 * us + 0.75 * (1579 - 952) * us)
     # the collided frame costs its airtime at transmit rather than idle power
-    without = 1.5 * 552 * us + 0.75 * (1579 - 552) * us
+    without = 1.5 * 372 * us + 1.0 * 456 * us + 0.75 * (1579 - 828) * us
     assert joules - without == pytest.approx((1.5 - 0.75) * 124 * us)
-    # the access point received every attempt addressed to it, collided ones included
-    assert times["server"][1] == pytest.approx(2 * 676 * us)
+    # the access point received every attempt addressed to it, collided ones included (less
+    # their 20 us headers), and sent the 6 ACKs
+    assert times["server"] == pytest.approx([6 * 44 * us, 8 * (124 - 20) * us])
 
 
 def test_an_away_node_sleeps_the_whole_window():

@@ -1,11 +1,14 @@
 // The project's 802.11a cell as ns-3.37 sees it (our own scenario against ns-3's API).
 //
-//   cell dcf N SECONDS WARMUP SEED   N saturated stations send to one sink: plain DCF (non-QoS
+//   cell dcf N SECONDS WARMUP SEED [PREAMBLE]
+//                                    N saturated stations send to one sink: plain DCF (non-QoS
 //                                    ad hoc MAC, so no beacons or association), no RTS/CTS,
 //                                    YansWifiPhy/YansWifiChannel, data 54 Mbit/s, basic rates
 //                                    6/12/24 Mbit/s (ACK at 24), 1536-byte MPDUs. Prints one JSON
 //                                    line: successes and DATA attempts in the measured window, and
-//                                    the whole run's successes and wall seconds.
+//                                    the whole run's successes and wall seconds. PREAMBLE 1 keeps
+//                                    ns-3's default PHY (its threshold preamble detection model);
+//                                    0 (the default) disables it.
 //   cell per BYTES                   The SNR (dB) at which a frame of BYTES sees 10% packet error,
 //                                    per 802.11ac MCS 0-8 (20 MHz, 800 ns GI, one stream), from
 //                                    ns-3's TableBasedErrorRateModel (its default) and NIST's.
@@ -17,14 +20,17 @@
 // CELL_CURVES=1 adds each MCS's PER-vs-SNR curve to `cell per`.
 //
 // The stations stand together 5 m from the sink, so every station hears every frame at the same
-// power. Preamble detection is disabled (ns-3 < 3.30 behaviour, and the standard's): a station
+// power. With preamble detection disabled (ns-3 < 3.30 behaviour, and the standard's) a station
 // locks onto any frame it hears, so two colliding frames are a reception that fails, and the
-// stations that did not transmit defer EIFS, as 802.11's DCF specifies.
+// stations that did not transmit defer EIFS, as 802.11's DCF specifies. With ns-3's default
+// threshold model (a preamble is detected when its SNR, interference included, is at least 4 dB)
+// equal-power colliding frames are never detected: the others see energy only and defer DIFS.
 #include "ns3/core-module.h"
 #include "ns3/mobility-module.h"
 #include "ns3/network-module.h"
 #include "ns3/point-to-point-module.h"
 #include "ns3/wifi-module.h"
+#include "cell_common.h"
 
 #include <chrono>
 #include <cmath>
@@ -35,9 +41,6 @@
 
 using namespace ns3;
 
-static const uint32_t MPDU = 1536;           // bytes on the air: 24 MAC + 8 LLC + 1500 + 4 FCS
-static const uint32_t PAYLOAD = MPDU - 36;   // what Send() is given
-static const uint32_t QUEUE_FILL = 50;       // frames kept in every station's MAC queue
 
 static uint64_t g_ok = 0, g_okAll = 0, g_tx = 0;
 static double g_from = 0, g_to = 0;
@@ -91,19 +94,8 @@ DataTx(Ptr<const Packet> p, double)
         g_tx++;
 }
 
-// Keeps a station saturated: its MAC queue never runs dry (checked every 5 ms, far less than
-// the time it takes to send QUEUE_FILL frames).
-static void
-TopUp(Ptr<WifiNetDevice> dev, Address to)
-{
-    Ptr<WifiMacQueue> q = dev->GetMac()->GetTxop()->GetWifiMacQueue();
-    for (uint32_t n = q->GetNPackets(); n < QUEUE_FILL; n++)
-        dev->Send(Create<Packet>(PAYLOAD), to, 0x0800);
-    Simulator::Schedule(MilliSeconds(5), &TopUp, dev, to);
-}
-
 static int
-Dcf(uint32_t n, double seconds, double warmup, uint32_t seed)
+Dcf(uint32_t n, double seconds, double warmup, uint32_t seed, bool preamble)
 {
     RngSeedManager::SetSeed(1);
     RngSeedManager::SetRun(seed);
@@ -114,22 +106,13 @@ Dcf(uint32_t n, double seconds, double warmup, uint32_t seed)
     sink.Create(1);
     stations.Create(n);
 
-    WifiHelper wifi;
-    wifi.SetStandard(WIFI_STANDARD_80211a);
-    wifi.SetRemoteStationManager("ns3::ConstantRateWifiManager",
-                                 "DataMode", StringValue("OfdmRate54Mbps"),
-                                 "ControlMode", StringValue("OfdmRate24Mbps"),
-                                 "RtsCtsThreshold", UintegerValue(65535),
-                                 "MaxSsrc", UintegerValue(7));
+    WifiHelper wifi = DcfWifi();
     YansWifiChannelHelper channel = YansWifiChannelHelper::Default();
     YansWifiPhyHelper phy;
     phy.SetChannel(channel.Create());
-    phy.DisablePreambleDetectionModel();
-    WifiMacHelper mac;
-    mac.SetType("ns3::AdhocWifiMac", "QosSupported", BooleanValue(false));
-    NetDeviceContainer sinkDev = wifi.Install(phy, mac, sink);
-    NetDeviceContainer staDev = wifi.Install(phy, mac, stations);
-    wifi.AssignStreams(NetDeviceContainer(sinkDev, staDev), 100);
+    if (!preamble)
+        phy.DisablePreambleDetectionModel();
+    auto [sinkDev, staDev] = InstallCell(wifi, phy, sink, stations);
 
     MobilityHelper mobility;
     Ptr<ListPositionAllocator> pos = CreateObject<ListPositionAllocator>();
@@ -141,13 +124,7 @@ Dcf(uint32_t n, double seconds, double warmup, uint32_t seed)
     mobility.Install(NodeContainer(sink, stations));
 
     NetDeviceContainer all(sinkDev, staDev);
-    for (uint32_t i = 0; i < all.GetN(); i++)
-    {
-        Ptr<WifiRemoteStationManager> m = DynamicCast<WifiNetDevice>(all.Get(i))->GetRemoteStationManager();
-        m->AddBasicMode(OfdmPhy::GetOfdmRate6Mbps());
-        m->AddBasicMode(OfdmPhy::GetOfdmRate12Mbps());
-        m->AddBasicMode(OfdmPhy::GetOfdmRate24Mbps());
-    }
+    AddBasicModes(all);
     Ptr<WifiNetDevice> s = DynamicCast<WifiNetDevice>(sinkDev.Get(0));
     s->GetMac()->TraceConnectWithoutContext("MacRx", MakeCallback(&SinkRx));
     if (g_log)
@@ -178,22 +155,6 @@ Dcf(uint32_t n, double seconds, double warmup, uint32_t seed)
                 n, seconds, warmup, seed, (unsigned long long)g_ok, (unsigned long long)g_tx,
                 (unsigned long long)g_okAll, g_to, wall, (unsigned long long)g_drops, PAYLOAD);
     return 0;
-}
-
-static double
-Threshold(Ptr<ErrorRateModel> model, WifiMode mode, const WifiTxVector& tv, uint64_t bits, double per)
-{
-    double lo = -10, hi = 50;   // dB; success rate rises with SNR
-    for (int i = 0; i < 60; i++)
-    {
-        double mid = 0.5 * (lo + hi);
-        double ok = model->GetChunkSuccessRate(mode, tv, std::pow(10.0, mid / 10), bits);
-        if (1 - ok > per)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return 0.5 * (lo + hi);
 }
 
 static int
@@ -268,11 +229,12 @@ int
 main(int argc, char** argv)
 {
     if (argc >= 6 && !std::strcmp(argv[1], "dcf"))
-        return Dcf(std::atoi(argv[2]), std::atof(argv[3]), std::atof(argv[4]), std::atoi(argv[5]));
+        return Dcf(std::atoi(argv[2]), std::atof(argv[3]), std::atof(argv[4]), std::atoi(argv[5]),
+                   argc >= 7 && std::atoi(argv[6]) != 0);
     if (argc >= 3 && !std::strcmp(argv[1], "per"))
         return Per(std::atoi(argv[2]));
     if (argc >= 6 && !std::strcmp(argv[1], "burst"))
         return Burst(std::atoi(argv[2]), std::atoi(argv[3]), std::atof(argv[4]), std::atoi(argv[5]));
-    std::fprintf(stderr, "usage: cell dcf N SECONDS WARMUP SEED | cell per BYTES | cell burst COUNT BYTES PER SEED\n");
+    std::fprintf(stderr, "usage: cell dcf N SECONDS WARMUP SEED [PREAMBLE] | cell per BYTES | cell burst COUNT BYTES PER SEED\n");
     return 2;
 }

@@ -10,7 +10,11 @@ Figures per N: saturation throughput (payload Mbit/s) and collided attempts per 
 over its measured window and in ours while every station still has frames (until the first
 flow completes, as `testbed probe` reports `saturated_mbps`); and wall seconds per successful
 frame of each whole run (ns-3 in C++, ours in Python + numba), whose ratio is the speed-up.
-Where ns-3 is missing, `available()` says why in one line and nothing runs.
+Both PHY settings: ns-3 with its preamble detection disabled against our default `[network.csma]`,
+and ns-3's default PHY (threshold preamble detection) against `preamble_detection = true`. Then
+walks (walk.py): stations walking away from the access point, throughput and radio joules per
+1 s window and the wall time of each side. Where ns-3 is missing, `available()` says why in one
+line and nothing runs.
 `radio_energy_defaults()` builds `energy_defaults.cc` and reads the WiFi radio energy model's
 default currents, the source of channels/data/energy_profiles.toml's `ns3_wifi` radio.
 """
@@ -51,9 +55,9 @@ def available() -> str | None:
 
 
 def build(source: Path = SOURCE, libs=LIBS) -> Path:
-    """A compiled program of ours against ns-3, cached by the source's hash (a few seconds to
-    build once)."""
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    """A compiled program of ours against ns-3, cached by the hash of its source and the header
+    they share (a few seconds to build once)."""
+    digest = hashlib.sha256(source.read_bytes() + (HERE / "cell_common.h").read_bytes()).hexdigest()[:12]
     out = Path(os.environ.get("NS3_CELL_CACHE", Path(tempfile.gettempdir()) / "lgc-ns3-cell")) / digest / source.stem
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -80,10 +84,11 @@ def radio_energy_defaults() -> dict[str, float]:
     return values
 
 
-def ns3_dcf(n: int, seconds: float, warmup: float = 0.5, seed: int = 1) -> dict:
+def ns3_dcf(n: int, seconds: float, warmup: float = 0.5, seed: int = 1, preamble: bool = False) -> dict:
     """ns-3's saturated cell of n stations: throughput and collided attempts per success over
-    `seconds` after `warmup`, and the whole run's wall seconds per successful frame."""
-    out = subprocess.run([str(build()), "dcf", str(n), str(seconds), str(warmup), str(seed)],
+    `seconds` after `warmup`, and the whole run's wall seconds per successful frame. `preamble`:
+    ns-3's default PHY (threshold preamble detection), else detection disabled."""
+    out = subprocess.run([str(build()), "dcf", str(n), str(seconds), str(warmup), str(seed), str(int(preamble))],
                          check=True, capture_output=True, text=True).stdout
     d = json.loads(out.strip().splitlines()[-1])
     ok = d["successes"]
@@ -92,14 +97,15 @@ def ns3_dcf(n: int, seconds: float, warmup: float = 0.5, seed: int = 1) -> dict:
             "wall_per_frame_s": d["wall_s"] / d["successes_all"]}
 
 
-def cell_table(n: int, engine: str = "fast") -> dict:
+def cell_table(n: int, engine: str = "fast", preamble: bool = False) -> dict:
     """The `[network]` table of the scenario as `testbed probe` validates it."""
     return validate_network({"workers": n, "medium": "shared", "sharing": "csma", "engine": engine,
+                             "csma": {"preamble_detection": preamble},
                              "link": {"bandwidth_mbps": RATE_MBPS, "delay_ms": 0.0, "mtu_bytes": MPDU,
                                       "header_bytes": MPDU - PAYLOAD}})
 
 
-def ours_dcf(n: int, frames: int, seed: int = 1) -> dict:
+def ours_dcf(n: int, frames: int, seed: int = 1, preamble: bool = False) -> dict:
     """The project's cell of n stations, `frames` frames in all, sent at once (a gather): the
     same figures, over the time every station still had frames."""
     rows = []
@@ -109,7 +115,7 @@ def ours_dcf(n: int, frames: int, seed: int = 1) -> dict:
         rows.append(list(zip(*cell.rows)) if cols is None else [np.asarray(c) for c in cols])
         return finish(cell, cols)
 
-    edge = build_network(cell_table(n), seed)
+    edge = build_network(cell_table(n, preamble=preamble), seed)
     net = edge.network
     per = max(frames // n, 1)
     csma.Cell.finish = keep
@@ -130,12 +136,13 @@ def ours_dcf(n: int, frames: int, seed: int = 1) -> dict:
             "frames": int((code == csma.OK).sum()), "wall_s": wall, "wall_per_frame_s": wall / int((code == csma.OK).sum())}
 
 
-def compare(ns=NS, seconds: float = 4.0, frames: int = 30000, seed: int = 1) -> list[dict]:
-    """ns-3 and ours side by side, one row per n."""
+def compare(ns=NS, seconds: float = 4.0, frames: int = 30000, seed: int = 1, preamble: bool = False) -> list[dict]:
+    """ns-3 and ours side by side, one row per n, with ns-3's preamble detection on (its default
+    PHY) and ours `preamble_detection = true`, or both off."""
     ours_dcf(2, 200)     # compile the numba loop first: the speed figures are steady-state
     out = []
     for n in ns:
-        a, b = ns3_dcf(n, seconds, seed=seed), ours_dcf(n, frames, seed=seed)
+        a, b = ns3_dcf(n, seconds, seed=seed, preamble=preamble), ours_dcf(n, frames, seed=seed, preamble=preamble)
         out.append({"n": n, "ns3": a, "ours": b, "throughput_gap": b["mbps"] / a["mbps"] - 1,
                     "collided_gap": (b["collided_per_success"] / a["collided_per_success"] - 1)
                     if a["collided_per_success"] else b["collided_per_success"],
@@ -168,22 +175,12 @@ def per_thresholds(nbytes: int = 1500) -> list[dict]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", default=",".join(map(str, NS)), help="station counts, comma-separated")
-    ap.add_argument("--seconds", type=float, default=4.0, help="ns-3's measured window (simulated s)")
-    ap.add_argument("--frames", type=int, default=30000, help="frames in our gather")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args(argv)
-    why = available()
-    if why:
-        print(why)
-        return 0
-    rows = compare([int(x) for x in args.n.split(",")], args.seconds, args.frames, args.seed)
-    if args.json:
-        print(json.dumps({"dcf": rows, "burst": burst(), "per": per_thresholds()}, indent=1))
-        return 0
+PHYS = ((False, "preamble detection off (our default; ns-3 with DisablePreambleDetectionModel)"),
+        (True, "preamble detection on (ns-3's default PHY; ours preamble_detection = true)"))
+
+
+def print_dcf(rows: list[dict], title: str) -> None:
+    print(title)
     print(f"{'N':>3} {'ns-3 Mb/s':>10} {'ours':>8} {'gap':>7} {'ns-3 coll/succ':>15} {'ours':>7} {'gap':>7} "
           f"{'ns-3 us/frame':>14} {'ours':>7} {'ratio':>7}")
     for r in rows:
@@ -191,12 +188,46 @@ def main(argv=None) -> int:
         print(f"{r['n']:>3} {a['mbps']:>10.3f} {b['mbps']:>8.3f} {r['throughput_gap']:>+7.2%} "
               f"{a['collided_per_success']:>15.4f} {b['collided_per_success']:>7.4f} {r['collided_gap']:>+7.2%} "
               f"{a['wall_per_frame_s'] * 1e6:>14.1f} {b['wall_per_frame_s'] * 1e6:>7.2f} {r['speedup']:>6.0f}x")
-    b = burst()
+
+
+def main(argv=None) -> int:
+    from validation.ns3 import walk
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", default=",".join(map(str, NS)), help="station counts, comma-separated")
+    ap.add_argument("--seconds", type=float, default=4.0, help="ns-3's measured window (simulated s)")
+    ap.add_argument("--frames", type=int, default=30000, help="frames in our gather")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--walkers", default="1,3", help="walks: stations walking side by side, comma-separated")
+    ap.add_argument("--figure", default=None, help="also draw the walks as a PNG (headless Chromium) at this path")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
+    ap.add_argument("--save", default=None, help="also write the figures as JSON to this file")
+    args = ap.parse_args(argv)
+    why = available()
+    if why:
+        print(why)
+        return 0
+    ns = [int(x) for x in args.n.split(",")]
+    dcf = {pre: compare(ns, args.seconds, args.frames, args.seed, preamble=pre) for pre, _ in PHYS}
+    walks = [walk.compare(stations=int(k), seed=args.seed) for k in args.walkers.split(",") if k]
+    if args.figure:
+        walk.figure(walks, args.figure)
+    figures = {"dcf": dcf[False], "dcf_preamble": dcf[True], "walks": walks, "burst": burst(), "per": per_thresholds()}
+    if args.save:
+        Path(args.save).write_text(json.dumps(figures, indent=1))
+    if args.json:
+        print(json.dumps(figures, indent=1))
+        return 0
+    for pre, title in PHYS:
+        print_dcf(dcf[pre], title)
+    for w in walks:
+        walk.print_walk(w)
+    b = figures["burst"]
     print(f"burst of {b['count']} x {b['bytes']} B at {RATE_MBPS:g} Mbit/s, PER {b['per']}: ns-3 "
           f"{b['ns3']['received']} received, last at {b['ns3']['last_arrival_s'] * 1e3:.3f} ms; ours "
           f"{b['ours']['received']} received, last at {b['ours']['last_arrival_s'] * 1e3:.3f} ms")
     print("MCS  10% PER at 1500 B (dB): " + ", ".join(
-        f"{d['mcs']}: {d['table_based_db']:.2f} (NIST {d['nist_db']:.2f})" for d in per_thresholds()))
+        f"{d['mcs']}: {d['table_based_db']:.2f} (NIST {d['nist_db']:.2f})" for d in figures["per"]))
     return 0
 
 

@@ -1,0 +1,328 @@
+"""Stations walking away from the access point, in ns-3.37 (walk.cc) and in the project's
+network (`mobility = "away"` on a fading CSMA cell): throughput and radio joules per 1 s window.
+
+The walk: `stations` stations start side by side `d0` metres from the access point (station i at
+(d0, i) m) and walk straight away from it at `speed` m/s, each sending saturated 1536-byte MPDUs
+(1500 bytes of payload) upstream, best effort. Both sides: 802.11a DCF (non-QoS, no RTS/CTS),
+20 dBm, LogDistance path loss (exponent 3, 40 dB at 1 m), a 7 dB noise figure over 20 MHz, no
+fading or shadowing, preamble detection off.
+
+Rate choice: a constant rate per distance band. Ours picks the highest 802.11a rate whose
+threshold (channels/data/mcs_80211a.csv: ns-3's 10% packet error SNR) the SNR meets, per 10 ms
+coherence block (5 cm of the walk); ns-3's ConstantRateWifiManager is handed the same rate at the
+same instants.
+(ns-3's IdealWifiManager chooses from the SNR of the last ACK against BER-1e-6 thresholds of its
+own: it would compare two rate controllers rather than the link underneath.)
+Packet errors: ours is the fading model's logistic waterfall through each threshold, its slope
+derived from ns-3's curves (ln 9 / the mean dB between 10% and 50% error); ns-3's is its
+TableBasedErrorRateModel.
+Energy: ns-3's WifiRadioEnergyModel with a BasicEnergySource (3 V) per station, its PHY's time in
+each state; ours the `ns3_wifi` radio (the same currents x volts) over the radio seconds that
+channels/energy.py charges (transmitting its DATA; receiving its ACKs and the others' frames that
+did not collide, less their PHY preambles and headers), split per window from the attempt rows.
+5 m/s walks the bands in a minute; at a walker's 1.5 m/s the same bands take 3.3 times as long.
+"""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from channels import csma
+from channels.config import validate_network
+from channels.energy import radio_seconds
+from testbed.network import build_network
+
+HERE = Path(__file__).resolve().parent
+SOURCE = HERE / "walk.cc"
+LIBS = ["ns3-wifi", "ns3-core", "ns3-network", "ns3-mobility", "ns3-propagation", "ns3-energy"]
+MPDU, PAYLOAD = 1536, 1500
+TABLE = "channels/data/mcs_80211a.csv"
+STATES = ("tx", "rx", "idle", "sleep")
+COHERENCE_MS = 10.0
+
+
+def build() -> Path:
+    from validation.ns3.run import build as build_cc
+    return build_cc(SOURCE, LIBS)
+
+
+def ns3_curves(nbytes: int = MPDU) -> list[dict]:
+    """Per 802.11a rate: the SNR (dB) of 10%, 50% and 90% packet error in ns-3's table-based model."""
+    out = subprocess.run([str(build()), "per", str(nbytes)], check=True, capture_output=True, text=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def per_slope(curves: list[dict]) -> float:
+    """The logistic's slope (1/dB) with ns-3's 10% and 50% points: PER = 1 / (1 + 9 e^(s x))
+    is 50% at x = -ln 9 / s."""
+    return math.log(9) / float(np.mean([c["per10_db"] - c["per50_db"] for c in curves]))
+
+
+def table(stations: int, speed: float, d0: float, slope: float) -> dict:
+    """The `[network]` table of the walk."""
+    root = Path(__file__).resolve().parents[2]
+    return validate_network({
+        "workers": stations, "medium": "shared", "sharing": "csma", "engine": "fast",
+        "link": {"bandwidth_mbps": 54.0, "delay_ms": 0.0, "mtu_bytes": MPDU, "header_bytes": MPDU - PAYLOAD,
+                 "delivery": "best_effort",
+                 "loss": {"model": "fading", "fading": "none", "shadowing_db": 0.0, "coherence_ms": COHERENCE_MS,
+                          "tx_power_dbm": 20.0, "noise_figure_db": 7.0, "channel_bandwidth_mhz": 20.0,
+                          "path_loss_exponent": 3.0, "reference_loss_db": 40.0, "rate": "mcs",
+                          "mcs_table": str(root / TABLE), "per_slope_db": slope}},
+        "nodes": {f"w{i}": {"pos": [d0, float(i)]} for i in range(stations)},
+        "mobility": {"model": "away", "speed_mps": [speed, speed], "until_m": 1e4},
+    })
+
+
+def _capacity_frames(rates_mbps: np.ndarray, seconds: float, p: csma.CsmaParams, stations: int) -> int:
+    """Frames enough to keep one of `stations` stations saturated for `seconds` at these rates
+    (one per coherence block): its share of a cell in which every frame takes DATA + SIFS + ACK +
+    DIFS with no backoff, and a quarter more. (Frames left at the end cost time after the walk:
+    once the link is gone each takes every MAC attempt.)"""
+    per_s = [1.0 / (csma.airtime(8.0 * MPDU, r * 1e6, p.phy_header_s, p.symbol_s) + p.sifs_s
+                    + p.ack_s(r * 1e6) + p.difs_s) for r in rates_mbps]
+    return int(np.mean(per_s) * seconds * (1.0 if stations == 1 else 1.25 / stations)) + 100
+
+
+def ours(stations: int, speed: float, d0: float, seconds: float, slope: float, seed: int = 1) -> dict:
+    """Our walk: per station and 1 s window, payload bytes delivered and radio seconds per state;
+    and each station's rate schedule [(t, Mbit/s), ...] (where its rate changes) for ns-3."""
+    edge = build_network(table(stations, speed, d0, slope), seed)
+    net = edge.network
+    coh = COHERENCE_MS / 1e3
+    blocks = np.arange(int(math.ceil(seconds / coh))) * coh
+    schedules, sizes = [], {}
+    for w in edge.workers:
+        link = net.link_state(w, edge.server)
+        r = link.fading.rate_bps(blocks) / 1e6
+        change = np.flatnonzero(np.r_[True, r[1:] != r[:-1]])
+        schedules.append([(float(blocks[i]), float(r[i])) for i in change])
+        sizes[w] = [PAYLOAD] * _capacity_frames(r, seconds, net.csma, stations)
+    rows = []
+    finish = csma.Cell.finish
+
+    def keep(cell, cols=None):
+        rows.append(list(zip(*cell.rows)) if cols is None else [np.asarray(c) for c in cols])
+        return finish(cell, cols)
+
+    csma.Cell.finish = keep
+    try:
+        t0 = time.perf_counter()
+        rep = net.gather(sizes, edge.server, at=0.0) if stations > 1 else \
+            net.transfer(edge.workers[0], edge.server, sizes[edge.workers[0]], at=0.0)
+        wall = time.perf_counter() - t0
+    finally:
+        csma.Cell.finish = finish
+    p = net.csma
+    qi, start, end, air = (np.asarray(rows[0][i], float) for i in (0, 4, 5, 6))
+    code = np.asarray(rows[0][7])
+    nw = int(math.ceil(seconds))
+    charged = radio_seconds(rep, shared=True)
+    out = []
+    for s, f in enumerate(rep.flows):
+        mine = qi == s
+        got = f.arrival_s[f.arrived]
+        b = np.histogram(got, bins=nw, range=(0, nw))[0] * PAYLOAD
+        # radio seconds per window, as channels/energy.py charges them: its DATA at transmit
+        # power; receiving its ACKs and, overheard, the others' frames that did not collide,
+        # each less its PHY preamble and header (idle power); cut at the window edges
+        ok, others = mine & (code == csma.OK), ~mine & (code == csma.OK)
+        heard = ~mine & (code != csma.COLLIDED)
+        ack_from = lambda sel: end[sel] + p.sifs_s + p.phy_header_s     # noqa: E731
+        spans = [(ack_from(ok), start[ok] + air[ok]), (start[heard] + p.phy_header_s, end[heard]),
+                 (ack_from(others), start[others] + air[others])]
+        tx = _spread(start[mine], end[mine], nw)
+        rx = sum(_spread(a, b, nw) for a, b in spans)
+        # the same intervals over the whole call are what channels/energy.py charges the station
+        whole = [float((end[mine] - start[mine]).sum()), sum(float((b - a).sum()) for a, b in spans)]
+        if not all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) for a, b in zip(whole, charged[f.src])):
+            raise AssertionError(f"{f.src}: radio seconds {whole} per window, {charged[f.src]} charged")
+        out.append({"bytes": b.astype(float).tolist(), "tx_s": tx.tolist(), "rx_s": rx.tolist(),
+                    "idle_s": (1.0 - tx - rx).tolist(), "sleep_s": [0.0] * nw,
+                    "attempts_w": np.histogram(start[mine], bins=nw, range=(0, nw))[0].tolist(),
+                    "lost_w": np.histogram(start[mine & (code == csma.LOST)], bins=nw, range=(0, nw))[0].tolist(),
+                    "attempts": int(mine.sum()), "ok": int((mine & (code == csma.OK)).sum())})
+    return {"stations": out, "schedules": schedules, "wall_s": wall}
+
+
+def _spread(a: np.ndarray, b: np.ndarray, nw: int) -> np.ndarray:
+    """Seconds of the intervals [a, b) inside each 1 s window 0..nw-1."""
+    out = np.zeros(nw)
+    for w in range(nw):
+        out[w] = np.clip(np.minimum(b, w + 1) - np.maximum(a, w), 0, None).sum()
+    return out
+
+
+def ns3(stations: int, speed: float, d0: float, seconds: float, schedules: list, seed: int = 1) -> dict:
+    """ns-3's walk with the same positions, velocities and rate schedules."""
+    lines = []
+    for i in range(stations):
+        x, y = d0, float(i)
+        r = math.hypot(x, y)
+        lines.append(f"sta {x!r} {y!r} {speed * x / r!r} {speed * y / r!r}")
+    for i, sched in enumerate(schedules):
+        lines += [f"rate {i} {t!r} {r:g}" for t, r in sched]
+    with tempfile.NamedTemporaryFile("w", suffix=".walk", delete=False) as fh:
+        fh.write("\n".join(lines) + "\n")
+    try:
+        out = subprocess.run([str(build()), "run", fh.name, str(seconds), str(seed)],
+                             check=True, capture_output=True, text=True).stdout
+    finally:
+        Path(fh.name).unlink()
+    recs = [json.loads(line) for line in out.splitlines() if line.strip()]
+    wall = recs.pop()["wall_s"]
+    nw = int(math.ceil(seconds))
+    st = [{k: [0.0] * nw for k in ("bytes", "tx_s", "rx_s", "idle_s", "sleep_s", "joules")} for _ in range(stations)]
+    for r in recs:
+        for k in st[r["station"]]:
+            st[r["station"]][k][r["window"]] = r[k]
+    return {"stations": st, "wall_s": wall}
+
+
+def break_second(mbps: list[float], rates: list[float]) -> int | None:
+    """The window in which the link breaks: the first, once the lowest rate is in use, that
+    delivers less than half of the best window at that rate."""
+    low = min(rates)
+    at_low = [w for w, r in enumerate(rates) if r == low]
+    if not at_low:
+        return None
+    half = 0.5 * max(mbps[w] for w in at_low)
+    return next((w for w in range(at_low[0], len(mbps)) if mbps[w] < half), None)
+
+
+def compare(stations: int = 1, speed: float = 5.0, d0: float = 40.0, seconds: float = 52.0, seed: int = 1) -> dict:
+    """ns-3 and ours over the same walk: per window, throughput (Mbit/s, all stations) and each
+    state's joules (all stations), the break second of each, and both wall times."""
+    slope = per_slope(ns3_curves())
+    a = ours(stations, speed, d0, seconds, slope, seed)
+    b = ns3(stations, speed, d0, seconds, a["schedules"], seed)
+    watts = _ns3_wifi_watts()
+    nw = int(math.ceil(seconds))
+    rates = [_rate_in(a["schedules"][0], w) for w in range(nw)]
+    rows = []
+    for w in range(nw):
+        row = {"window": w, "rate_mbps": rates[w]}
+        for side, d in (("ours", a), ("ns3", b)):
+            row[f"{side}_mbps"] = sum(s["bytes"][w] for s in d["stations"]) * 8 / 1e6
+            for k in STATES:
+                row[f"{side}_{k}_j"] = sum(s[f"{k}_s"][w] for s in d["stations"]) * watts[k]
+        row["ns3_model_j"] = sum(s["joules"][w] for s in b["stations"])
+        tried = sum(s["attempts_w"][w] for s in a["stations"])
+        row["ours_loss"] = sum(s["lost_w"][w] for s in a["stations"]) / tried if tried else 1.0
+        rows.append(row)
+    brk = {side: break_second([r[f"{side}_mbps"] for r in rows], rates) for side in ("ours", "ns3")}
+    return {"stations": stations, "speed_mps": speed, "d0_m": d0, "seconds": seconds, "per_slope_db": slope,
+            "rows": rows, "break_s": brk, "wall_s": {"ours": a["wall_s"], "ns3": b["wall_s"]}}
+
+
+def _rate_in(schedule: list, w: int) -> float:
+    """The rate at the end of window w (the lowest it had in the window)."""
+    r = schedule[0][1]
+    for t, x in schedule:
+        if t < w + 1:
+            r = x
+    return r
+
+
+def _ns3_wifi_watts() -> dict:
+    import tomllib
+    from importlib import resources
+    radio = tomllib.loads(resources.files("channels").joinpath("data/energy_profiles.toml").read_text())["radios"]["ns3_wifi"]
+    return {k: radio[f"{k}_w"] for k in STATES}
+
+
+def holds(row: dict, brk: dict) -> bool:
+    """A window in which the link holds: before either side's break, with under 2% of our
+    attempts lost (not in a packet error waterfall at a band's edge)."""
+    first = min((b for b in brk.values() if b is not None), default=math.inf)
+    return row["window"] < first and row["ours_loss"] < 0.02
+
+
+def gaps(result: dict) -> list[dict]:
+    """Per window: ours / ns-3 - 1 in throughput, and per state ours - ns-3 as a share of ns-3's
+    radio joules in the window (idle is what transmitting and receiving leave, so its own
+    relative gap says little where it is small)."""
+    out = []
+    for row in result["rows"]:
+        total = sum(row[f"ns3_{k}_j"] for k in STATES)
+        g = {"window": row["window"], "holds": holds(row, result["break_s"]),
+             "mbps": row["ours_mbps"] / row["ns3_mbps"] - 1 if row["ns3_mbps"] else math.inf}
+        for k in STATES:
+            g[k] = (row[f"ours_{k}_j"] - row[f"ns3_{k}_j"]) / total
+        out.append(g)
+    return out
+
+
+def print_walk(result: dict) -> None:
+    r = result
+    print(f"walk: {r['stations']} station(s) from {r['d0_m']:g} m at {r['speed_mps']:g} m/s, {r['seconds']:g} s "
+          f"(per_slope_db {r['per_slope_db']:.2f} from ns-3's curves); joules of all stations, ns-3 / ours; "
+          f"gap = ours - ns-3 over ns-3's window joules; * = the link holds")
+    print(f"{'s':>3} {'Mb/s':>5} {'ns-3 Mb/s':>9} {'ours':>7} {'gap':>7} {'tx J':>13} {'rx J':>13} {'idle J':>13} "
+          f"{'energy gap tx/rx/idle':>22}")
+    for row, g in zip(r["rows"], gaps(r)):
+        j = " ".join(f"{row[f'ns3_{k}_j']:>6.3f}/{row[f'ours_{k}_j']:<6.3f}" for k in ("tx", "rx", "idle"))
+        print(f"{row['window']:>3} {row['rate_mbps']:>5g} {row['ns3_mbps']:>9.3f} {row['ours_mbps']:>7.3f} "
+              f"{g['mbps']:>+7.2%} {j} {g['tx']:>+7.2%}{g['rx']:>+7.2%}{g['idle']:>+7.2%}{' *' if g['holds'] else ''}")
+    held = [g for g in gaps(r) if g["holds"]]
+    worst = max((abs(g["mbps"]) for g in held), default=0.0)
+    worst_j = max((abs(g[k]) for g in held for k in STATES), default=0.0)
+    print(f"link holds in {len(held)} windows: worst throughput gap {worst:.2%}, worst energy gap {worst_j:.2%}; "
+          f"breaks at second {r['break_s']['ns3']} in ns-3, {r['break_s']['ours']} in ours")
+    print(f"wall time of the walk: ns-3 {r['wall_s']['ns3']:.2f} s, ours {r['wall_s']['ours']:.2f} s "
+          f"(ns-3 / ours = {r['wall_s']['ns3'] / r['wall_s']['ours']:.2f})")
+
+
+def figure(results: list[dict], path) -> Path:
+    """The walks as one PNG: per walk, throughput per window (ns-3 and ours) above, radio joules
+    per window and state below; drawn by plotly, rendered by headless Chromium."""
+    import plotly.graph_objects as go
+    import plotly.io as pio
+    from plotly.subplots import make_subplots
+
+    from dashboards.export import screenshot
+
+    titles = []
+    for r in results:
+        who = "1 station" if r["stations"] == 1 else f"{r['stations']} stations side by side"
+        note = "" if r["stations"] == 1 else \
+            " (ns-3's stations also receive part of a collision; ours count collisions idle)"
+        titles += [f"{who} walking away at {r['speed_mps']:g} m/s from {r['d0_m']:g} m: throughput per 1 s "
+                   "(all stations; dashed: where each breaks)",
+                   f"radio joules per 1 s and state, all stations{note}"]
+    fig = make_subplots(rows=2 * len(results), cols=1, subplot_titles=titles, vertical_spacing=0.07)
+    colours = {"tx": "#dc2626", "rx": "#2563eb", "idle": "#6b7280"}
+    for i, r in enumerate(results):
+        x = [row["window"] + 0.5 for row in r["rows"]]
+        for side, dash, name in (("ns3", "solid", "ns-3.37"), ("ours", "dot", "ours")):
+            first = i == 0
+            fig.add_trace(go.Scatter(x=x, y=[row[f"{side}_mbps"] for row in r["rows"]], mode="lines",
+                                     line={"color": "#111827", "dash": dash, "width": 2},
+                                     name=f"{name} throughput", legendgroup=f"{side}-mbps", showlegend=first),
+                          row=2 * i + 1, col=1)
+            for k, c in colours.items():
+                fig.add_trace(go.Scatter(x=x, y=[row[f"{side}_{k}_j"] for row in r["rows"]], mode="lines",
+                                         line={"color": c, "dash": dash, "width": 2}, name=f"{name} {k}",
+                                         legendgroup=f"{side}-{k}", showlegend=first),
+                              row=2 * i + 2, col=1)
+        for b, side in ((r["break_s"]["ns3"], "ns-3"), (r["break_s"]["ours"], "ours")):
+            if b is not None:
+                fig.add_vline(x=b, line={"color": "#9ca3af", "dash": "dash"}, row=2 * i + 1, col=1)
+        fig.update_yaxes(title_text="Mbit/s", row=2 * i + 1, col=1)
+        fig.update_yaxes(title_text="J", row=2 * i + 2, col=1)
+        fig.update_xaxes(title_text="s", row=2 * i + 2, col=1)
+    height = 420 * 2 * len(results)
+    fig.update_layout(width=1200, height=height, template="plotly_white", margin={"t": 60, "b": 40},
+                      title="A walk away from the access point: ns-3.37 (solid) and ours (dotted)")
+    path = Path(path).resolve()
+    with tempfile.TemporaryDirectory() as tmp:
+        page = Path(tmp) / "walk.html"
+        page.write_text(pio.to_html(fig, include_plotlyjs=True, full_html=True, config={"displayModeBar": False}), encoding="utf-8")
+        screenshot(page, path, 1200, height + 20, tmp)
+    return path
