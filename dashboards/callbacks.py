@@ -29,6 +29,7 @@ from dashboards.panel import Rows, View
 from dashboards.style import PLACEHOLDER, empty_figure, event_marks, smooth, smoothing_carry, stage_bands
 from testbed.controls import ControlError, link_targets, validate_control
 from testbed.store import RunNotFound, Store
+from testbed.summary import federated_tables, final_accuracies, run_summary, summary_text
 
 LIVE_FIGURES = [p.name for p in panels.PANELS]  # the figures' order in every answer (as imported)
 NO_AXIS = "-"   # the sweep view's "no second axis" choice (one row)
@@ -50,8 +51,9 @@ def _placeholders(fig: dict) -> list[dict]:
 
 class Dashboard:
     def __init__(self, store_path: str | Path, *, max_points: int = 600, topology_window: int = 10,
-                 dead_check_s: float = 10.0):
+                 dead_check_s: float = 10.0, starting: str | None = None):
         self.path = Path(store_path)
+        self.starting = starting  # a run about to start (testbed demo): waited for, not missing
         self.max_points = max_points
         self.topology_window = topology_window
         self.dead_check_s = dead_check_s
@@ -80,7 +82,8 @@ class Dashboard:
                 store.mark_dead_runs()  # a killed writer's run shows as failed, not running
                 self._last_dead_check = time.monotonic()
             runs = store.runs()
-        rows = C.runs_table_rows(runs)
+            final, federated = final_accuracies(store.db), federated_tables(store.db)
+        rows = C.runs_table_rows(runs, final, federated)
         options = [{"label": f"#{r['id']} {r['name']} · {r['method'] or '?'} · {r['status']}",
                     "value": r["id"]} for r in reversed(runs)]
         ids = {r["id"] for r in runs}
@@ -89,7 +92,9 @@ class Dashboard:
         else:
             running = [r["id"] for r in runs if r["status"] == "running"]
             value = (running or [r["id"] for r in runs] or [None])[-1]
-        if not runs:
+        if not runs and self.starting:
+            message = f"Waiting for the first run ({self.starting}) to start: it appears here within seconds."
+        elif not runs:
             message = (f"The store {self.path} has no runs yet. Start one with "
                        f"`testbed run experiments/quickstart.toml --store {self.path}`; "
                        "it appears here within seconds.")
@@ -110,9 +115,12 @@ class Dashboard:
         return last
 
     @staticmethod
-    def _message(run: dict, has_iter: bool, has_eval: bool, upto: int) -> tuple[str, str]:
+    def _message(run: dict, has_iter: bool, has_eval: bool, upto: int,
+                 summary: dict | None = None) -> tuple[str, str]:
         name = f"Run #{run['id']} {run['name']} ({run.get('method') or '?'})"
         status = run["status"]
+        if summary is not None and status not in ("running", "failed") and upto >= 0:
+            return f"{name} {status}: {summary_text(summary)}.", "info"
         if status == "failed":
             return f"{name} failed: {run.get('error') or 'no error recorded'}", "error"
         if upto < 0:
@@ -123,6 +131,11 @@ class Dashboard:
             return f"{name} is running: iteration {upto}.{tail}", "info"
         return f"{name} {status} after iteration {upto}.{tail}", "info"
 
+    @staticmethod
+    def _summary(store: Store, run: dict) -> dict | None:
+        """A finished run's headline figures (testbed.summary, as the CLI prints them)."""
+        return None if run["status"] == "running" else run_summary(store, run["id"])
+
     def _empty(self, text: str):
         return tuple(empty_figure(text, as_dict=True) for _ in _names())
 
@@ -132,6 +145,9 @@ class Dashboard:
         axis ("log" or "linear"); `smoothing`: the EMA weight of noisy curves (0 = raw)."""
         x, scale, smoothing = x or "iteration", scale or "log", float(smoothing or 0.0)
         if run_id is None:
+            if self.starting:
+                return (self._empty("Waiting for the first run."), None,
+                        f"Waiting for the first run ({self.starting}) to start.", "info")
             return self._empty("No run to show."), None, "No run to show: the store is empty.", "warn"
         with self.store() as store:
             try:
@@ -201,7 +217,7 @@ class Dashboard:
             "carry": {p.name: smoothing_carry(figs[p.name], p.name) for p in live},
             "notes": {p.name: _placeholders(figs[p.name]) for p in live},
         }
-        msg, level = self._message(run, bool(its), bool(evals), upto)
+        msg, level = self._message(run, bool(its), bool(evals), upto, self._summary(store, run))
         return tuple(figs[n] for n in _names()), state, msg, level
 
     def _tick(self, store: Store, run: dict, view: dict, state: dict):
@@ -265,7 +281,8 @@ class Dashboard:
                      event=max([state["event"]] + [e["id"] for e in new_events]), end_vt=end_vt,
                      totals={p.name: p.totals(rows, state["totals"][p.name]) for p in panels.PANELS if p.totals},
                      has_eval=state["has_eval"] or bool(evals), carry=carry)
-        msg, level = self._message(run, state["has_iter"], state["has_eval"], upto)
+        msg, level = self._message(run, state["has_iter"], state["has_eval"], upto,
+                                   self._summary(store, run))
         return tuple(out[n] for n in _names()), state, msg, level
 
     # ------------------------------------------------------------------ steering

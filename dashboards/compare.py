@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
+from testbed.summary import ITERATION_UNITS, participants, plural
 from dashboards.style import (PALETTE, X_AXES, base_layout, bits_sum, check_x, grid2, line_trace,
                               make_figure, placeholder_note, points, series_uid)
 
@@ -104,18 +105,26 @@ def compare_summary(entries: Sequence[dict], target: float, baseline: dict | Non
     return rows
 
 
-def runs_table_rows(runs: Sequence[dict]) -> list[dict]:
-    """Rows of `Store.runs()` shaped for the runs table (numbers stay numbers: it sorts)."""
+def runs_table_rows(runs: Sequence[dict], final: dict | None = None,
+                    federated: dict | None = None) -> list[dict]:
+    """Rows of `Store.runs()` shaped for the runs table (numbers stay numbers: it sorts), with
+    `final` {run id: final accuracy} and `federated` {run id: [federated] table} (testbed.summary:
+    a federated run's participants are its clients; its iterations, rounds)."""
     rows = []
     for r in runs:
         bits = r.get("total_bits")
+        fed = (federated or {}).get(r["id"])
+        last = r.get("last_iteration")
         rows.append({
             "id": r["id"], "name": r.get("name"), "method": r.get("method"),
-            "topology": r.get("topology"), "workers": r.get("workers"),
+            "topology": r.get("topology"),
+            "workers": participants(r, fed) if fed else r.get("workers"),
             "bandwidth_mbps": r.get("bandwidth_mbps"), "status": r.get("status"),
-            "last_iteration": r.get("last_iteration"),
+            "iterations": None if last is None else (
+                plural(last + 1, ITERATION_UNITS.get(fed.get("mode", "sync"))) if fed else last + 1),
+            "final_accuracy": (final or {}).get(r["id"]),
             "best_accuracy": r.get("best_accuracy"),
-            "total_mbit": None if bits is None else bits / 1e6,
+            "total_mb": None if bits is None else round(bits / 8e6, 3),
             "virtual_time_s": r.get("virtual_time_s"),
         })
     return rows

@@ -18,6 +18,7 @@ import plotly.io as pio
 from dashboards.panel import Rows, View
 from dashboards import panels
 from testbed.store import Store
+from testbed.summary import run_summary, summary_text
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
@@ -46,21 +47,30 @@ def run_figures(store, run_ref) -> tuple[dict, list]:
             store.close()
 
 
-def export_html(store, run_ref, path) -> Path:
-    """Write the run's figures to one HTML file; return its path."""
+def export_html(store, run_ref, path, *, toolbar: bool = True) -> Path:
+    """Write the run's figures to one HTML file; return its path. `toolbar`: plotly's mode bar
+    over each figure (zoom, pan, download); the PNG export renders the page without it."""
     run, figs = run_figures(store, run_ref)
+    store, owned = _open(store)
+    try:
+        headline = summary_text(run_summary(store, run["id"]))
+    finally:
+        if owned:
+            store.close()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     title = f"Run #{run['id']} {run['name']} ({run.get('method') or '?'}, {run['status']})"
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_esc(title)}</title>"
              "<style>body{font-family:system-ui,sans-serif;margin:16px;background:#fafafa}"
              ".fig{background:white;border:1px solid #e5e7eb;margin:10px 0}</style></head><body>",
-             f"<h2>{_esc(title)}</h2>"]
+             f"<h2>{_esc(title)}</h2>", f"<p class='summary'>{_esc(headline)}</p>"]
     if run.get("error"):
         parts.append(f"<p style='color:#b91c1c'>failed: {_esc(run['error'])}</p>")
     for i, fig in enumerate(figs):
         parts.append("<div class='fig'>" + pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0),
-                                                       config={"displaylogo": False}) + "</div>")
+                                                       config={"displaylogo": False,
+                                                               **({} if toolbar else {"displayModeBar": False})})
+                     + "</div>")
     parts.append("</body></html>")
     path.write_text("".join(parts), encoding="utf-8")
     return path
@@ -91,7 +101,7 @@ def export_png(store, run_ref, path, *, width: int = 1280, height: int | None = 
     path = Path(path).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        page = export_html(store, run_ref, Path(tmp) / "run.html")
+        page = export_html(store, run_ref, Path(tmp) / "run.html", toolbar=False)
         n_figs = page.read_text(encoding="utf-8").count("class='fig'")
         height = height or 90 + 470 * n_figs
         cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",

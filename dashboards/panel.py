@@ -15,21 +15,18 @@ from functools import cached_property
 from collections.abc import Callable, Sequence
 
 from dashboards.style import NOISY, Series
-
-# What one iteration of the store is in a federated run (testbed/federated.py), by its mode
-ITERATION_UNITS = {"sync": "round", "fedbuff": "server step"}
+from testbed import summary
 
 
 def federated_mode(run: dict) -> str | None:
     """"sync" or "fedbuff" for a federated run (its config's `[federated] mode`), else None."""
-    fed = (run.get("config") or {}).get("federated")
-    return fed.get("mode", "sync") if isinstance(fed, dict) else None
+    return summary.federated_mode(run.get("config"))
 
 
 def iteration_unit(run: dict) -> str:
     """The x-axis title of a panel drawn against the store's iterations: "iteration", or in a
-    federated run "round" (sync) or "server step" (FedBuff)."""
-    return ITERATION_UNITS.get(federated_mode(run), "iteration")
+    federated run "round" (sync) or "server step" (FedBuff) (testbed.summary, as the CLI)."""
+    return summary.iteration_unit(run.get("config"))
 
 
 def retitle_iterations(fig, unit: str):

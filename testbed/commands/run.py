@@ -9,11 +9,12 @@ from pathlib import Path
 
 from channels.errors import DeliveryError
 from lgc_schema import OptionError
+from testbed import checkpoint
 from testbed.commands import add_store_arg
 from testbed.config import load_config
 from testbed.errors import RunFailed, SetupError
 from testbed.launcher import RunSpec, launch_torchrun
-from testbed.progress import progress_printer, summary_line
+from testbed.progress import progress_printer, summary_line, unit_of
 from testbed.store import Store
 
 
@@ -107,7 +108,7 @@ def run(spec: RunSpec) -> int:
 
 def run_experiment(exp, store, spec: RunSpec) -> int:
     """Run `exp` with a progress bar; its one summary line, or the one line of its failure."""
-    update, close = progress_printer(exp.iterations, spec.quiet)
+    update, close = progress_printer(exp.iterations, spec.quiet, unit_of(exp.cfg))
     exp.progress = update
     wall = time.perf_counter()
     try:
@@ -123,6 +124,8 @@ def run_experiment(exp, store, spec: RunSpec) -> int:
         close()
         raise
     close()
+    if store.run(run_id)["status"] == "completed":  # resume refuses it: its checkpoint is no use
+        checkpoint.remove_run(spec.store, run_id)
     line = summary_line(store, run_id, exp.cfg.run.name)
     print(f"{line}, wall time {time.perf_counter() - wall:.1f} s -> {spec.store}")
     return 0

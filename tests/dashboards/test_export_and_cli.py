@@ -58,11 +58,16 @@ def test_dashboard_subcommand_defaults_to_loopback(monkeypatch, capsys):
     parser = argparse.ArgumentParser()
     dashboard_cmd.register(parser.add_subparsers())
     args = parser.parse_args(["dashboard", "--store", "x.db"])
-    assert (args.host, args.port, args.store) == ("127.0.0.1", 8050, "x.db")
+    assert (args.host, args.port, args.store, args.access_log) == ("127.0.0.1", 8050, "x.db", False)
     served = {}
-    monkeypatch.setattr("dashboards.app.serve", lambda path, host, port: served.update(
-        path=path, host=host, port=port))
-    assert args.func(args) == 0 and served == {"path": "x.db", "host": "127.0.0.1", "port": 8050}
+
+    def serve(path, host, port, access_log, announce, starting):
+        served.update(path=path, host=host, port=port, access_log=access_log)
+        announce()
+    monkeypatch.setattr(dashboard_cmd, "serve_dashboard", serve)
+    assert args.func(args) == 0
+    assert served == {"path": "x.db", "host": "127.0.0.1", "port": 8050, "access_log": False}
+    assert capsys.readouterr().out == "dashboard: http://127.0.0.1:8050 (store x.db)\n"  # once
     from testbed.cli import main  # the CLI's one error boundary turns the refusal into exit 2
 
     assert main(["dashboard", "--port", "70000"]) == 2
