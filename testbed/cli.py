@@ -33,8 +33,11 @@ def serve_dashboard(store: str, host: str, port: int, access_log: bool = False,
     store has none."""
     from dashboards.app import make_dashboard_server
 
-    from testbed.commands import listen_error
+    from testbed.commands import check_listen, listen_error
 
+    busy = check_listen(host, port)  # werkzeug itself would print a paragraph and exit 1
+    if busy is not None:
+        raise listen_error(host, port, busy)
     try:
         app, server = make_dashboard_server(store, host, port, access_log=access_log,
                                             starting=starting)
