@@ -321,3 +321,40 @@ def test_control_waits_and_prints_the_iteration_the_run_applied_it_at(tmp_path, 
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == "control 1 applied at iteration 121: bandwidth 2 Mb/s on 2 links"
     assert len(sleeps) == 2
+
+
+# ------------------------------------------------------------------ the README's first steps
+README = (ROOT / "README.md").read_text()
+
+
+def test_the_readme_says_how_to_reach_the_testbed_command():
+    cli_section = README[README.index("## Using the CLI"):]
+    first_block = cli_section.index("```")
+    assert "source .venv/bin/activate" in cli_section[:first_block]
+    assert ".venv/bin/testbed" in cli_section[:first_block]
+
+
+# How the README's opening names each registered method (the ablation is a study, not a method)
+README_NAMES = {"none": "fp32", "fp16": "fp16", "topk": "top-k", "randomk": "random-k", "dgc": "DGC",
+                "qsgd": "QSGD", "terngrad": "TernGrad", "signsgd": "signSGD-EF", "powersgd": "PowerSGD",
+                "lgc_ps": "LGC-PS", "lgc_rar": "LGC-RAR", "scalecom": "ScaleCom", "lgc_ablation": None}
+
+
+def test_the_readme_lists_every_method_it_ships():
+    from nodes.compression.registry import names
+
+    intro = README[:README.index("```")]
+    assert set(names()) <= set(README_NAMES), "a method the README's list does not know"
+    assert [n for n in names() if README_NAMES[n] and README_NAMES[n] not in intro] == []
+
+
+def test_the_readmes_deadline_probe_leaves_some_workers_out_not_all(capsys):
+    """The example shows what a deadline does: some of the four workers miss it, not all."""
+    line = next(ln for ln in README.splitlines()
+                if ln.startswith("testbed probe experiments/edge_deadline_digits.toml"))
+    argv = line.split("#")[0].split()[1:]
+    argv[1] = str(ROOT / argv[1])
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    left, total = map(int, re.search(r"deadline 25\.000 ms: (\d+) of (\d+) workers left out", out).groups())
+    assert total == 4 and 0 < left < total, out
