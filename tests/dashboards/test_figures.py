@@ -261,7 +261,8 @@ def test_dict_and_figure_forms_agree():
 def test_runs_table_rows_keep_numbers():
     row = runs_table_rows([{"id": 1, "name": "a", "status": "running", "total_bits": 2_500_000,
                               "best_accuracy": 0.5}])[0]
-    assert row["total_mbit"] == 2.5 and row["best_accuracy"] == 0.5 and row["status"] == "running"
+    # 2,500,000 bits are 312,500 bytes: 0.3125 MB, shown to three decimals as the CLI does
+    assert row["total_mb"] == 0.312 and row["best_accuracy"] == 0.5 and row["status"] == "running"
 
 
 def test_link_colours_and_colour_bar_use_one_scale_the_busiest_link_darkest():
