@@ -27,7 +27,9 @@ from dashboards import queries as Q
 from dashboards import sweep as S
 from dashboards.panel import Rows, View
 from dashboards.style import PLACEHOLDER, empty_figure, event_marks, smooth, smoothing_carry, stage_bands
+from dashboards.style import node_order
 from testbed.controls import ControlError, link_targets, validate_control
+from testbed.graph_json import graph_nodes
 from testbed.store import RunNotFound, Store
 from testbed.summary import federated_tables, final_accuracies, run_summary, summary_text
 
@@ -140,10 +142,12 @@ class Dashboard:
         return tuple(empty_figure(text, as_dict=True) for _ in _names())
 
     def live_view(self, run_id: int | None, x: str | None, state: dict | None,
-                  scale: str | None = "log", smoothing: float | None = 0.0):
+                  scale: str | None = "log", smoothing: float | None = 0.0, focus: str | None = None):
         """(figures in the registry's order (dashboards.panels.PANELS), new state, message, level). `scale`: the rate
-        axis ("log" or "linear"); `smoothing`: the EMA weight of noisy curves (0 = raw)."""
+        axis ("log" or "linear"); `smoothing`: the EMA weight of noisy curves (0 = raw); `focus`:
+        the worker drawn on its own beside the aggregates (None or "": none)."""
         x, scale, smoothing = x or "iteration", scale or "log", float(smoothing or 0.0)
+        focus = focus or None
         if run_id is None:
             if self.starting:
                 return (self._empty("Waiting for the first run."), None,
@@ -155,9 +159,9 @@ class Dashboard:
             except RunNotFound:
                 return (self._empty("Run not found."), None,
                         f"Run {run_id} is not in the store {self.path}.", "warn")
-            view = {"x": x, "scale": scale, "smoothing": smoothing}
+            view = {"x": x, "scale": scale, "smoothing": smoothing, "focus": focus}
             if (not state or state.get("run_id") != run["id"] or state.get("scale") != scale
-                    or state.get("smoothing") != smoothing):
+                    or state.get("smoothing") != smoothing or state.get("focus") != focus):
                 return self._full(store, run, view)
             if state.get("x") != x:
                 return self._switch_x(store, run, x, state)
@@ -166,7 +170,7 @@ class Dashboard:
     def _view(self, run: dict, view: dict, stride: int) -> View:
         note = f"mean per {stride} iterations" if stride > 1 else ""
         return View(x=view["x"], scale=view["scale"], smoothing=view["smoothing"], note=note,
-                    uirevision=run["id"])
+                    uirevision=run["id"], focus=view.get("focus"))
 
     def _switch_x(self, store: Store, run: dict, x: str, state: dict):
         """Redraw only the panels drawn against the view's x (`mark_x = "view"`), from the
@@ -284,6 +288,27 @@ class Dashboard:
         msg, level = self._message(run, state["has_iter"], state["has_eval"], upto,
                                    self._summary(store, run))
         return tuple(out[n] for n in _names()), state, msg, level
+
+    # ------------------------------------------------------------------ what the run calls for
+    def panels_view(self, run_id: int | None):
+        """(a style per panel, in the registry's order: hidden when the panel does not apply to
+        the run; the worker picker's options). Without a run every panel shows (its note)."""
+        run = None
+        if run_id is not None:
+            with self.store() as store:
+                try:
+                    run = store.run(run_id)
+                except RunNotFound:
+                    run = None
+        styles = [{} if run is None or p.applies_to(run) else {"display": "none"} for p in panels.PANELS]
+        for i, p in enumerate(panels.PANELS):
+            if p.name in panels.WIDE:
+                styles[i] = {**styles[i], "gridColumn": "1 / -1"}
+        workers = [] if run is None else [str(n["id"]) for n in graph_nodes(run.get("graph"))
+                                          if n.get("role", "worker") == "worker"]
+        options = [{"label": "none: the aggregates", "value": ""}] + [
+            {"label": w, "value": w} for w in node_order(workers)]
+        return styles, options
 
     # ------------------------------------------------------------------ steering
     def controls_view(self, run_id: int | None):
@@ -429,10 +454,16 @@ def register(app, board: Dashboard) -> None:
                   Output("live-message", "className"),
                   Input("live-interval", "n_intervals"), Input("run-select", "value"),
                   Input("x-mode", "value"), Input("rate-scale", "value"), Input("smoothing", "value"),
-                  State("live-state", "data"))
-    def _live(_n, run_id, x, scale, smoothing, state):
-        figs, state, message, level = board.live_view(run_id, x, state, scale, smoothing)
+                  Input("focus-select", "value"), State("live-state", "data"))
+    def _live(_n, run_id, x, scale, smoothing, focus, state):
+        figs, state, message, level = board.live_view(run_id, x, state, scale, smoothing, focus)
         return (*figs, state, message, _level_class(level))
+
+    @app.callback(*[Output(f"{name}-graph", "style") for name in _names()],
+                  Output("focus-select", "options"), Input("run-select", "value"))
+    def _panels(run_id):
+        styles, options = board.panels_view(run_id)
+        return (*styles, options)
 
     @app.callback(Output("controls-table", "data"), Output("control-target", "options"),
                   Output("control-apply", "disabled"), Output("steer-hint", "children"),

@@ -1,6 +1,7 @@
 """A run's dashboard figures as one file (`testbed export RUN --format html|png`).
 
-HTML: every figure of the live view (each panel of `dashboards.panels.PANELS`, in its order)
+HTML: every figure of the live view that applies to the run (each panel of
+`dashboards.panels.PANELS`, in its order)
 in one self-contained page (plotly.js inlined once, so it opens offline). PNG: that page
 rendered by a headless Chromium (the system's; nothing is downloaded).
 """
@@ -40,7 +41,8 @@ def run_figures(store, run_ref) -> tuple[dict, list]:
                     evals=store.evals(rid), events=store.events(rid),
                     window=[r for r in links if r["iteration"] > last - 10],
                     window_label=f"over the last 10 iterations (to {last})" if last >= 0 else "")
-        figs = [p.draw(rows, View(x=x) if x else View(), False) for p in panels.PANELS for x in p.exports]
+        figs = [p.draw(rows, View(x=x) if x else View(), False) for p in panels.PANELS
+                if p.applies_to(run) for x in p.exports]
         return run, figs
     finally:
         if owned:

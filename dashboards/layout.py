@@ -59,7 +59,10 @@ TABLE_STYLE = dict(
 X_OPTIONS = [{"label": " iteration", "value": "iteration"},
              {"label": " virtual time", "value": "virtual_time_s"}]
 SCALE_OPTIONS = [{"label": " log", "value": "log"}, {"label": " linear", "value": "linear"}]
-# EMA weights of the "smoothing" control (TensorBoard's convention: 0 is raw).
+# EMA weights of the "smoothing" control (TensorBoard's convention: 0 is raw). On by default at
+# TensorBoard's default weight: it applies to the spiky series only (the bands over workers and
+# links, the loss, latency), never to the totals' steps or to a picked worker's own line.
+DEFAULT_SMOOTHING = 0.6
 SMOOTHING_OPTIONS = [{"label": "off", "value": 0}] + [{"label": f"{a:g}", "value": a}
                                                       for a in (0.6, 0.8, 0.9, 0.95, 0.99)]
 
@@ -95,9 +98,13 @@ def live_view() -> html.Div:
                                                            value="iteration", inline=True)]),
             html.Label(["rate axis", dcc.RadioItems(id="rate-scale", options=SCALE_OPTIONS,
                                                     value="log", inline=True)]),
-            html.Label(["smoothing", dcc.Dropdown(id="smoothing", options=SMOOTHING_OPTIONS, value=0,
-                                                  clearable=False, searchable=False,
-                                                  style={"minWidth": 110})]),
+            html.Label(["smoothing", dcc.Dropdown(id="smoothing", options=SMOOTHING_OPTIONS,
+                                                  value=DEFAULT_SMOOTHING, clearable=False,
+                                                  searchable=False, style={"minWidth": 110})]),
+            html.Label(["worker on its own", dcc.Dropdown(id="focus-select", value="", clearable=False,
+                                                          options=[{"label": "none: the aggregates",
+                                                                    "value": ""}],
+                                                          style={"minWidth": 190})]),
         ]),
         html.Div(id="live-message", className="message"),
         html.Div(className="grid", children=[_graph(p.name) for p in panels.PANELS]),

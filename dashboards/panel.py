@@ -67,13 +67,15 @@ class Rows:
 @dataclass(frozen=True)
 class View:
     """The page's controls: the accuracy panel's x axis, the rate axis scale, the EMA weight,
-    a note for every title (the binning) and plotly's uirevision (keeps zoom across redraws)."""
+    a note for every title (the binning), plotly's uirevision (keeps zoom across redraws) and
+    the worker picked to be drawn on its own (None: the aggregates only)."""
 
     x: str = "iteration"
     scale: str = "log"
     smoothing: float = 0.0
     note: str = ""
     uirevision: object = None
+    focus: str | None = None   # the one worker picked to be drawn beside the aggregate
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,8 @@ class Panel:
     hover:   rows -> {uid: [text per new point]} for traces whose points carry hover text.
     parts:   rows -> the optional rows of its layout these rows call for (a new one: redrawn).
     exports: the x axes it is drawn against in the offline export (None: the view's default).
+    applies: run -> whether the panel means anything for that run (None: always); a panel that
+             does not apply is hidden on the page and left out of the export.
     """
 
     name: str
@@ -103,11 +107,15 @@ class Panel:
     hover: Callable[[Rows], dict[str, list]] | None = None
     parts: Callable[[Rows], frozenset] | None = None
     exports: tuple = (None,)
+    applies: Callable[[dict], bool] | None = None
 
     def draw(self, rows: Rows, view: View, as_dict: bool = False):
         """The whole figure, as every caller draws it: `figure`, its iteration axes titled in
         the run's unit (`iteration_unit`; the one place a federated run's x axis is named)."""
         return retitle_iterations(self.figure(rows, view, as_dict), iteration_unit(rows.run))
+
+    def applies_to(self, run: dict) -> bool:
+        return self.applies is None or bool(self.applies(run))
 
     def __post_init__(self):
         if self.mark_x not in ("iteration", "virtual_time_s", "view"):

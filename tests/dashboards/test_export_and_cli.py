@@ -29,13 +29,18 @@ def store_with_run(tmp_path):
 def test_html_export_is_one_offline_page(store_with_run, tmp_path):
     out = export_html(store_with_run, "exported", tmp_path / "out" / "run.html")
     text = out.read_text()
-    figures = sum(len(p.exports) for p in PANELS)   # every panel, once per x axis it exports
-    assert figures >= 7 and text.count("class='fig'") == figures   # 7: up to the energy panel
+    # every panel that applies (not the federated one: a data-parallel run), once per x axis
+    figures = sum(len(p.exports) for p in PANELS if p.name != "federated")
+    assert figures >= 7 and text.count("class='fig'") == figures
+    assert "Not a federated run" not in text
     assert text.count("Plotly.newPlot") == figures
     assert "<script src=\"https://cdn.plot.ly" not in text  # plotly.js inlined: opens offline
     assert len(text) > 1_000_000  # ... and it is the whole library
     assert "7.5 Mb" in text and "Run #1 exported" in text
     assert "killed &lt;by&gt; test" in text  # the failure is shown, escaped
+    assert '"displayModeBar": false' not in text   # the HTML page keeps plotly's toolbar ...
+    bare = export_html(store_with_run, "exported", tmp_path / "bare.html", toolbar=False).read_text()
+    assert bare.count('"displayModeBar": false') == figures   # ... the PNG's page has none
 
 
 @pytest.mark.skipif(find_chromium() is None, reason="no Chromium on this machine for PNG export")
