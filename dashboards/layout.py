@@ -10,7 +10,8 @@ from dash.dash_table.Format import Format, Scheme
 
 from dashboards import panels
 
-GRAPH_CONFIG = {"displaylogo": False}
+# plotly's toolbar only while the pointer is over a figure: it would lie over the titles
+GRAPH_CONFIG = {"displaylogo": False, "displayModeBar": "hover"}
 
 
 def _num(precision: int, scheme=Scheme.fixed) -> dict:
@@ -23,13 +24,13 @@ RUN_COLUMNS = [
     {"name": "method", "id": "method"},
     {"name": "topology", "id": "topology"},
     {"name": "workers", "id": "workers"},
-    {"name": "bandwidth (Mb/s)", "id": "bandwidth_mbps", **_num(1)},
+    {"name": "Mb/s", "id": "bandwidth_mbps", **_num(1)},
     {"name": "status", "id": "status"},
     {"name": "iterations", "id": "iterations"},
     {"name": "final accuracy", "id": "final_accuracy", **_num(2, Scheme.percentage)},
     {"name": "best accuracy", "id": "best_accuracy", **_num(2, Scheme.percentage)},
     {"name": "MB on the wire", "id": "total_mb", **_num(3)},
-    {"name": "virtual time (s)", "id": "virtual_time_s", **_num(2)},
+    {"name": "virtual s", "id": "virtual_time_s", **_num(2)},
 ]
 
 COMPARE_COLUMNS = [

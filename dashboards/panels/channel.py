@@ -116,7 +116,9 @@ PANEL = Panel(
         rows.links, rows.times, rows.events, uirevision=view.uirevision, note=view.note, smoothing=view.smoothing,
         as_dict=as_dict, focus=view.focus),
     series=lambda rows, view, totals: channel_series(rows.links, rows.times),
-    # the bands (mean, min, max over the links) are smoothed; a picked link is drawn as it was
-    noisy=tuple(f"{k}_{part}" for k, _ in CHANNEL_ROWS for part in ("mean", "lo", "hi")),
+    # the bands (mean, min, max over the links) of the spiky counts and the SNR are smoothed;
+    # the rate is a link's setting or its MCS (a step when steered, not noise), and a picked
+    # link is drawn as it was
+    noisy=tuple(f"{k}_{part}" for k, _ in CHANNEL_ROWS if k != "rate" for part in ("mean", "lo", "hi")),
     mark_x="virtual_time_s",
     parts=lambda rows: channel_rows_present(rows.links))

@@ -63,9 +63,9 @@ def energy_figure(nodes: Sequence[dict], times: dict, events: Sequence[dict] = (
     layout = base_layout(titled("Energy per worker (virtual time)", smooth_note(note, smoothing)), 440,
                          uirevision, grid=grid2(top=0.5, x_title=X_AXES["virtual_time_s"]),
                          yaxis=dict(title=dict(text="per iteration"), rangemode="tozero",
-                                    tickformat="~s", ticksuffix=" J"),
+                                    tickformat="~s", ticksuffix="J"),
                          yaxis2=dict(title=dict(text="cumulative"), rangemode="tozero",
-                                     tickformat="~s", ticksuffix=" J"))
+                                     tickformat="~s", ticksuffix="J"))
     if not names:
         layout["annotations"].append(placeholder_note("No energy recorded yet."))
     end = max((p for xs, _ in s.values() for p in xs[-1:]), default=None)

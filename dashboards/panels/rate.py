@@ -61,7 +61,7 @@ def rate_figure(iterations: Sequence[dict], nodes: Sequence[dict], events: Seque
                          line=dict(color="#111827", width=2)),
               line_trace("bits_down", "downlink (all workers)", s["bits_down"], legendgroup="total",
                          line=dict(color="#111827", width=2, dash="dash"))]
-    traces += band_traces("wk", s, f"uplink per worker (mean, min-max of {len(names)})", PALETTE[1])
+    traces += band_traces("wk", s, f"uplink per worker: mean, range of {len(names)}", PALETTE[1])
     for i, name in enumerate(names):
         traces.append(member_trace(series_uid("node", name), f"{name} uplink", s[series_uid("node", name)],
                                    name == focus, PALETTE[(i + 2) % len(PALETTE)], legendgroup="nodes"))

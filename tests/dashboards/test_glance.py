@@ -81,6 +81,7 @@ def test_smoothing_is_on_by_default_for_spiky_series_only():
 
     assert is_noisy("rate", "wk_mean") and not is_noisy("rate", "bits_up")
     assert is_noisy("channel", "loss_mean") and not is_noisy("channel", series_uid("loss", "w0->server"))
+    assert not is_noisy("channel", "rate_mean")   # a steered rate is a step, not noise
 
 
 @pytest.fixture
@@ -138,3 +139,15 @@ def test_the_page_waits_for_the_run_a_demo_is_starting(tmp_path):
     finally:
         board.close()
         plain.close()
+
+
+def test_a_blank_sweep_heat_map_says_why():
+    from dashboards.sweep import sweep_figure
+
+    cells = [{"params": {"bw": "2"}, "final_accuracy": 0.9, "time_to_target_s": 3.0,
+              "energy_to_target_j": None}]
+    notes = [a["text"] for a in sweep_figure(cells, "bw", None, 0.8, as_dict=True)["layout"]["annotations"]]
+    assert "No energy to show:<br>these runs recorded no energy." in notes
+    cells[0]["energy_to_target_j"] = 4.0
+    notes = [a["text"] for a in sweep_figure(cells, "bw", None, 0.8, as_dict=True)["layout"]["annotations"]]
+    assert not [n for n in notes if n.startswith("No energy")]
