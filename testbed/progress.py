@@ -44,3 +44,30 @@ def summary_line(store, run_id: int, name: str) -> str:
     the virtual time and the bytes on the wire (testbed.summary: worded as every view words them)."""
     s = run_summary(store, run_id)
     return f"run {run_id} ({name}) {s['status']}: {summary_text(s)}"
+
+
+def control_reporter(store, run_id_of, write=None, every_s: float = 0.0):
+    """A function to call as the run goes (and once at its end): it writes one line for each
+    control request (`testbed control`, the dashboard) the run has applied or refused since
+    the last call: "control 3 applied at iteration 121: ..." (`run_id_of()`: the run's id, None
+    until it has one; `every_s`: at most one look into the store per so many seconds, unless
+    `force`; a look is one small indexed query, cheap beside an iteration)."""
+    import time
+
+    write = write or (lambda line: tqdm.write(line, file=sys.stderr))
+    seen: set[int] = set()
+    last = [float("-inf")]
+
+    def check(force: bool = False) -> None:
+        rid = run_id_of()
+        now = time.monotonic()
+        if rid is None or (not force and now - last[0] < every_s):
+            return
+        last[0] = now
+        for c in store.controls(rid):
+            if c["status"] != "pending" and c["id"] not in seen:
+                seen.add(c["id"])
+                write(f"control {c['id']} {c['status']} at iteration {c['applied_iteration']}: "
+                      f"{c['message']}")
+
+    return check

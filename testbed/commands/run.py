@@ -14,7 +14,7 @@ from testbed.commands import add_store_arg
 from testbed.config import load_config
 from testbed.errors import RunFailed, SetupError
 from testbed.launcher import RunSpec, launch_torchrun
-from testbed.progress import progress_printer, summary_line, unit_of
+from testbed.progress import control_reporter, progress_printer, summary_line, unit_of
 from testbed.store import Store
 
 
@@ -108,8 +108,23 @@ def run(spec: RunSpec) -> int:
 
 def run_experiment(exp, store, spec: RunSpec) -> int:
     """Run `exp` with a progress bar; its one summary line, or the one line of its failure."""
-    update, close = progress_printer(exp.iterations, spec.quiet, unit_of(exp.cfg))
-    exp.progress = update
+    update, close_bar = progress_printer(exp.iterations, spec.quiet, unit_of(exp.cfg))
+    if update is not None:  # the terminal hears when a steering request took effect
+        controls = control_reporter(store, lambda: getattr(exp, "run_id", None))
+
+        def progress(p, bar=update):
+            bar(p)
+            controls()
+
+        def close():
+            try:
+                controls(force=True)
+            except sqlite3.Error:  # the store itself failed: the run's own error says so
+                pass
+            close_bar()
+        exp.progress = progress
+    else:
+        close = close_bar
     wall = time.perf_counter()
     try:
         run_id = exp.run()

@@ -358,3 +358,30 @@ def test_the_readmes_deadline_probe_leaves_some_workers_out_not_all(capsys):
     out = capsys.readouterr().out
     left, total = map(int, re.search(r"deadline 25\.000 ms: (\d+) of (\d+) workers left out", out).groups())
     assert total == 4 and 0 < left < total, out
+
+
+def test_the_running_terminal_says_when_a_control_was_applied(tiny_experiment, tmp_path, monkeypatch, capsys):
+    """A request made while the run goes (after iteration 3, by another connection, as `testbed
+    control` makes it) is applied at the run's next iteration (2 workers: 4 one-way links), and
+    the run's terminal says so."""
+    import testbed.commands.run as run_cmd
+
+    path = tiny_experiment(iterations=8)
+    db = tmp_path / "runs.db"
+
+    while_running = []
+
+    def printer(total, quiet, unit="iteration"):
+        def update(p):
+            if p.iteration == 3:
+                with Store(db) as other:
+                    other.request_control(1, "*", {"bandwidth_mbps": 2.0})
+            if p.iteration == 7:   # what the terminal showed before the run's last iteration
+                while_running.append(capsys.readouterr().err)
+        return update, lambda: None
+    monkeypatch.setattr(run_cmd, "progress_printer", printer)
+    assert main(["run", str(path), "--store", str(db)]) == 0
+    with Store(db, readonly=True) as s:
+        (c,) = s.controls(1)
+    assert c["status"] == "applied" and c["applied_iteration"] == 3
+    assert "control 1 applied at iteration 3: 4 link(s) changed" in while_running[0].splitlines()
