@@ -80,3 +80,30 @@ def test_dashboard_subcommand_defaults_to_loopback(monkeypatch, capsys):
     wide = parser.parse_args(["dashboard", "--host", "0.0.0.0"])
     assert wide.func(wide) == 0
     assert "anyone who can reach this address can steer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("access_log", [False, True])
+def test_the_dashboard_logs_no_request_unless_asked(tmp_path, caplog, access_log):
+    """The page polls every second or two: by default no line per request (it would bury a
+    run's progress bar); `--access-log` brings werkzeug's lines back."""
+    import logging
+    import threading
+    import urllib.request
+
+    from dashboards.app import make_dashboard_server
+
+    app, server = make_dashboard_server(tmp_path / "runs.db", "127.0.0.1", 0, access_log=access_log)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with caplog.at_level(logging.INFO, logger="werkzeug"):
+            for _ in range(3):
+                with urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/", timeout=30) as r:
+                    assert r.status == 200
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+        server.server_close()
+        app.board.close()
+    lines = [r.getMessage() for r in caplog.records if '"GET / HTTP' in r.getMessage()]
+    assert len(lines) == (3 if access_log else 0), lines
