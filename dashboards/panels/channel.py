@@ -90,8 +90,12 @@ def channel_figure(links: Sequence[dict], times: dict | None = None, events: Seq
     traces = []
     for kind, _ in CHANNEL_ROWS:
         row = next((i for i, (k, _) in enumerate(kinds, 1) if k == kind), len(kinds))
-        traces += band_traces(kind, s, f"mean, min-max of {len(names)} links", PALETTE[0], row=row,
-                              showlegend=kind == "rate")
+        band = band_traces(kind, s, f"mean, min-max of {len(names)} links", PALETTE[0], row=row,
+                           showlegend=kind == "rate")
+        if kind not in {k for k, _ in kinds}:   # a row not drawn: its (zero) band is not either
+            for t in band:
+                t["visible"] = False
+        traces += band
         for n in names:
             traces.append(member_trace(series_uid(kind, n), n.replace("->", "→"), s[series_uid(kind, n)],
                                        link_of(n, focus), color[n], row=row, legendgroup=n))

@@ -160,6 +160,9 @@ def test_channel_per_link_rate_loss_and_retransmissions_over_virtual_time():
     # one legend entry by default (the band); a picked worker's links join it, drawn
     assert [tr.name for tr in fig.data if tr.showlegend is not False] == ["mean, min-max of 2 links"]
     assert all(tr.visible is False for tr in fig.data if tr.uid.startswith("rate_7"))
+    # rows not drawn (no collisions, retries or SNR here) draw no band in another row
+    assert [tr.uid for tr in fig.data if tr.uid.endswith("_mean") and tr.visible is not False] == [
+        "rate_mean", "loss_mean", "retx_mean"]
     picked = validated(channel_figure(rows, times, focus="w0"))
     assert [tr.name for tr in picked.data if tr.showlegend is not False] == [
         "mean, min-max of 2 links", "server→w0", "w0→server"]
