@@ -137,6 +137,44 @@ def stopped_run(tiny_experiment, tmp_path, monkeypatch, capsys):
     return path, db
 
 
+class FakeDashboard:
+    """`testbed demo`'s dashboard process: listens on the port it is given, serves nothing,
+    and keeps the command line it was started with."""
+    started: list = []
+
+    def __init__(self, cmd, **kw):
+        FakeDashboard.started.append(cmd)
+        port = int(cmd[cmd.index("--port") + 1])
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen(1)
+        self.returncode = None
+
+    def poll(self):
+        return self.returncode
+
+    def terminate(self):
+        self.sock.close()
+        self.returncode = 0
+
+    wait = kill = lambda self, timeout=None: 0
+
+
+def test_the_demo_prints_its_address_once_and_the_page_waits_for_its_run(tiny_experiment, tmp_path,
+                                                                        monkeypatch, capsys):
+    import testbed.commands.demo as demo_cmd
+
+    monkeypatch.setattr(demo_cmd.subprocess, "Popen", FakeDashboard)
+    FakeDashboard.started.clear()
+    path, port = tiny_experiment(iterations=2), free_port()
+    assert main(["demo", str(path), "--store", str(tmp_path / "r.db"), "--port", str(port), "--exit",
+                 "--set", "run.eval_every=1"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(f"http://127.0.0.1:{port}") == 1 and out.startswith("dashboard: http://")
+    (cmd,) = FakeDashboard.started
+    assert "--quiet" in cmd and cmd[cmd.index("--starting") + 1] == str(path)   # it prints nothing
+
+
 def test_every_subcommand_into_a_closed_pipe_ends_quietly(stopped_run, tmp_path, monkeypatch, capsys):
     """Each subcommand with its stdout closed by its reader (`testbed ... | head -0`): no
     traceback, nothing on stderr, the exit status of a process that SIGPIPE ended."""
@@ -148,22 +186,6 @@ def test_every_subcommand_into_a_closed_pipe_ends_quietly(stopped_run, tmp_path,
             "nodes": [{"id": "server", "role": "server"}, {"id": "w0", "role": "worker"}],
             "edges": [{"source": "w0", "target": "server", "bandwidth_mbps": 5.0}]})
 
-    class FakeDashboard:   # `testbed demo`'s dashboard process: listens, serves nothing
-        def __init__(self, cmd, **kw):
-            port = int(cmd[cmd.index("--port") + 1])
-            self.sock = socket.socket()
-            self.sock.bind(("127.0.0.1", port))
-            self.sock.listen(1)
-            self.returncode = None
-
-        def poll(self):
-            return self.returncode
-
-        def terminate(self):
-            self.sock.close()
-            self.returncode = 0
-
-        wait = kill = lambda self, timeout=None: 0
     monkeypatch.setattr(demo_cmd.subprocess, "Popen", FakeDashboard)
     store = ["--store", str(db)]
     cases = {
