@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from testbed.summary import ITERATION_UNITS, participants, plural
 from dashboards.style import (PALETTE, X_AXES, base_layout, bits_sum, check_x, grid2, line_trace,
-                              make_figure, placeholder_note, points, series_uid)
+                              make_figure, placeholder_note, points, series_uid, unit_axis)
 
 
 def _run_label(run: dict) -> str:
@@ -41,7 +41,9 @@ def compare_figure(entries: Sequence[dict], x: str = "virtual_time_s", target: f
     layout = base_layout(f"Compare: accuracy and bits vs {X_AXES[x]}", 520, None,
                      grid=grid2(top=0.6, x_title=X_AXES[x]),
                      yaxis=dict(title=dict(text="test accuracy"), tickformat=".0%", rangemode="tozero"),
-                     yaxis2=dict(title=dict(text="cumulative bits"), type="log"))
+                     yaxis2=dict(title=dict(text="cumulative"),
+                                 **unit_axis("log", [y for t in traces if t["yaxis"] == "y2" for y in t["y"]],
+                                             "bit")))
     if target is not None:
         layout["shapes"].append(dict(type="line", xref="x domain", x0=0, x1=1, yref="y", y0=target,
                                      y1=target, line=dict(color="#999", dash="dash", width=1)))
@@ -97,6 +99,7 @@ def compare_summary(entries: Sequence[dict], target: float, baseline: dict | Non
             "final_accuracy": accs[-1] if accs else None,
             "best_accuracy": max(accs) if accs else None,
             "total_bits": totals(entry)[0],
+            "total_mb": round(totals(entry)[0] / 8e6, 3),   # as every view says it (testbed.summary)
             "bits_per_iteration": bpi,
             "compression_ratio": (base_bpi / bpi) if (base_bpi and bpi) else None,
             "iterations_to_target": it_target,

@@ -40,7 +40,7 @@ COMPARE_COLUMNS = [
     {"name": "status", "id": "status"},
     {"name": "final accuracy", "id": "final_accuracy", **_num(2, Scheme.percentage)},
     {"name": "best accuracy", "id": "best_accuracy", **_num(2, Scheme.percentage)},
-    {"name": "total bits", "id": "total_bits", **_num(3, Scheme.exponent)},
+    {"name": "MB on the wire", "id": "total_mb", **_num(3)},
     {"name": "bits / iteration", "id": "bits_per_iteration", **_num(3, Scheme.exponent)},
     {"name": "compression ×", "id": "compression_ratio", **_num(1)},
     {"name": "iterations to target", "id": "iterations_to_target", "type": "numeric"},

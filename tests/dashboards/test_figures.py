@@ -272,6 +272,11 @@ def test_compare_summary_ratio_and_time_to_target():
     assert rows["fp32"]["compression_ratio"] == 1.0
     assert rows["topk"]["compression_ratio"] == 10.0  # 1000 vs 100 bits per iteration
     assert rows["fp32"]["total_bits"] == 4000 and rows["topk"]["total_bits"] == 200
+    # MB on the wire as the CLI prints it (testbed.summary.megabytes: 10^6 bytes, 3 decimals)
+    from testbed.summary import megabytes
+
+    assert f"{rows['topk']['total_mb']:.3f} MB" == megabytes(200) == "0.000 MB"
+    assert f"{rows['fp32']['total_mb']:.3f} MB" == megabytes(4000)
     assert (rows["fp32"]["iterations_to_target"], rows["fp32"]["time_to_target_s"]) == (3, 8.0)
     assert rows["topk"]["time_to_target_s"] == 3.0
     assert rows["fp32"]["final_accuracy"] == 0.8 and rows["fp32"]["best_accuracy"] == 0.8

@@ -151,3 +151,13 @@ def test_a_blank_sweep_heat_map_says_why():
     cells[0]["energy_to_target_j"] = 4.0
     notes = [a["text"] for a in sweep_figure(cells, "bw", None, 0.8, as_dict=True)["layout"]["annotations"]]
     assert not [n for n in notes if n.startswith("No energy")]
+
+
+def test_the_compare_views_log_axis_is_labelled_in_bits():
+    from dashboards.compare import compare_figure
+
+    its = [{"iteration": i, "virtual_time_s": i + 1.0, "bits_up": 4_000_000, "bits_down": 0} for i in range(30)]
+    entry = {"run": {"id": 1, "name": "a", "method": "none"}, "iterations": its, "evals": []}
+    y2 = compare_figure([entry], as_dict=True)["layout"]["yaxis2"]
+    shown = [t for v, t in zip(y2["tickvals"], y2["ticktext"]) if 4e6 <= v <= 1.2e8]
+    assert y2["type"] == "log" and shown == ["5 Mbit", "10 Mbit", "20 Mbit", "50 Mbit", "100 Mbit"]
