@@ -30,16 +30,29 @@ def iteration_unit(run: dict) -> str:
 
 
 def retitle_iterations(fig, unit: str):
-    """`fig` (a Figure or its dict) with every x axis titled "iteration" titled `unit`."""
+    """`fig` (a Figure or its dict) with every x axis titled "iteration" titled `unit`, and
+    "per iteration" / "vs iteration" in its title and y axis titles said of `unit`."""
     if unit == "iteration":
         return fig
+
+    def per(text):
+        if not isinstance(text, str):
+            return text
+        return text.replace("per iteration", f"per {unit}").replace("vs iteration", f"vs {unit}")
     if isinstance(fig, dict):
-        for key, ax in fig["layout"].items():
-            if key.startswith("xaxis") and isinstance(ax, dict) and \
-                    (ax.get("title") or {}).get("text") == "iteration":
-                fig["layout"][key] = {**ax, "title": {**ax["title"], "text": unit}}
+        layout = fig["layout"]
+        for key, ax in list(layout.items()):
+            title = (ax.get("title") or {}) if isinstance(ax, dict) else {}
+            if key.startswith("xaxis") and title.get("text") == "iteration":
+                layout[key] = {**ax, "title": {**title, "text": unit}}
+            elif key.startswith("yaxis") and title.get("text"):
+                layout[key] = {**ax, "title": {**title, "text": per(title["text"])}}
+        if isinstance(layout.get("title"), dict):
+            layout["title"] = {**layout["title"], "text": per(layout["title"].get("text"))}
         return fig
     fig.for_each_xaxis(lambda ax: ax.update(title_text=unit) if ax.title.text == "iteration" else None)
+    fig.for_each_yaxis(lambda ax: ax.update(title_text=per(ax.title.text)) if ax.title.text else None)
+    fig.update_layout(title_text=per(fig.layout.title.text))
     return fig
 
 

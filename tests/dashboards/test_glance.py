@@ -161,3 +161,26 @@ def test_the_compare_views_log_axis_is_labelled_in_bits():
     y2 = compare_figure([entry], as_dict=True)["layout"]["yaxis2"]
     shown = [t for v, t in zip(y2["tickvals"], y2["ticktext"]) if 4e6 <= v <= 1.2e8]
     assert y2["type"] == "log" and shown == ["5 Mbit", "10 Mbit", "20 Mbit", "50 Mbit", "100 Mbit"]
+
+
+@pytest.mark.parametrize("mode,unit", [("sync", "round"), ("fedbuff", "server step")])
+def test_a_federated_runs_figures_speak_of_rounds(mode, unit):
+    """Every x axis of the store's iterations and every "per iteration" of a title or a y axis
+    says the run's unit, in both forms a figure is drawn (the live page's dict, the export's Figure)."""
+    from dashboards.panel import Rows, View
+
+    run = {"id": 1, "name": "fed", "config": {"federated": {"mode": mode}}}
+    its = [{"iteration": i, "virtual_time_s": i + 1.0, "bits_up": 8, "bits_down": 8} for i in range(3)]
+    nodes = [{"iteration": i, "node": "w0", "bits_up": 8, "energy_j": 1.0} for i in range(3)]
+    rows = Rows(run, iterations=its, nodes=nodes)
+    for as_dict in (True, False):
+        for panel in PANELS:
+            fig = panel.draw(rows, View(), as_dict)
+            layout = fig["layout"] if as_dict else fig.to_plotly_json()["layout"]
+            texts = [layout.get("title", {}).get("text", "")] + [
+                (v.get("title") or {}).get("text", "") for k, v in layout.items()
+                if k.startswith(("xaxis", "yaxis")) and isinstance(v, dict)]
+            assert not [t for t in texts if "iteration" in (t or "")], (panel.name, texts)
+    rate = next(p for p in PANELS if p.name == "rate").draw(rows, View(), True)["layout"]
+    assert rate["title"]["text"].startswith(f"Rate: bits per {unit}")
+    assert rate["yaxis"]["title"]["text"] == f"per {unit}" and rate["xaxis2"]["title"]["text"] == unit
