@@ -27,8 +27,11 @@ from dashboards import queries as Q
 from dashboards import sweep as S
 from dashboards.panel import Rows, View
 from dashboards.style import PLACEHOLDER, empty_figure, event_marks, smooth, smoothing_carry, stage_bands
+from dashboards.style import node_order
 from testbed.controls import ControlError, link_targets, validate_control
+from testbed.graph_json import graph_nodes
 from testbed.store import RunNotFound, Store
+from testbed.summary import federated_tables, final_accuracies, run_summary, summary_text
 
 LIVE_FIGURES = [p.name for p in panels.PANELS]  # the figures' order in every answer (as imported)
 NO_AXIS = "-"   # the sweep view's "no second axis" choice (one row)
@@ -50,8 +53,9 @@ def _placeholders(fig: dict) -> list[dict]:
 
 class Dashboard:
     def __init__(self, store_path: str | Path, *, max_points: int = 600, topology_window: int = 10,
-                 dead_check_s: float = 10.0):
+                 dead_check_s: float = 10.0, starting: str | None = None):
         self.path = Path(store_path)
+        self.starting = starting  # a run about to start (testbed demo): waited for, not missing
         self.max_points = max_points
         self.topology_window = topology_window
         self.dead_check_s = dead_check_s
@@ -80,7 +84,8 @@ class Dashboard:
                 store.mark_dead_runs()  # a killed writer's run shows as failed, not running
                 self._last_dead_check = time.monotonic()
             runs = store.runs()
-        rows = C.runs_table_rows(runs)
+            final, federated = final_accuracies(store.db), federated_tables(store.db)
+        rows = C.runs_table_rows(runs, final, federated)
         options = [{"label": f"#{r['id']} {r['name']} · {r['method'] or '?'} · {r['status']}",
                     "value": r["id"]} for r in reversed(runs)]
         ids = {r["id"] for r in runs}
@@ -89,7 +94,9 @@ class Dashboard:
         else:
             running = [r["id"] for r in runs if r["status"] == "running"]
             value = (running or [r["id"] for r in runs] or [None])[-1]
-        if not runs:
+        if not runs and self.starting:
+            message = f"Waiting for the first run ({self.starting}) to start: it appears here within seconds."
+        elif not runs:
             message = (f"The store {self.path} has no runs yet. Start one with "
                        f"`testbed run experiments/quickstart.toml --store {self.path}`; "
                        "it appears here within seconds.")
@@ -110,9 +117,12 @@ class Dashboard:
         return last
 
     @staticmethod
-    def _message(run: dict, has_iter: bool, has_eval: bool, upto: int) -> tuple[str, str]:
+    def _message(run: dict, has_iter: bool, has_eval: bool, upto: int,
+                 summary: dict | None = None) -> tuple[str, str]:
         name = f"Run #{run['id']} {run['name']} ({run.get('method') or '?'})"
         status = run["status"]
+        if summary is not None and status not in ("running", "failed") and upto >= 0:
+            return f"{name} {status}: {summary_text(summary)}.", "info"
         if status == "failed":
             return f"{name} failed: {run.get('error') or 'no error recorded'}", "error"
         if upto < 0:
@@ -123,15 +133,25 @@ class Dashboard:
             return f"{name} is running: iteration {upto}.{tail}", "info"
         return f"{name} {status} after iteration {upto}.{tail}", "info"
 
+    @staticmethod
+    def _summary(store: Store, run: dict) -> dict | None:
+        """A finished run's headline figures (testbed.summary, as the CLI prints them)."""
+        return None if run["status"] == "running" else run_summary(store, run["id"])
+
     def _empty(self, text: str):
         return tuple(empty_figure(text, as_dict=True) for _ in _names())
 
     def live_view(self, run_id: int | None, x: str | None, state: dict | None,
-                  scale: str | None = "log", smoothing: float | None = 0.0):
+                  scale: str | None = "log", smoothing: float | None = 0.0, focus: str | None = None):
         """(figures in the registry's order (dashboards.panels.PANELS), new state, message, level). `scale`: the rate
-        axis ("log" or "linear"); `smoothing`: the EMA weight of noisy curves (0 = raw)."""
+        axis ("log" or "linear"); `smoothing`: the EMA weight of noisy curves (0 = raw); `focus`:
+        the worker drawn on its own beside the aggregates (None or "": none)."""
         x, scale, smoothing = x or "iteration", scale or "log", float(smoothing or 0.0)
+        focus = focus or None
         if run_id is None:
+            if self.starting:
+                return (self._empty("Waiting for the first run."), None,
+                        f"Waiting for the first run ({self.starting}) to start.", "info")
             return self._empty("No run to show."), None, "No run to show: the store is empty.", "warn"
         with self.store() as store:
             try:
@@ -139,9 +159,9 @@ class Dashboard:
             except RunNotFound:
                 return (self._empty("Run not found."), None,
                         f"Run {run_id} is not in the store {self.path}.", "warn")
-            view = {"x": x, "scale": scale, "smoothing": smoothing}
+            view = {"x": x, "scale": scale, "smoothing": smoothing, "focus": focus}
             if (not state or state.get("run_id") != run["id"] or state.get("scale") != scale
-                    or state.get("smoothing") != smoothing):
+                    or state.get("smoothing") != smoothing or state.get("focus") != focus):
                 return self._full(store, run, view)
             if state.get("x") != x:
                 return self._switch_x(store, run, x, state)
@@ -150,7 +170,7 @@ class Dashboard:
     def _view(self, run: dict, view: dict, stride: int) -> View:
         note = f"mean per {stride} iterations" if stride > 1 else ""
         return View(x=view["x"], scale=view["scale"], smoothing=view["smoothing"], note=note,
-                    uirevision=run["id"])
+                    uirevision=run["id"], focus=view.get("focus"))
 
     def _switch_x(self, store: Store, run: dict, x: str, state: dict):
         """Redraw only the panels drawn against the view's x (`mark_x = "view"`), from the
@@ -201,7 +221,7 @@ class Dashboard:
             "carry": {p.name: smoothing_carry(figs[p.name], p.name) for p in live},
             "notes": {p.name: _placeholders(figs[p.name]) for p in live},
         }
-        msg, level = self._message(run, bool(its), bool(evals), upto)
+        msg, level = self._message(run, bool(its), bool(evals), upto, self._summary(store, run))
         return tuple(figs[n] for n in _names()), state, msg, level
 
     def _tick(self, store: Store, run: dict, view: dict, state: dict):
@@ -265,8 +285,30 @@ class Dashboard:
                      event=max([state["event"]] + [e["id"] for e in new_events]), end_vt=end_vt,
                      totals={p.name: p.totals(rows, state["totals"][p.name]) for p in panels.PANELS if p.totals},
                      has_eval=state["has_eval"] or bool(evals), carry=carry)
-        msg, level = self._message(run, state["has_iter"], state["has_eval"], upto)
+        msg, level = self._message(run, state["has_iter"], state["has_eval"], upto,
+                                   self._summary(store, run))
         return tuple(out[n] for n in _names()), state, msg, level
+
+    # ------------------------------------------------------------------ what the run calls for
+    def panels_view(self, run_id: int | None):
+        """(a style per panel, in the registry's order: hidden when the panel does not apply to
+        the run; the worker picker's options). Without a run every panel shows (its note)."""
+        run = None
+        if run_id is not None:
+            with self.store() as store:
+                try:
+                    run = store.run(run_id)
+                except RunNotFound:
+                    run = None
+        styles = [{} if run is None or p.applies_to(run) else {"display": "none"} for p in panels.PANELS]
+        for i, p in enumerate(panels.PANELS):
+            if p.name in panels.WIDE:
+                styles[i] = {**styles[i], "gridColumn": "1 / -1"}
+        workers = [] if run is None else [str(n["id"]) for n in graph_nodes(run.get("graph"))
+                                          if n.get("role", "worker") == "worker"]
+        options = [{"label": "none: the aggregates", "value": ""}] + [
+            {"label": w, "value": w} for w in node_order(workers)]
+        return styles, options
 
     # ------------------------------------------------------------------ steering
     def controls_view(self, run_id: int | None):
@@ -412,10 +454,16 @@ def register(app, board: Dashboard) -> None:
                   Output("live-message", "className"),
                   Input("live-interval", "n_intervals"), Input("run-select", "value"),
                   Input("x-mode", "value"), Input("rate-scale", "value"), Input("smoothing", "value"),
-                  State("live-state", "data"))
-    def _live(_n, run_id, x, scale, smoothing, state):
-        figs, state, message, level = board.live_view(run_id, x, state, scale, smoothing)
+                  Input("focus-select", "value"), State("live-state", "data"))
+    def _live(_n, run_id, x, scale, smoothing, focus, state):
+        figs, state, message, level = board.live_view(run_id, x, state, scale, smoothing, focus)
         return (*figs, state, message, _level_class(level))
+
+    @app.callback(*[Output(f"{name}-graph", "style") for name in _names()],
+                  Output("focus-select", "options"), Input("run-select", "value"))
+    def _panels(run_id):
+        styles, options = board.panels_view(run_id)
+        return (*styles, options)
 
     @app.callback(Output("controls-table", "data"), Output("control-target", "options"),
                   Output("control-apply", "disabled"), Output("steer-hint", "children"),

@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
+from testbed.summary import ITERATION_UNITS, participants, plural
 from dashboards.style import (PALETTE, X_AXES, base_layout, bits_sum, check_x, grid2, line_trace,
-                              make_figure, placeholder_note, points, series_uid)
+                              make_figure, placeholder_note, points, series_uid, unit_axis)
 
 
 def _run_label(run: dict) -> str:
@@ -40,7 +41,9 @@ def compare_figure(entries: Sequence[dict], x: str = "virtual_time_s", target: f
     layout = base_layout(f"Compare: accuracy and bits vs {X_AXES[x]}", 520, None,
                      grid=grid2(top=0.6, x_title=X_AXES[x]),
                      yaxis=dict(title=dict(text="test accuracy"), tickformat=".0%", rangemode="tozero"),
-                     yaxis2=dict(title=dict(text="cumulative bits"), type="log"))
+                     yaxis2=dict(title=dict(text="cumulative"),
+                                 **unit_axis("log", [y for t in traces if t["yaxis"] == "y2" for y in t["y"]],
+                                             "bit")))
     if target is not None:
         layout["shapes"].append(dict(type="line", xref="x domain", x0=0, x1=1, yref="y", y0=target,
                                      y1=target, line=dict(color="#999", dash="dash", width=1)))
@@ -96,6 +99,7 @@ def compare_summary(entries: Sequence[dict], target: float, baseline: dict | Non
             "final_accuracy": accs[-1] if accs else None,
             "best_accuracy": max(accs) if accs else None,
             "total_bits": totals(entry)[0],
+            "total_mb": round(totals(entry)[0] / 8e6, 3),   # as every view says it (testbed.summary)
             "bits_per_iteration": bpi,
             "compression_ratio": (base_bpi / bpi) if (base_bpi and bpi) else None,
             "iterations_to_target": it_target,
@@ -104,18 +108,26 @@ def compare_summary(entries: Sequence[dict], target: float, baseline: dict | Non
     return rows
 
 
-def runs_table_rows(runs: Sequence[dict]) -> list[dict]:
-    """Rows of `Store.runs()` shaped for the runs table (numbers stay numbers: it sorts)."""
+def runs_table_rows(runs: Sequence[dict], final: dict | None = None,
+                    federated: dict | None = None) -> list[dict]:
+    """Rows of `Store.runs()` shaped for the runs table (numbers stay numbers: it sorts), with
+    `final` {run id: final accuracy} and `federated` {run id: [federated] table} (testbed.summary:
+    a federated run's participants are its clients; its iterations, rounds)."""
     rows = []
     for r in runs:
         bits = r.get("total_bits")
+        fed = (federated or {}).get(r["id"])
+        last = r.get("last_iteration")
         rows.append({
             "id": r["id"], "name": r.get("name"), "method": r.get("method"),
-            "topology": r.get("topology"), "workers": r.get("workers"),
+            "topology": r.get("topology"),
+            "workers": participants(r, fed) if fed else r.get("workers"),
             "bandwidth_mbps": r.get("bandwidth_mbps"), "status": r.get("status"),
-            "last_iteration": r.get("last_iteration"),
+            "iterations": None if last is None else (
+                plural(last + 1, ITERATION_UNITS.get(fed.get("mode", "sync"))) if fed else last + 1),
+            "final_accuracy": (final or {}).get(r["id"]),
             "best_accuracy": r.get("best_accuracy"),
-            "total_mbit": None if bits is None else bits / 1e6,
+            "total_mb": None if bits is None else round(bits / 8e6, 3),
             "virtual_time_s": r.get("virtual_time_s"),
         })
     return rows

@@ -1,6 +1,7 @@
 """A run's dashboard figures as one file (`testbed export RUN --format html|png`).
 
-HTML: every figure of the live view (each panel of `dashboards.panels.PANELS`, in its order)
+HTML: every figure of the live view that applies to the run (each panel of
+`dashboards.panels.PANELS`, in its order)
 in one self-contained page (plotly.js inlined once, so it opens offline). PNG: that page
 rendered by a headless Chromium (the system's; nothing is downloaded).
 """
@@ -18,6 +19,7 @@ import plotly.io as pio
 from dashboards.panel import Rows, View
 from dashboards import panels
 from testbed.store import Store
+from testbed.summary import run_summary, summary_text
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
@@ -39,28 +41,38 @@ def run_figures(store, run_ref) -> tuple[dict, list]:
                     evals=store.evals(rid), events=store.events(rid),
                     window=[r for r in links if r["iteration"] > last - 10],
                     window_label=f"over the last 10 iterations (to {last})" if last >= 0 else "")
-        figs = [p.draw(rows, View(x=x) if x else View(), False) for p in panels.PANELS for x in p.exports]
+        figs = [p.draw(rows, View(x=x) if x else View(), False) for p in panels.PANELS
+                if p.applies_to(run) for x in p.exports]
         return run, figs
     finally:
         if owned:
             store.close()
 
 
-def export_html(store, run_ref, path) -> Path:
-    """Write the run's figures to one HTML file; return its path."""
+def export_html(store, run_ref, path, *, toolbar: bool = True) -> Path:
+    """Write the run's figures to one HTML file; return its path. `toolbar`: plotly's mode bar
+    over each figure (zoom, pan, download); the PNG export renders the page without it."""
     run, figs = run_figures(store, run_ref)
+    store, owned = _open(store)
+    try:
+        headline = summary_text(run_summary(store, run["id"]))
+    finally:
+        if owned:
+            store.close()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     title = f"Run #{run['id']} {run['name']} ({run.get('method') or '?'}, {run['status']})"
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_esc(title)}</title>"
              "<style>body{font-family:system-ui,sans-serif;margin:16px;background:#fafafa}"
              ".fig{background:white;border:1px solid #e5e7eb;margin:10px 0}</style></head><body>",
-             f"<h2>{_esc(title)}</h2>"]
+             f"<h2>{_esc(title)}</h2>", f"<p class='summary'>{_esc(headline)}</p>"]
     if run.get("error"):
         parts.append(f"<p style='color:#b91c1c'>failed: {_esc(run['error'])}</p>")
     for i, fig in enumerate(figs):
         parts.append("<div class='fig'>" + pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0),
-                                                       config={"displaylogo": False}) + "</div>")
+                                                       config={"displaylogo": False,
+                                                               **({} if toolbar else {"displayModeBar": False})})
+                     + "</div>")
     parts.append("</body></html>")
     path.write_text("".join(parts), encoding="utf-8")
     return path
@@ -86,7 +98,7 @@ def export_png(store, run_ref, path, *, width: int = 1280, height: int | None = 
     """Render the run's HTML export with headless Chromium into one PNG; return its path."""
     path = Path(path).resolve()
     with tempfile.TemporaryDirectory() as tmp:
-        page = export_html(store, run_ref, Path(tmp) / "run.html")
+        page = export_html(store, run_ref, Path(tmp) / "run.html", toolbar=False)
         n_figs = page.read_text(encoding="utf-8").count("class='fig'")
         screenshot(page, path, width, height or 90 + 470 * n_figs, tmp, timeout_s)
     return path

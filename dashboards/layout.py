@@ -10,7 +10,8 @@ from dash.dash_table.Format import Format, Scheme
 
 from dashboards import panels
 
-GRAPH_CONFIG = {"displaylogo": False}
+# plotly's toolbar only while the pointer is over a figure: it would lie over the titles
+GRAPH_CONFIG = {"displaylogo": False, "displayModeBar": "hover"}
 
 
 def _num(precision: int, scheme=Scheme.fixed) -> dict:
@@ -22,13 +23,14 @@ RUN_COLUMNS = [
     {"name": "name", "id": "name"},
     {"name": "method", "id": "method"},
     {"name": "topology", "id": "topology"},
-    {"name": "workers", "id": "workers", "type": "numeric"},
-    {"name": "bandwidth (Mb/s)", "id": "bandwidth_mbps", **_num(1)},
+    {"name": "workers", "id": "workers"},
+    {"name": "Mb/s", "id": "bandwidth_mbps", **_num(1)},
     {"name": "status", "id": "status"},
-    {"name": "last iteration", "id": "last_iteration", "type": "numeric"},
-    {"name": "best accuracy", "id": "best_accuracy", **_num(1, Scheme.percentage)},
-    {"name": "total Mbit", "id": "total_mbit", **_num(2)},
-    {"name": "virtual time (s)", "id": "virtual_time_s", **_num(2)},
+    {"name": "iterations", "id": "iterations"},
+    {"name": "final accuracy", "id": "final_accuracy", **_num(2, Scheme.percentage)},
+    {"name": "best accuracy", "id": "best_accuracy", **_num(2, Scheme.percentage)},
+    {"name": "MB on the wire", "id": "total_mb", **_num(3)},
+    {"name": "virtual s", "id": "virtual_time_s", **_num(2)},
 ]
 
 COMPARE_COLUMNS = [
@@ -36,9 +38,9 @@ COMPARE_COLUMNS = [
     {"name": "name", "id": "name"},
     {"name": "method", "id": "method"},
     {"name": "status", "id": "status"},
-    {"name": "final accuracy", "id": "final_accuracy", **_num(1, Scheme.percentage)},
-    {"name": "best accuracy", "id": "best_accuracy", **_num(1, Scheme.percentage)},
-    {"name": "total bits", "id": "total_bits", **_num(3, Scheme.exponent)},
+    {"name": "final accuracy", "id": "final_accuracy", **_num(2, Scheme.percentage)},
+    {"name": "best accuracy", "id": "best_accuracy", **_num(2, Scheme.percentage)},
+    {"name": "MB on the wire", "id": "total_mb", **_num(3)},
     {"name": "bits / iteration", "id": "bits_per_iteration", **_num(3, Scheme.exponent)},
     {"name": "compression ×", "id": "compression_ratio", **_num(1)},
     {"name": "iterations to target", "id": "iterations_to_target", "type": "numeric"},
@@ -58,7 +60,10 @@ TABLE_STYLE = dict(
 X_OPTIONS = [{"label": " iteration", "value": "iteration"},
              {"label": " virtual time", "value": "virtual_time_s"}]
 SCALE_OPTIONS = [{"label": " log", "value": "log"}, {"label": " linear", "value": "linear"}]
-# EMA weights of the "smoothing" control (TensorBoard's convention: 0 is raw).
+# EMA weights of the "smoothing" control (TensorBoard's convention: 0 is raw). On by default at
+# TensorBoard's default weight: it applies to the spiky series only (the bands over workers and
+# links, the loss, latency), never to the totals' steps or to a picked worker's own line.
+DEFAULT_SMOOTHING = 0.6
 SMOOTHING_OPTIONS = [{"label": "off", "value": 0}] + [{"label": f"{a:g}", "value": a}
                                                       for a in (0.6, 0.8, 0.9, 0.95, 0.99)]
 
@@ -94,9 +99,13 @@ def live_view() -> html.Div:
                                                            value="iteration", inline=True)]),
             html.Label(["rate axis", dcc.RadioItems(id="rate-scale", options=SCALE_OPTIONS,
                                                     value="log", inline=True)]),
-            html.Label(["smoothing", dcc.Dropdown(id="smoothing", options=SMOOTHING_OPTIONS, value=0,
-                                                  clearable=False, searchable=False,
-                                                  style={"minWidth": 110})]),
+            html.Label(["smoothing", dcc.Dropdown(id="smoothing", options=SMOOTHING_OPTIONS,
+                                                  value=DEFAULT_SMOOTHING, clearable=False,
+                                                  searchable=False, style={"minWidth": 110})]),
+            html.Label(["worker on its own", dcc.Dropdown(id="focus-select", value="", clearable=False,
+                                                          options=[{"label": "none: the aggregates",
+                                                                    "value": ""}],
+                                                          style={"minWidth": 190})]),
         ]),
         html.Div(id="live-message", className="message"),
         html.Div(className="grid", children=[_graph(p.name) for p in panels.PANELS]),

@@ -15,34 +15,44 @@ from functools import cached_property
 from collections.abc import Callable, Sequence
 
 from dashboards.style import NOISY, Series
-
-# What one iteration of the store is in a federated run (testbed/federated.py), by its mode
-ITERATION_UNITS = {"sync": "round", "fedbuff": "server step"}
+from testbed import summary
 
 
 def federated_mode(run: dict) -> str | None:
     """"sync" or "fedbuff" for a federated run (its config's `[federated] mode`), else None."""
-    fed = (run.get("config") or {}).get("federated")
-    return fed.get("mode", "sync") if isinstance(fed, dict) else None
+    return summary.federated_mode(run.get("config"))
 
 
 def iteration_unit(run: dict) -> str:
     """The x-axis title of a panel drawn against the store's iterations: "iteration", or in a
-    federated run "round" (sync) or "server step" (FedBuff)."""
-    return ITERATION_UNITS.get(federated_mode(run), "iteration")
+    federated run "round" (sync) or "server step" (FedBuff) (testbed.summary, as the CLI)."""
+    return summary.iteration_unit(run.get("config"))
 
 
 def retitle_iterations(fig, unit: str):
-    """`fig` (a Figure or its dict) with every x axis titled "iteration" titled `unit`."""
+    """`fig` (a Figure or its dict) with every x axis titled "iteration" titled `unit`, and
+    "per iteration" / "vs iteration" in its title and y axis titles said of `unit`."""
     if unit == "iteration":
         return fig
+
+    def per(text):
+        if not isinstance(text, str):
+            return text
+        return text.replace("per iteration", f"per {unit}").replace("vs iteration", f"vs {unit}")
     if isinstance(fig, dict):
-        for key, ax in fig["layout"].items():
-            if key.startswith("xaxis") and isinstance(ax, dict) and \
-                    (ax.get("title") or {}).get("text") == "iteration":
-                fig["layout"][key] = {**ax, "title": {**ax["title"], "text": unit}}
+        layout = fig["layout"]
+        for key, ax in list(layout.items()):
+            title = (ax.get("title") or {}) if isinstance(ax, dict) else {}
+            if key.startswith("xaxis") and title.get("text") == "iteration":
+                layout[key] = {**ax, "title": {**title, "text": unit}}
+            elif key.startswith("yaxis") and title.get("text"):
+                layout[key] = {**ax, "title": {**title, "text": per(title["text"])}}
+        if isinstance(layout.get("title"), dict):
+            layout["title"] = {**layout["title"], "text": per(layout["title"].get("text"))}
         return fig
     fig.for_each_xaxis(lambda ax: ax.update(title_text=unit) if ax.title.text == "iteration" else None)
+    fig.for_each_yaxis(lambda ax: ax.update(title_text=per(ax.title.text)) if ax.title.text else None)
+    fig.update_layout(title_text=per(fig.layout.title.text))
     return fig
 
 
@@ -70,13 +80,15 @@ class Rows:
 @dataclass(frozen=True)
 class View:
     """The page's controls: the accuracy panel's x axis, the rate axis scale, the EMA weight,
-    a note for every title (the binning) and plotly's uirevision (keeps zoom across redraws)."""
+    a note for every title (the binning), plotly's uirevision (keeps zoom across redraws) and
+    the worker picked to be drawn on its own (None: the aggregates only)."""
 
     x: str = "iteration"
     scale: str = "log"
     smoothing: float = 0.0
     note: str = ""
     uirevision: object = None
+    focus: str | None = None   # the one worker picked to be drawn beside the aggregate
 
 
 @dataclass(frozen=True)
@@ -95,6 +107,8 @@ class Panel:
     hover:   rows -> {uid: [text per new point]} for traces whose points carry hover text.
     parts:   rows -> the optional rows of its layout these rows call for (a new one: redrawn).
     exports: the x axes it is drawn against in the offline export (None: the view's default).
+    applies: run -> whether the panel means anything for that run (None: always); a panel that
+             does not apply is hidden on the page and left out of the export.
     """
 
     name: str
@@ -106,11 +120,15 @@ class Panel:
     hover: Callable[[Rows], dict[str, list]] | None = None
     parts: Callable[[Rows], frozenset] | None = None
     exports: tuple = (None,)
+    applies: Callable[[dict], bool] | None = None
 
     def draw(self, rows: Rows, view: View, as_dict: bool = False):
         """The whole figure, as every caller draws it: `figure`, its iteration axes titled in
         the run's unit (`iteration_unit`; the one place a federated run's x axis is named)."""
         return retitle_iterations(self.figure(rows, view, as_dict), iteration_unit(rows.run))
+
+    def applies_to(self, run: dict) -> bool:
+        return self.applies is None or bool(self.applies(run))
 
     def __post_init__(self):
         if self.mark_x not in ("iteration", "virtual_time_s", "view"):

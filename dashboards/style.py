@@ -286,3 +286,86 @@ def bits_part(r: dict, part: str):
 
 def node_order(names) -> list[str]:
     return sorted(names, key=lambda n: (len(n), n))  # w2 before w10
+
+
+# ---------------------------------------------------------------- units on the axes
+# SI prefixes for tick labels: (power of ten, prefix)
+SI_PREFIXES = ((12, "T"), (9, "G"), (6, "M"), (3, "k"), (0, ""))
+
+
+def si_label(value: float, unit: str) -> str:
+    """`value` with an SI prefix and its unit, as a tick reads: 20000 bits -> "20 kbit"."""
+    for power, prefix in SI_PREFIXES:
+        if abs(value) >= 10 ** power:
+            return f"{value / 10 ** power:g} {prefix}{unit}"
+    return f"{value:g} {unit}"
+
+
+def log_ticks(values: Iterable[float], unit: str) -> dict:
+    """Tick values and labels of a log axis in `unit` ("bit", "B"): every power of ten from 1 to
+    10^15 ("1 kbit", "10 kbit", "100 kbit", "1 Mbit"), and 2 and 5 times each too when the drawn
+    values span three decades or fewer, so a narrow range still has labels. Labels only: plotly
+    shows those within the axis range, as it grows with appended points."""
+    positive = [v for v in values if v and v > 0]
+    span = max(positive) / min(positive) if positive else 1.0
+    steps = (1, 2, 5) if span <= 1e3 else (1,)
+    ticks = [m * 10 ** p for p in range(0, 16) for m in steps]
+    return dict(tickmode="array", tickvals=ticks, ticktext=[si_label(t, unit) for t in ticks])
+
+
+def unit_axis(scale: str, values: Iterable[float], unit: str) -> dict:
+    """Axis settings whose tick labels carry `unit`: explicit labels on a log axis (see
+    `log_ticks`), SI-prefixed ones ("200kbit") on a linear one."""
+    if scale == "log":
+        return dict(type="log", **log_ticks(values, unit))
+    return dict(type="linear", tickformat="~s", ticksuffix=unit, rangemode="tozero")
+
+
+# ---------------------------------------------------------------- many series as one band
+def spread(groups: dict[str, tuple[list, list]]) -> tuple[tuple[list, list], tuple[list, list],
+                                                          tuple[list, list]]:
+    """Mean, minimum and maximum over the series of `groups` ({name: (x, y)}) at each x that
+    any of them has: ((x, mean), (x, min), (x, max)), x in order."""
+    at: dict = {}
+    for xs, ys in groups.values():
+        for x, y in zip(xs, ys):
+            if y is not None:
+                at.setdefault(x, []).append(y)
+    xs = sorted(at)
+    return ((xs, [sum(at[x]) / len(at[x]) for x in xs]), (xs, [min(at[x]) for x in xs]),
+            (xs, [max(at[x]) for x in xs]))
+
+
+def band_series(prefix: str, groups: dict[str, tuple[list, list]]) -> Series:
+    """{prefix_mean, prefix_lo, prefix_hi} of `groups` (see `spread`)."""
+    mean, lo, hi = spread(groups)
+    return {f"{prefix}_mean": mean, f"{prefix}_lo": lo, f"{prefix}_hi": hi}
+
+
+def band_traces(prefix: str, s: Series, label: str, color: str, row: int = 1,
+                showlegend: bool = True) -> list[dict]:
+    """Three traces for `band_series`: the min-max band (a filled area between two lines with
+    no width) and the mean over it; one legend entry for the three."""
+    fill = _rgba(color, 0.18)
+    edge = dict(width=0, color=fill)
+    return [line_trace(f"{prefix}_lo", f"{label}: min", s[f"{prefix}_lo"], row=row, legendgroup=prefix,
+                       showlegend=False, line=edge, hoverinfo="skip"),
+            line_trace(f"{prefix}_hi", f"{label}: min-max", s[f"{prefix}_hi"], row=row,
+                       legendgroup=prefix, showlegend=False, line=edge, fill="tonexty",
+                       fillcolor=fill, hoverinfo="skip"),
+            line_trace(f"{prefix}_mean", label, s[f"{prefix}_mean"], row=row, legendgroup=prefix,
+                       showlegend=showlegend, line=dict(color=color, width=2))]
+
+
+def _rgba(color: str, alpha: float) -> str:
+    c = color.lstrip("#")
+    r, g, b = (int(c[i:i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def member_trace(uid: str, name: str, xy: tuple[list, list], focus: bool, color: str,
+                 row: int = 1, **kw) -> dict:
+    """One worker's or link's own series: drawn (and in the legend) only when it is the one
+    picked (`focus`); otherwise kept, hidden, so that picking it shows it at once."""
+    return line_trace(uid, name, xy, row=row, visible=True if focus else False,
+                      showlegend=focus, line=dict(color=color, width=1.5), **kw)

@@ -113,4 +113,10 @@ def sweep_figure(cells: Sequence[dict], x_key: str | None, y_key: str | None = N
         layout["annotations"].append(dict(text=text, xref="paper", yref="paper", x=x, y=1.0,
                                           xanchor="left", yanchor="bottom", showarrow=False,
                                           font=dict(size=12)))
+    if all(v is None for row in g["energy_to_target_j"] for v in row):   # a blank map says why
+        why = "no run reached the target" if all(v is None for row in g["time_to_target_s"] for v in row) \
+            else "these runs recorded no energy"
+        layout["annotations"].append(dict(text=f"No energy to show:<br>{why}.", xref="x3 domain",
+                                          yref="y3 domain", x=0.5, y=0.5, showarrow=False,
+                                          font=dict(size=13, color="#666")))
     return make_figure(traces, layout, as_dict)

@@ -39,10 +39,11 @@ from channels.errors import DeliveryError
 from lgc_schema import OptionError
 from nodes.plugins import give
 from testbed.commands.export import write_csv
+from testbed import checkpoint
 from testbed.config import ConfigError, ExperimentConfig, config_from_raw, load_config
 from testbed.errors import RunFailed, SetupError, UserError
 from testbed.launcher import RunSpec, launch_torchrun
-from testbed.progress import progress_printer, summary_line
+from testbed.progress import control_reporter, progress_printer, summary_line, unit_of
 from testbed.store import Store
 
 TABLES = ("iterations", "evals", "nodes", "links", "events", "controls")
@@ -250,10 +251,27 @@ def opened_store(path: str):
 
 
 def execute(exp, store_path: str, *, quiet: bool = True) -> int:
-    """Run a built Experiment, a progress bar unless `quiet`; its run id. A failure it names
-    is RunFailed (one line); Ctrl-C or SIGTERM leaves the run stopped, rows flushed."""
-    update, close = progress_printer(exp.iterations, quiet)
-    exp.progress = update
+    """Run a built Experiment, a progress bar unless `quiet` (which also says when a steering
+    request took effect); its run id. A failure it names is RunFailed (one line); Ctrl-C or
+    SIGTERM leaves the run stopped, rows flushed. A completed run's checkpoints are removed
+    (`testbed resume` refuses completed runs)."""
+    update, close_bar = progress_printer(exp.iterations, quiet, unit_of(exp.cfg))
+    if update is not None:  # the terminal hears when a steering request took effect
+        controls = control_reporter(exp.store, lambda: getattr(exp, "run_id", None))
+
+        def progress(p, bar=update):
+            bar(p)
+            controls()
+
+        def close():
+            try:
+                controls(force=True)
+            except sqlite3.Error:  # the store itself failed: the run's own error says so
+                pass
+            close_bar()
+        exp.progress = progress
+    else:
+        close = close_bar
     try:
         run_id = exp.run()
     except KeyboardInterrupt:  # SIGINT or SIGTERM: the run is marked stopped, rows flushed
@@ -267,6 +285,8 @@ def execute(exp, store_path: str, *, quiet: bool = True) -> int:
         close()
         raise
     close()
+    if exp.store.run(run_id)["status"] == "completed":
+        checkpoint.remove_run(store_path, run_id)
     return run_id
 
 

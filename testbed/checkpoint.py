@@ -27,6 +27,25 @@ def path_for(store_path: str | os.PathLike, run_id: int, rank: int | None = None
     return Path(f"{store_path}.checkpoints") / f"run-{int(run_id)}{ranked}.pt"
 
 
+def remove_run(store_path: str | os.PathLike, run_id: int) -> list[Path]:
+    """Delete every checkpoint of run `run_id` (`run-N.pt` and each rank's `run-N.rank-R.pt`)
+    and the folder if that leaves it empty: what a completed run no longer needs (`testbed
+    resume` continues stopped and failed runs only). Returns the files removed."""
+    folder = path_for(store_path, run_id).parent
+    removed = []
+    for path in [path_for(store_path, run_id), *folder.glob(f"run-{int(run_id)}.rank-*.pt")]:
+        try:
+            path.unlink()
+            removed.append(path)
+        except FileNotFoundError:
+            pass
+    try:
+        folder.rmdir()  # only when empty: other runs' checkpoints stay
+    except OSError:
+        pass
+    return removed
+
+
 def save(path: Path, state: dict) -> None:
     """Replace `path` with `state`, atomically (see the module's docstring)."""
     import torch  # here: `testbed resume` reads paths from this module before any torch

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from nodes.errors import DatasetError, DatasetFileError
@@ -24,10 +25,31 @@ COMMANDS = ["run", "resume", "runs", "export", "sweep", "demo", "probe", "dashbo
 
 # The CLI is the one place that imports dashboards/ (house rule: nothing else depends on the
 # dashboard); subcommands reach it through these two functions, imported only when used.
-def serve_dashboard(store: str, host: str, port: int) -> None:
-    from dashboards.app import serve
+def serve_dashboard(store: str, host: str, port: int, access_log: bool = False,
+                    announce=None, starting: str | None = None) -> None:
+    """Serve the dashboard until interrupted. The port is bound first: one that is in use is
+    the user's error (exit 2) before anything else; `announce()` is called once it listens.
+    `starting`: the run about to start (`testbed demo`), which the page waits for while the
+    store has none."""
+    from dashboards.app import make_dashboard_server
 
-    serve(store, host=host, port=port)
+    from testbed.commands import check_listen, listen_error
+
+    busy = check_listen(host, port)  # werkzeug itself would print a paragraph and exit 1
+    if busy is not None:
+        raise listen_error(host, port, busy)
+    try:
+        app, server = make_dashboard_server(store, host, port, access_log=access_log,
+                                            starting=starting)
+    except OSError as e:
+        raise listen_error(host, port, e) from e
+    try:
+        if announce is not None:
+            announce()
+        server.serve_forever()
+    finally:
+        server.server_close()
+        app.board.close()
 
 
 def export_figures(store, run_ref, path, fmt: str):
@@ -88,7 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     stop_on_sigterm()
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, so that a reader gone away is seen inside this boundary
+        return code
+    except BrokenPipeError:
+        return closed_pipe()
     except (Exception, KeyboardInterrupt) as err:
         code = exit_code(err)
         if code is None:
@@ -98,6 +124,23 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"testbed: error: {one_line(err)}", file=sys.stderr)
         return code
+
+
+# The exit status of a command whose reader went away (`testbed methods | head -1`): what a
+# process killed by SIGPIPE reports to a shell, as `cat` or `grep` would.
+CLOSED_PIPE = 128 + 13
+
+
+def closed_pipe() -> int:
+    """The reader of stdout closed the pipe: stop quietly (no traceback, no error line).
+    stdout is pointed at /dev/null so that the interpreter's last flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is no file (a test's capture): nothing to redirect
+        pass
+    return CLOSED_PIPE
 
 
 def one_line(err: BaseException) -> str:

@@ -26,13 +26,25 @@ from testbed.errors import ConfigError, NoServerError  # noqa: F401 (NoServerErr
 from testbed.paths import resolve_paths
 
 
+# Keys a federated user reaches for that have another name here: {full key: what to set}.
+OTHER_NAMES = {f"federated.{k}": "run.iterations (one iteration of a federated run is one round; "
+               "one server step with mode = \"fedbuff\")" for k in ("rounds", "num_rounds")}
+
+
 def _unknown(path: str, key: str, known: list[str]) -> ConfigError:
     return unknown_key(path, key, known, ConfigError)
 
 
 def check_table(path: str, table: Any, fields: dict[str, Field], rules: tuple = ()) -> dict:
     """Validate one table against its fields and rules; fill in defaults."""
-    return lgc_schema.check_table(path, table, fields, error=ConfigError, rules=rules)
+    try:
+        return lgc_schema.check_table(path, table, fields, error=ConfigError, rules=rules)
+    except ConfigError as e:
+        if e.problem == "unknown" and e.key in OTHER_NAMES:
+            raise ConfigError(e.key, e.value, OTHER_NAMES[e.key], problem="unknown",
+                              message=f"unknown key {e.key!r}: the number of rounds is "
+                                      f"{OTHER_NAMES[e.key]}") from None
+        raise
 
 
 # ----------------------------------------------------------------------------- schemas

@@ -29,7 +29,7 @@ from testbed.experiment import ExperimentError
 from testbed.federated_distributed import rank_experiment_class
 from testbed.launcher import LAUNCHER_PID_ENV, REPORT_DIR_ENV, STOP_FILE, TIMEOUT_ENV
 from testbed.lifeline import alive, die_with_parent, watch
-from testbed.progress import progress_printer, summary_line
+from testbed.progress import progress_printer, summary_line, unit_of
 from testbed.store import Store
 
 ORPHAN_GRACE_S = 8.0      # a rank whose launcher died ends within this (after its clean-up)
@@ -176,7 +176,7 @@ def _rank_main(args, rank: int, local: int, who: str, reporter: _Reporter,
             return 2
         close = lambda: None  # noqa: E731
         if rank == 0 and not args.quiet:
-            exp.progress, close = progress_printer(exp.iterations, False)
+            exp.progress, close = progress_printer(exp.iterations, False, unit_of(exp.cfg))
         wall = time.perf_counter()
         try:
             if args.resume is not None:

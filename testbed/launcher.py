@@ -25,6 +25,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from lgc_schema import OptionError
+from testbed import checkpoint
 from testbed.errors import RunFailed, SetupError
 from testbed.lifeline import die_with_parent
 from testbed.store import Store
@@ -163,6 +164,8 @@ def launch_torchrun(spec: RunSpec, cfg) -> int:
               f"output: {log}", file=sys.stderr)
         raise stop
     if proc.returncode == 0 and zero.get("status") == "completed":
+        if run_id is not None:  # every rank's checkpoint: resume refuses a completed run
+            checkpoint.remove_run(spec.store, run_id)
         print(f"{zero['summary']}, {nproc} processes, wall time {wall:.1f} s -> {spec.store}")
         return 0
     reason = failure_reason(reports, nproc, log.read_text(errors="replace") if log.exists() else "")

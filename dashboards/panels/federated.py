@@ -2,7 +2,7 @@
 or per server step (FedBuff), and for FedBuff the mean staleness of a step's updates and a
 histogram of every counted update's staleness (node_iterations.staleness: one per update, so
 the counts are exact; binned rows carry each bin's values in `staleness_each`). A run without
-`[federated]` shows a one-line note instead.
+`[federated]` does not show the panel (`applies`).
 """
 from __future__ import annotations
 
@@ -88,4 +88,5 @@ PANEL = Panel(
         rows, uirevision=view.uirevision, note=view.note, smoothing=view.smoothing, as_dict=as_dict),
     series=lambda rows, view, totals: federated_series(rows.iterations, rows.nodes,
                                                        federated_mode(rows.run)),
-    noisy=("staleness",))
+    noisy=("staleness",),
+    applies=lambda run: federated_mode(run) is not None)

@@ -51,8 +51,8 @@ def latency_figure(iterations: Sequence[dict], events: Sequence[dict] = (), uire
                         marker=dict(symbol="x", size=7, color="#d62728"),
                         text=left_out_text(iterations, nodes), hoverinfo="x+text"))
     layout = base_layout(titled("Latency per iteration (virtual time, stacked)", smooth_note(note, smoothing)),
-                     340, uirevision, xaxis=axis(title=dict(text="iteration")),
-                     yaxis=axis(title=dict(text="virtual seconds"), rangemode="tozero"))
+                     440, uirevision, xaxis=axis(title=dict(text="iteration")),
+                     yaxis=axis(title=dict(text="virtual time"), rangemode="tozero", ticksuffix=" s"))
     if not iterations:
         layout["annotations"].append(placeholder_note("No iterations yet."))
     return make_figure(traces, add_marks(layout, events, "iteration", last_x(iterations, "iteration")),

@@ -52,6 +52,14 @@ def _fmt_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+def label_box(text: str, x: float, y: float, xshift: float = 0, yshift: float = 0,
+              bold: bool = False) -> dict:
+    """A label on a white box at (x, y) shifted by pixels: drawn above the edges, which it hides."""
+    return dict(text=f"<b>{text}</b>" if bold else text, x=x, y=y, xref="x", yref="y",
+                xshift=xshift, yshift=yshift, showarrow=False, bgcolor="rgba(255,255,255,0.9)",
+                borderpad=2, font=dict(size=11, color="#111827"))
+
+
 def topology_figure(graph: dict | None, links: Sequence[dict] = (), window: str = "",
                     uirevision=None, as_dict: bool = False) -> go.Figure | dict:
     """The network: every link coloured by its load in `links` (the latest window of link
@@ -88,20 +96,37 @@ def topology_figure(graph: dict | None, links: Sequence[dict] = (), window: str 
         hovers.append(f"{u} – {v}<br>{label or 'bandwidth unknown'}"
                       + (f", {delay:g} ms" if isinstance(delay, (int, float)) else "")
                       + f"<br>load {_fmt_bytes(load)}")
+    # The bandwidth: in the title when every link has the same, else a label on each link, on a
+    # white box so that no edge crosses it; the link's marker keeps its hover and the colour bar.
+    same = len(set(labels)) == 1
+    if same and labels[0]:
+        layout["title"]["text"] += f" · every link {labels[0]}"
     traces.append(dict(
-        type="scatter", uid="link_labels", x=mid_x, y=mid_y, mode="markers+text", text=labels,
-        textposition="top center", hovertext=hovers, hoverinfo="text", textfont=dict(size=11),
+        type="scatter", uid="link_labels", x=mid_x, y=mid_y, mode="markers",
+        hovertext=hovers, hoverinfo="text",
         marker=dict(size=9, color=mid_load, colorscale=LOAD_SCALE, cmin=0, cmax=max(peak, 1),
                     showscale=True, colorbar=dict(title=dict(text="bytes"), thickness=12))))
+    if not same:
+        layout["annotations"] += [label_box(text, x, y, yshift=14)
+                                  for text, x, y in zip(labels, mid_x, mid_y) if text]
     symbols = {"server": "square", "relay": "diamond", "worker": "circle"}
     traces.append(dict(
         type="scatter", uid="nodes", x=[pos[str(n["id"])][0] for n in nodes],
-        y=[pos[str(n["id"])][1] for n in nodes], mode="markers+text",
-        text=[str(n["id"]) for n in nodes], textposition="bottom center",
+        y=[pos[str(n["id"])][1] for n in nodes], mode="markers",
         hovertext=[f"{n['id']} ({n.get('role', 'node')})" for n in nodes], hoverinfo="text",
         marker=dict(size=18, color=["#444" if n.get("role") == "server" else "#1f77b4" for n in nodes],
                     symbol=[symbols.get(n.get("role"), "circle") for n in nodes],
                     line=dict(color="white", width=1))))
+    # Node names away from the middle of the drawing (where the edges go), on white boxes
+    cx = sum(p[0] for p in pos.values()) / len(pos)
+    cy = sum(p[1] for p in pos.values()) / len(pos)
+    for n in nodes:
+        x, y = pos[str(n["id"])]
+        dx, dy = x - cx, y - cy
+        norm = math.hypot(dx, dy)
+        ux, uy = (dx / norm, dy / norm) if norm > 1e-9 else (0.0, 1.0)
+        layout["annotations"].append(label_box(str(n["id"]), x, y, xshift=26 * ux, yshift=22 * uy,
+                                               bold=True))
     return make_figure(traces, layout, as_dict)
 
 

@@ -5,6 +5,10 @@ error into one line and an exit code (testbed/errors.py says which kind is which
 """
 from __future__ import annotations
 
+import errno
+import socket
+
+from testbed.errors import UserError
 from testbed.store import Store
 
 DEFAULT_STORE = "runs.db"
@@ -18,3 +22,37 @@ def add_store_arg(parser) -> None:
 def open_store(path: str):
     """An existing store (StoreError naming the path if there is none or it is not one)."""
     return Store(path, create=False)
+
+
+def listen_error(host: str, port: int, err: OSError) -> UserError:
+    """The one line for a dashboard address that cannot be listened on (exit 2)."""
+    if err.errno == errno.EADDRINUSE:
+        free = next((p for p in range(port + 1, min(port + 50, 65536)) if can_listen(host, p)), None)
+        hint = f" (e.g. --port {free}; make demo PORT={free})" if free else ""
+        return UserError(f"--port {port}: {host}:{port} is in use by another program; allowed: "
+                         f"a free port{hint}")
+    return UserError(f"--host {host} --port {port}: cannot listen there "
+                     f"({err.strerror or err}); allowed: an address of this machine and a free port")
+
+
+def can_listen(host: str, port: int) -> bool:
+    """Whether a server could listen on host:port now (bound as the dashboard's server binds:
+    with SO_REUSEADDR, so a port in TIME_WAIT counts as free)."""
+    return check_listen(host, port) is None
+
+
+def check_listen(host: str, port: int) -> OSError | None:
+    """None when host:port can be listened on now, else the OSError binding it raised."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as e:
+        return e
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(addr)
+            s.listen(1)
+        except OSError as e:
+            return e
+    return None

@@ -9,6 +9,7 @@ from pathlib import Path
 from testbed.cli import export_figures
 from testbed.commands import add_store_arg, open_store
 from testbed.errors import UserError
+from testbed.summary import run_summary
 from testbed.tensorboard_export import write_tensorboard
 
 
@@ -17,17 +18,30 @@ def register(sub) -> None:
     p.add_argument("run", help="run name (newest of that name) or id")
     add_store_arg(p)
     p.add_argument("--format", choices=["json", "csv", "html", "png", "tensorboard"], default="json")
-    p.add_argument("--out", help="output file (json/html/png) or folder (csv, tensorboard: the "
-                                 "--logdir; the run gets a folder in it); json defaults to stdout")
+    p.add_argument("--out", help="output file (json/html/png); csv: a folder of one file per table, "
+                                 "or a name ending in .csv: that file holds the iterations and the "
+                                 "other tables go beside it (NAME.evals.csv, ...); tensorboard: the "
+                                 "--logdir (the run gets a folder in it); json defaults to stdout; "
+                                 "missing folders are made")
     p.set_defaults(func=main)
 
 
-def write_csv(data: dict, folder: Path) -> list[Path]:
-    folder.mkdir(parents=True, exist_ok=True)
+CSV_TABLES = ("iterations", "evals", "nodes", "links", "events")
+
+
+def csv_paths(out: Path) -> dict[str, Path]:
+    """Where each table goes: `out` a folder -> out/TABLE.csv; `out` named *.csv -> that file
+    for the iterations and STEM.TABLE.csv beside it for the others."""
+    if out.suffix.lower() != ".csv":
+        return {t: out / f"{t}.csv" for t in CSV_TABLES}
+    return {t: out if t == "iterations" else out.with_name(f"{out.stem}.{t}.csv") for t in CSV_TABLES}
+
+
+def write_csv(data: dict, out: Path) -> list[Path]:
     written = []
-    for table in ("iterations", "evals", "nodes", "links", "events"):
+    for table, path in csv_paths(out).items():
         rows = data[table]
-        path = folder / f"{table}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("w", newline="") as f:
             if rows:
                 w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -42,10 +56,13 @@ def write_csv(data: dict, folder: Path) -> list[Path]:
 def main(args) -> int:
     with open_store(args.store) as store:
         data = store.export(args.run)
+        # the headline figures as the CLI and the dashboard word them (testbed.summary)
+        data["summary"] = run_summary(store, data["run"]["id"])
         name = data["run"]["name"]
         if args.format == "json":
             text = json.dumps(data, indent=1, default=str)
             if args.out:
+                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
                 Path(args.out).write_text(text)
                 print(f"wrote {args.out}", file=sys.stderr)
             else:

@@ -5,6 +5,7 @@ accepts, without reading the source."""
 from __future__ import annotations
 
 import difflib
+import re
 import sys
 
 from testbed.errors import UserError
@@ -16,12 +17,17 @@ def register(sub) -> None:
     p.set_defaults(func=main)
 
 
+# A reference to the code ("templates.DenseScheme") in a docstring: for the source's reader,
+# not the user's; left out of what the command prints.
+CODE_REF = re.compile(r"\s*\((?:[a-z_]+\.)+[A-Z]\w*\)|(?:[a-z_]+\.)+[A-Z]\w*;\s*")
+
+
 def summary(cls) -> str:
     """The first sentence of the method's module docstring (else its class's), without the
-    leading "`name`:"."""
+    leading "`name`:" and without references to the code."""
     doc = sys.modules[cls.__module__].__doc__ or cls.__doc__ or ""
     text = " ".join(doc.split()).split(". ")[0].rstrip(".")
-    return text.removeprefix(f"`{cls.name}`: ")
+    return CODE_REF.sub("", text.removeprefix(f"`{cls.name}`: "))
 
 
 def type_name(field) -> str:

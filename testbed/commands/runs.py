@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from testbed.commands import add_store_arg, open_store
+from testbed.summary import (ITERATION_UNITS, federated_tables, final_accuracies, megabytes,
+                             participants, percent, plural)
 
 
 def register(sub) -> None:
@@ -29,16 +31,29 @@ def _fmt(v) -> str:
 def main(args) -> int:
     with open_store(args.store) as store:
         rows = store.runs()
+        final = final_accuracies(store.db)
+        federated = federated_tables(store.db)
     if not rows:
         print(f"{args.store}: no runs yet")
         return 0
     for r in rows:
-        r["best_accuracy"] = None if r["best_accuracy"] is None else round(100 * r["best_accuracy"], 2)
-        r["total_mb"] = None if r["total_bits"] is None else r["total_bits"] / 8e6
-        r["iterations"] = None if r["last_iteration"] is None else r["last_iteration"] + 1
+        fed = federated.get(r["id"])
+        n = None if r["last_iteration"] is None else r["last_iteration"] + 1
+        unit = ITERATION_UNITS.get((fed or {}).get("mode", "sync")) if fed else None
+        r["iterations"] = f"{plural(n, unit)}" if unit and n is not None else n
+        if fed:  # the population, not the processes that played it
+            r["workers"] = participants(r, fed)
+        r["final_accuracy"] = _pct(final.get(r["id"]))
+        r["best_accuracy"] = _pct(r["best_accuracy"])
+        r["total_mb"] = None if r["total_bits"] is None else megabytes(r["total_bits"]).removesuffix(" MB")
     print(format_table(rows, [("id", "id"), ("name", "name"), ("method", "method"),
                               ("topology", "topology"), ("workers", "workers"),
                               ("bandwidth_mbps", "Mbit/s"), ("status", "status"),
-                              ("iterations", "iters"), ("best_accuracy", "best acc %"),
-                              ("total_mb", "MB on wire"), ("virtual_time_s", "virtual s")]))
+                              ("iterations", "iterations"), ("final_accuracy", "final acc %"),
+                              ("best_accuracy", "best acc %"), ("total_mb", "MB on the wire"),
+                              ("virtual_time_s", "virtual s")]))
     return 0
+
+
+def _pct(accuracy: float | None) -> str | None:
+    return None if accuracy is None else percent(accuracy).removesuffix("%")

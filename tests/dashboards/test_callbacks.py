@@ -226,8 +226,10 @@ def test_smoothed_points_appended_live_equal_a_fresh_drawing(store):
     figs, state, _, _ = board.live_view(rid, "iteration", None, "log", 0.8)
     drawn = {name: [[list(t["x"]), list(t["y"])] for t in fig["data"]]
              for name, fig in zip(LIVE_FIGURES, figs) if name != "topology"}
-    rate_up = state["uids"]["rate"].index("bits_up")
+    rate_up = state["uids"]["rate"].index("wk_mean")   # the workers' uplink band: smoothed
     assert drawn["rate"][rate_up][1][:2] == [1000, 0.8 * 1000 + 0.2 * 100]
+    total = state["uids"]["rate"].index("bits_up")      # the total's steps: never smoothed
+    assert drawn["rate"][total][1][:2] == [1000, 100]
     for last in (6, 9):
         noisy_iterations(store, rid, state["iter"] + 1, last)
         figs, state, _, _ = board.live_view(rid, "iteration", state, "log", 0.8)

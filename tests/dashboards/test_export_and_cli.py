@@ -29,13 +29,18 @@ def store_with_run(tmp_path):
 def test_html_export_is_one_offline_page(store_with_run, tmp_path):
     out = export_html(store_with_run, "exported", tmp_path / "out" / "run.html")
     text = out.read_text()
-    figures = sum(len(p.exports) for p in PANELS)   # every panel, once per x axis it exports
-    assert figures >= 7 and text.count("class='fig'") == figures   # 7: up to the energy panel
+    # every panel that applies (not the federated one: a data-parallel run), once per x axis
+    figures = sum(len(p.exports) for p in PANELS if p.name != "federated")
+    assert figures >= 7 and text.count("class='fig'") == figures
+    assert "Not a federated run" not in text
     assert text.count("Plotly.newPlot") == figures
     assert "<script src=\"https://cdn.plot.ly" not in text  # plotly.js inlined: opens offline
     assert len(text) > 1_000_000  # ... and it is the whole library
     assert "7.5 Mb" in text and "Run #1 exported" in text
     assert "killed &lt;by&gt; test" in text  # the failure is shown, escaped
+    assert '"displayModeBar": false' not in text   # the HTML page keeps plotly's toolbar ...
+    bare = export_html(store_with_run, "exported", tmp_path / "bare.html", toolbar=False).read_text()
+    assert bare.count('"displayModeBar": false') == figures   # ... the PNG's page has none
 
 
 @pytest.mark.skipif(find_chromium() is None, reason="no Chromium on this machine for PNG export")
@@ -58,11 +63,16 @@ def test_dashboard_subcommand_defaults_to_loopback(monkeypatch, capsys):
     parser = argparse.ArgumentParser()
     dashboard_cmd.register(parser.add_subparsers())
     args = parser.parse_args(["dashboard", "--store", "x.db"])
-    assert (args.host, args.port, args.store) == ("127.0.0.1", 8050, "x.db")
+    assert (args.host, args.port, args.store, args.access_log) == ("127.0.0.1", 8050, "x.db", False)
     served = {}
-    monkeypatch.setattr("dashboards.app.serve", lambda path, host, port: served.update(
-        path=path, host=host, port=port))
-    assert args.func(args) == 0 and served == {"path": "x.db", "host": "127.0.0.1", "port": 8050}
+
+    def serve(path, host, port, access_log, announce, starting):
+        served.update(path=path, host=host, port=port, access_log=access_log)
+        announce()
+    monkeypatch.setattr(dashboard_cmd, "serve_dashboard", serve)
+    assert args.func(args) == 0
+    assert served == {"path": "x.db", "host": "127.0.0.1", "port": 8050, "access_log": False}
+    assert capsys.readouterr().out == "dashboard: http://127.0.0.1:8050 (store x.db)\n"  # once
     from testbed.cli import main  # the CLI's one error boundary turns the refusal into exit 2
 
     assert main(["dashboard", "--port", "70000"]) == 2
@@ -70,3 +80,30 @@ def test_dashboard_subcommand_defaults_to_loopback(monkeypatch, capsys):
     wide = parser.parse_args(["dashboard", "--host", "0.0.0.0"])
     assert wide.func(wide) == 0
     assert "anyone who can reach this address can steer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("access_log", [False, True])
+def test_the_dashboard_logs_no_request_unless_asked(tmp_path, caplog, access_log):
+    """The page polls every second or two: by default no line per request (it would bury a
+    run's progress bar); `--access-log` brings werkzeug's lines back."""
+    import logging
+    import threading
+    import urllib.request
+
+    from dashboards.app import make_dashboard_server
+
+    app, server = make_dashboard_server(tmp_path / "runs.db", "127.0.0.1", 0, access_log=access_log)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with caplog.at_level(logging.INFO, logger="werkzeug"):
+            for _ in range(3):
+                with urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/", timeout=30) as r:
+                    assert r.status == 200
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+        server.server_close()
+        app.board.close()
+    lines = [r.getMessage() for r in caplog.records if '"GET / HTTP' in r.getMessage()]
+    assert len(lines) == (3 if access_log else 0), lines

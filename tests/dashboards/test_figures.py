@@ -84,9 +84,15 @@ def test_rate_up_and_down_apart_per_node_uplink_and_cumulative_bytes():
              for i in range(3) for n in ("w1", "w0", "w10")]
     fig = validated(rate_figure(its(3), nodes))
     t = by_uid(fig)
-    assert [tr.uid for tr in fig.data] == ["bits_up", "bits_down", uid("node", "w0"), uid("node", "w1"),
-                                           uid("node", "w10"), "cum_up", "cum_down"]
-    assert [tr.name for tr in fig.data[2:5]] == ["w0 uplink", "w1 uplink", "w10 uplink"]
+    assert [tr.uid for tr in fig.data] == ["bits_up", "bits_down", "wk_lo", "wk_hi", "wk_mean",
+                                           uid("node", "w0"), uid("node", "w1"), uid("node", "w10"),
+                                           "cum_up", "cum_down"]
+    assert [tr.name for tr in fig.data[5:8]] == ["w0 uplink", "w1 uplink", "w10 uplink"]
+    # the workers as one band, their own lines kept hidden until one is picked
+    assert [tr.visible for tr in fig.data[5:8]] == [False, False, False]
+    assert list(t["wk_mean"].y) == [400, 400, 400] and t["wk_hi"].fill == "tonexty"
+    picked = by_uid(validated(rate_figure(its(3), nodes, focus="w1")))
+    assert picked[uid("node", "w1")].visible is True and picked[uid("node", "w0")].visible is False
     assert list(t["bits_up"].y) == [800, 800, 800] and list(t["bits_down"].y) == [200, 200, 200]
     assert t["bits_down"].line.dash == "dash"
     assert list(t[uid("node", "w1")].y) == [400, 400, 400]
@@ -135,8 +141,9 @@ def test_channel_per_link_rate_loss_and_retransmissions_over_virtual_time():
     times = {0: 0.5, 1: 1.25}
     fig = validated(channel_figure(rows, times))
     names = ["server->w0", "w0->server"]
-    assert [tr.uid for tr in fig.data] == [uid(k, n) for k in ("rate", "loss", "retx", "coll", "retry", "snr")
-                                           for n in names]
+    assert [tr.uid for tr in fig.data] == [u for k in ("rate", "loss", "retx", "coll", "retry", "snr")
+                                           for u in [f"{k}_lo", f"{k}_hi", f"{k}_mean",
+                                                     *(uid(k, n) for n in names)]]
     t = by_uid(fig)
     up_rate = t[uid("rate", "w0->server")]
     assert list(up_rate.x) == [0.5] and up_rate.y[0] == pytest.approx(20.0)
@@ -145,8 +152,20 @@ def test_channel_per_link_rate_loss_and_retransmissions_over_virtual_time():
     assert list(t[uid("loss", "w0->server")].x) == [0.5, 1.25]
     assert list(t[uid("retx", "w0->server")].y) == [1, 0]
     assert (up_rate.yaxis, t[uid("loss", "w0->server")].yaxis, t[uid("retx", "w0->server")].yaxis) == ("y", "y2", "y3")
-    # one legend entry per link (on its rate trace); the rest follow it by legend group
-    assert [tr.name for tr in fig.data if tr.showlegend is not False] == ["server→w0", "w0→server"]
+    # the links as one band: mean and range at each time (20 and 5 Mb/s at 0.5 s; 1.25 s: the
+    # link without airtime has no rate, the other sent nothing)
+    assert list(t["rate_mean"].x) == [0.5] and t["rate_mean"].y[0] == pytest.approx(12.5)
+    assert (t["rate_lo"].y[0], t["rate_hi"].y[0]) == (pytest.approx(5.0), pytest.approx(20.0))
+    assert list(t["loss_mean"].y) == [12.5, 0.0]
+    # one legend entry by default (the band); a picked worker's links join it, drawn
+    assert [tr.name for tr in fig.data if tr.showlegend is not False] == ["mean, min-max of 2 links"]
+    assert all(tr.visible is False for tr in fig.data if tr.uid.startswith("rate_7"))
+    # rows not drawn (no collisions, retries or SNR here) draw no band in another row
+    assert [tr.uid for tr in fig.data if tr.uid.endswith("_mean") and tr.visible is not False] == [
+        "rate_mean", "loss_mean", "retx_mean"]
+    picked = validated(channel_figure(rows, times, focus="w0"))
+    assert [tr.name for tr in picked.data if tr.showlegend is not False] == [
+        "mean, min-max of 2 links", "server→w0", "w0→server"]
     assert fig.layout.xaxis3.title.text == "virtual time (s)" and "yaxis4" not in fig.to_dict()["layout"]
     # A fading link's SNR gets a row of its own.
     fading = [dict(rows[0], snr_db=12.5)]
@@ -225,9 +244,20 @@ def test_topology_colours_by_load_and_labels_bandwidth():
     assert len(lines) == 2
     assert lines[0].line.width > lines[1].line.width  # w0's link carries 4x the load
     labels = by_uid(fig)["link_labels"]
-    assert list(labels.text) == ["10 Mb/s", "2.5 Mb/s"] and list(labels.marker.color) == [400, 100]
+    assert list(labels.marker.color) == [400, 100]
+    # labels are boxes above the edges (annotations on white), not text among the lines
+    notes = [(a.text, a.bgcolor) for a in fig.layout.annotations]
+    assert [t for t, _ in notes] == ["10 Mb/s", "2.5 Mb/s", "<b>server</b>", "<b>w0</b>", "<b>w1</b>"]
+    assert all(bg.startswith("rgba(255,255,255") for _, bg in notes)
     nodes = by_uid(fig)["nodes"]
-    assert list(nodes.text) == ["server", "w0", "w1"]
+    assert nodes.mode == "markers" and labels.mode == "markers"
+    # the w0 label sits outward of w0 (away from the server in the middle), so no edge under it
+    w0 = next(a for a in fig.layout.annotations if a.text == "<b>w0</b>")
+    assert (w0.xshift * nodes.x[1] + w0.yshift * nodes.y[1]) > 0
+    # one bandwidth on every link: said once, in the title
+    same = validated(topology_figure({**STAR, "edges": [dict(e, bandwidth_mbps=20.0) for e in STAR["edges"]]}, window))
+    assert same.layout.title.text.endswith("every link 20 Mb/s")
+    assert [a.text for a in same.layout.annotations] == ["<b>server</b>", "<b>w0</b>", "<b>w1</b>"]
     # A star without recorded positions: the server sits in the middle.
     assert (nodes.x[0], nodes.y[0]) == (0.0, 0.0)
     assert "No topology" in topology_figure(None).layout.annotations[0].text
@@ -242,6 +272,11 @@ def test_compare_summary_ratio_and_time_to_target():
     assert rows["fp32"]["compression_ratio"] == 1.0
     assert rows["topk"]["compression_ratio"] == 10.0  # 1000 vs 100 bits per iteration
     assert rows["fp32"]["total_bits"] == 4000 and rows["topk"]["total_bits"] == 200
+    # MB on the wire as the CLI prints it (testbed.summary.megabytes: 10^6 bytes, 3 decimals)
+    from testbed.summary import megabytes
+
+    assert f"{rows['topk']['total_mb']:.3f} MB" == megabytes(200) == "0.000 MB"
+    assert f"{rows['fp32']['total_mb']:.3f} MB" == megabytes(4000)
     assert (rows["fp32"]["iterations_to_target"], rows["fp32"]["time_to_target_s"]) == (3, 8.0)
     assert rows["topk"]["time_to_target_s"] == 3.0
     assert rows["fp32"]["final_accuracy"] == 0.8 and rows["fp32"]["best_accuracy"] == 0.8
@@ -261,7 +296,8 @@ def test_dict_and_figure_forms_agree():
 def test_runs_table_rows_keep_numbers():
     row = runs_table_rows([{"id": 1, "name": "a", "status": "running", "total_bits": 2_500_000,
                               "best_accuracy": 0.5}])[0]
-    assert row["total_mbit"] == 2.5 and row["best_accuracy"] == 0.5 and row["status"] == "running"
+    # 2,500,000 bits are 312,500 bytes: 0.3125 MB, shown to three decimals as the CLI does
+    assert row["total_mb"] == 0.312 and row["best_accuracy"] == 0.5 and row["status"] == "running"
 
 
 def test_link_colours_and_colour_bar_use_one_scale_the_busiest_link_darkest():

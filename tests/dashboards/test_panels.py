@@ -85,8 +85,8 @@ def test_a_new_panel_is_its_module_and_its_line_in_the_registry(tmp_path, monkey
         board.close()
         (extend,) = [o for o in figs[-1].to_plotly_json()["operations"] if o["location"] == ["data", 0, "y"]]
         assert extend["params"]["value"] == [0.25]
-        _, exported = run_figures(store, rid)
-    assert len(exported) == sum(len(p.exports) for p in PANELS) + 1
+        run, exported = run_figures(store, rid)
+    assert len(exported) == sum(len(p.exports) for p in PANELS if p.applies_to(run)) + 1
     assert list(exported[-1].data[0].y) == [1.0, 0.5, 1 / 3, 0.25]
 
 

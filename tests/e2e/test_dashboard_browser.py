@@ -11,13 +11,18 @@ loss-free star at 20 Mb/s) writes the store from another process.
   4. the compare view shows two runs with their compression ratio;
   5. a real LGC-PS run (experiments/lgc_ps_digits.toml, shortened) drawn with its rate on a log
      axis (switchable to linear), its three stages as bands and the cut between them;
-  6. the sweep view's heat maps over a sweep's grid.
+  6. the sweep view's heat maps over a sweep's grid;
+  7. a page read at a glance, for the quickstart, the LGC-PS run, a federated run and the sweep:
+     every tick label of the rate axes carries its unit, no panel says "Not a ..." of the run
+     shown (the panels that do not apply are hidden), each legend lists a handful of entries.
 
-Set DASHBOARD_SCREENSHOTS=1 to save a screenshot of each view under docs/img/ (the README's).
+Set DASHBOARD_SCREENSHOTS=1 to save the README's screenshots under docs/img/, and
+DASHBOARD_SHOTS_DIR=FOLDER to save every view at 1600 and 1280 px wide there.
 """
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -33,6 +38,7 @@ if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
 
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.common.exceptions import ElementClickInterceptedException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 from testbed.store import Store  # noqa: E402
@@ -41,6 +47,9 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 RUN_FILE = Path(__file__).with_name("live_run.toml")
 SHOTS = ROOT / "docs" / "img" if os.environ.get("DASHBOARD_SCREENSHOTS") else None
+VIEWS = Path(os.environ["DASHBOARD_SHOTS_DIR"]) if os.environ.get("DASHBOARD_SHOTS_DIR") else None
+WIDTH, WIDTHS = 1600, (1600, 1280)   # the page's width in the tests, and the views' screenshots
+LEGEND_MAX = 6                        # "a handful" of legend entries per figure by default
 START_MBPS, NEW_MBPS = 20.0, 5.0
 # The synthetic comparison run sends 1/50 of the live fp32 run's bits per iteration.
 SPARSE_FRACTION = 50
@@ -84,7 +93,7 @@ def live(tmp_path_factory):
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     from werkzeug.serving import make_server
 
-    from dashboards.app import create_app
+    from dashboards.app import QuietHandler, create_app
 
     # The page shows the store path as given: a user's `testbed dashboard --store runs.db` gives a
     # name in the working directory, so the app is given that (the README's screenshots show it).
@@ -95,7 +104,7 @@ def live(tmp_path_factory):
     # Binning long runs has its own test (tests/dashboards: test_long_runs_are_drawn_in_complete_bins).
     app = create_app(Path(store_path.name), live_interval_ms=1000, runs_interval_ms=1000,
                      max_points=1_000_000)
-    server = make_server("127.0.0.1", 0, app.server, threaded=True)
+    server = make_server("127.0.0.1", 0, app.server, threaded=True, request_handler=QuietHandler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     reader = Store(store_path)
@@ -123,7 +132,7 @@ def browser(tmp_path_factory):
     opts.binary_location = CHROMIUM
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--no-first-run", "--window-size=1400,1000",
+                 "--no-first-run", f"--window-size={WIDTH},1000",
                  f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
         opts.add_argument(flag)
     opts.set_capability("goog:loggingPrefs", {"browser": "SEVERE"})
@@ -152,13 +161,61 @@ def text(driver, element_id: str) -> str:
 
 
 def screenshot(driver, name: str, height: int = 2400) -> None:
+    """The README's screenshot `name` (docs/img/NAME.png) when DASHBOARD_SCREENSHOTS is set."""
     if SHOTS is None:
         return
     SHOTS.mkdir(parents=True, exist_ok=True)
-    driver.set_window_size(1400, height)
+    driver.set_window_size(WIDTH, height)
     time.sleep(1.5)  # let plotly redraw at the new size
     driver.save_screenshot(str(SHOTS / f"{name}.png"))
-    driver.set_window_size(1400, 1000)
+    driver.set_window_size(WIDTH, 1000)
+
+
+def view_shots(driver, name: str) -> None:
+    """The whole page at each of WIDTHS, into DASHBOARD_SHOTS_DIR (when set)."""
+    if VIEWS is None:
+        return
+    VIEWS.mkdir(parents=True, exist_ok=True)
+    for width in WIDTHS:
+        driver.set_window_size(width, 1000)
+        height = driver.execute_script("return document.body.scrollHeight")
+        driver.set_window_size(width, min(height + 120, 6000))
+        time.sleep(1.5)
+        driver.save_screenshot(str(VIEWS / f"{name}-{width}.png"))
+    driver.set_window_size(WIDTH, 1000)
+
+
+def glance(driver) -> dict:
+    """What the page shows of the live view, read from the DOM: the visible figures; each
+    one's legend entries; the rate figure's tick labels of either y axis; every note."""
+    return driver.execute_script("""
+        const out = {visible: [], legends: {}, notes: [], rate_y: [], rate_y2: []};
+        for (const g of document.querySelectorAll('.grid .js-plotly-plot')) {
+            const card = g.closest('.graph');
+            if (!card || card.offsetParent === null) continue;
+            const id = card.id.replace('-graph', '');
+            out.visible.push(id);
+            out.legends[id] = g.querySelectorAll('.legend .traces').length;
+            for (const a of g.querySelectorAll('.annotation-text')) out.notes.push(a.textContent);
+        }
+        const rate = document.querySelector('#rate-graph .js-plotly-plot');
+        if (rate) {
+            out.rate_y = Array.from(rate.querySelectorAll('.ytick text')).map(t => t.textContent);
+            out.rate_y2 = Array.from(rate.querySelectorAll('.y2tick text')).map(t => t.textContent);
+        }
+        return out;""")
+
+
+def assert_reads_at_a_glance(driver, hidden: set[str] = frozenset()) -> dict:
+    """Units on the rate axes' tick labels, no "Not a ..." panel, a handful of legend entries."""
+    seen = wait_for(lambda: (g := glance(driver)) and g["rate_y"] and g["rate_y2"] and g, 20,
+                    "the rate figure's tick labels")
+    assert all(re.fullmatch(r"[\d.]+ [kMGT]?bit", t) for t in seen["rate_y"]), seen["rate_y"]
+    assert all(re.fullmatch(r"[\d.]+ [kMGT]?B", t) for t in seen["rate_y2"]), seen["rate_y2"]
+    assert not [n for n in seen["notes"] if n.startswith("Not a")], seen["notes"]
+    assert hidden.isdisjoint(seen["visible"]) and "rate" in seen["visible"], seen["visible"]
+    assert max(seen["legends"].values()) <= LEGEND_MAX, seen["legends"]
+    return seen
 
 
 def severe_errors(driver) -> list[str]:
@@ -177,6 +234,7 @@ def test_accuracy_graph_gains_points_while_the_run_goes(live, browser):
     xs = js_graph(browser, "accuracy-graph", "Array.from(acc.x)")
     assert xs == sorted(xs) and len(set(xs)) == len(xs)  # appended in order, never twice
     assert "is running" in text(browser, "live-message")
+    assert_reads_at_a_glance(browser, hidden={"federated"})   # a data-parallel run
     assert severe_errors(browser) == []
 
 
@@ -211,8 +269,8 @@ def test_bandwidth_change_from_the_page_reaches_the_run(live, browser):
     wait_for(lambda: at in (js_graph(browser, "accuracy-graph",
                                      "(g.layout.shapes || []).map(s => s.x0)") or []),
              15, "the control mark on the accuracy graph")
-    wait_for(lambda: f"{NEW_MBPS:g} Mb/s" in (js_graph(
-        browser, "topology-graph", "g.data.map(t => (t.text || []).join(' ')).join(' ')") or ""),
+    wait_for(lambda: f"every link {NEW_MBPS:g} Mb/s" in (js_graph(
+        browser, "topology-graph", "g.layout.title.text") or ""),
         15, "the new bandwidth on the topology")
     wait_for(lambda: "applied" in text(browser, "controls-table"), 15,
              "the control's status in the page")
@@ -327,12 +385,22 @@ LGC_SETS = ["run.iterations=60", "run.eval_every=10", "run.device=cpu", "network
             'rate = "mcs", coherence_ms = 5.0 }']
 
 
+def clicked(element) -> bool:
+    """Click `element`; False while something else (a menu closing, a redraw) lies over it."""
+    try:
+        element.click()
+        return True
+    except ElementClickInterceptedException:
+        element.parent.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+        return False
+
+
 def choose(driver, dropdown_id: str, label_part: str) -> None:
     """Pick the option of a dcc.Dropdown whose text contains `label_part`."""
-    driver.find_element(By.ID, dropdown_id).click()
+    wait_for(lambda: clicked(driver.find_element(By.ID, dropdown_id)), 10, f"{dropdown_id} to open")
     option = wait_for(lambda: next((o for o in driver.find_elements(By.CSS_SELECTOR, "[role=option]")
                                     if label_part in o.text), None), 10, f"option {label_part!r}")
-    option.click()
+    wait_for(lambda: clicked(option), 10, f"option {label_part!r} to take the click")
 
 
 def test_lgc_run_rate_on_a_log_axis_with_its_stages(live, browser):
@@ -380,7 +448,9 @@ def test_lgc_run_rate_on_a_log_axis_with_its_stages(live, browser):
     wait_for(lambda: js_graph(browser, "rate-graph", "g.layout.yaxis.type") == "log", 15,
              "the log rate axis again")
     assert severe_errors(browser) == []
+    assert_reads_at_a_glance(browser, hidden={"federated"})
     screenshot(browser, "dashboard-live")
+    view_shots(browser, "lgc-ps")
 
     # The same file, seed and channel with fp32 gradients: the compare view's ratio is the
     # store's bits per iteration of one over the other.
@@ -401,6 +471,62 @@ def test_lgc_run_rate_on_a_log_axis_with_its_stages(live, browser):
     assert f"{ratio:.1f}" in text(browser, "compare-table").split()
     assert severe_errors(browser) == []
     screenshot(browser, "dashboard-compare", height=1300)
+
+
+# The quickstart file as shipped (4 workers, top-k 1%, a shared 20 Mb/s cell with 1% loss),
+# shortened, with the MLP; and the federated file on digits, small.
+QUICK_SETS = ["run.iterations=60", "run.eval_every=10", "model.name=mlp", "run.device=cpu"]
+FED_SETS = ['data.dataset="digits"', "federated.clients=20", "federated.clients_per_round=4",
+            "federated.local_steps=2", "run.iterations=8", "run.eval_every=2", 'model.name="mlp"',
+            'run.device="cpu"', "network.link.bandwidth_mbps=20.0"]
+
+
+def show_run(driver, name: str) -> None:
+    driver.execute_script("window.scrollTo(0, 0)")
+    driver.find_element(By.XPATH, "//*[@id='view-tabs']//*[text()='Live run']").click()
+    choose(driver, "run-select", name)
+    wait_for(lambda: name in text(driver, "live-message") and "completed" in text(driver, "live-message"),
+             20, f"the run {name} in the live view")
+
+
+def test_quickstart_and_federated_runs_read_at_a_glance(live, browser):
+    """The quickstart: the federated panel hidden, the four workers one band in the rate panel
+    with one of them picked on its own, and the same at 1280 px. A federated run: its panel
+    shown, its x axes in rounds, its message in rounds and clients' figures."""
+    from testbed.config import load_config
+    from testbed.federated import experiment_class
+
+    with Store(live["path"]) as writer:
+        for file, sets in (("quickstart.toml", QUICK_SETS), ("fed_fashion.toml", FED_SETS)):
+            cfg = load_config(ROOT / "experiments" / file, sets)
+            experiment_class(cfg)(cfg, writer).run()
+    show_run(browser, "quickstart")
+    seen = assert_reads_at_a_glance(browser, hidden={"federated"})
+    assert {"accuracy", "rate", "latency", "energy", "channel", "topology"} <= set(seen["visible"])
+    rate_names = js_graph(browser, "rate-graph", "g.data.filter(t => t.visible !== false).map(t => t.name)")
+    assert "uplink per worker: mean, range of 4" in rate_names and "w1 uplink" not in rate_names
+    choose(browser, "focus-select", "w1")
+    wait_for(lambda: "w1 uplink" in (js_graph(
+        browser, "rate-graph", "g.data.filter(t => t.visible !== false).map(t => t.name)") or []),
+        15, "the picked worker's own uplink")
+    assert_reads_at_a_glance(browser, hidden={"federated"})
+    browser.set_window_size(1280, 1000)
+    try:
+        time.sleep(1.0)
+        assert_reads_at_a_glance(browser, hidden={"federated"})
+    finally:
+        browser.set_window_size(WIDTH, 1000)
+    choose(browser, "focus-select", "none")
+    view_shots(browser, "quickstart")
+
+    show_run(browser, "fed_fashion")
+    seen = assert_reads_at_a_glance(browser)
+    assert "federated" in seen["visible"]
+    assert js_graph(browser, "rate-graph", "g.layout.xaxis2.title.text") == "round"
+    assert "8 rounds" in text(browser, "live-message")
+    assert "20 clients (4 per round)" in text(browser, "runs-table")
+    assert severe_errors(browser) == []
+    view_shots(browser, "federated")
 
 
 def test_sweep_view_heat_maps(live, browser):
@@ -429,3 +555,4 @@ def test_sweep_view_heat_maps(live, browser):
     assert energy == [[None, None], [None, None]]
     assert "each cell averages over seed" in text(browser, "sweep-message")
     assert severe_errors(browser) == []
+    view_shots(browser, "sweep")

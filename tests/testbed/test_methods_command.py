@@ -72,3 +72,13 @@ def test_old_option_names_are_read_with_one_deprecation_line_each(tmp_path, caps
     assert "ae_iters" in switched.compression.set_aside
     with pytest.raises(ConfigError, match="compression.ae_iters and compression.ae_iterations are the old"):
         load_config(old, ["compression.ae_iterations=5"])
+
+
+def test_the_listing_and_every_method_speak_without_code_names(capsys):
+    """No module.Class of the source (a docstring's "templates.DenseScheme") in what users read."""
+    import re
+
+    outs = [cli(["methods"], capsys)[1]] + [cli(["methods", n], capsys)[1] for n in names()]
+    text = "\n".join(outs)
+    assert re.findall(r"\b[a-z_]+\.[A-Z]\w+", text) == []
+    assert "uncompressed fp32 gradients, dense: the reference rate (by PS, all-gather" in text
