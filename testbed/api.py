@@ -45,6 +45,7 @@ from testbed.errors import RunFailed, SetupError, UserError
 from testbed.launcher import RunSpec, launch_torchrun
 from testbed.progress import control_reporter, progress_printer, summary_line, unit_of
 from testbed.store import Store
+from testbed.summary import public_export
 
 TABLES = ("iterations", "evals", "nodes", "links", "events", "controls")
 
@@ -142,7 +143,7 @@ class Run:
 
     def export(self) -> dict:
         """The run and all its rows: the dict `testbed export --format json` prints."""
-        return self._read(lambda s: s.export(self.id))
+        return self._read(lambda s: public_export(s, self.id))
 
     def to_json(self, path: str | Path) -> Path:
         Path(path).write_text(json.dumps(self.export(), indent=1, default=str))

@@ -87,6 +87,14 @@ def run_summary(store, ref) -> dict:
             "virtual_time_s": row[2] or 0.0}
 
 
+def public_export(store, ref) -> dict:
+    """A run and all its rows with its headline figures: what `testbed export --format json`
+    prints and what the Python API's `Run.export()` returns (one shape for both)."""
+    data = store.export(ref)
+    data["summary"] = run_summary(store, data["run"]["id"])
+    return data
+
+
 def summary_text(s: dict) -> str:
     """"10 rounds, test accuracy final 90.00% (best 91.00%), virtual time 1.23 s, 0.123 MB on
     the wire" for a `run_summary`."""

@@ -9,7 +9,7 @@ from pathlib import Path
 from testbed.cli import export_figures
 from testbed.commands import add_store_arg, open_store
 from testbed.errors import UserError
-from testbed.summary import run_summary
+from testbed.summary import public_export
 from testbed.tensorboard_export import write_tensorboard
 
 
@@ -55,9 +55,7 @@ def write_csv(data: dict, out: Path) -> list[Path]:
 
 def main(args) -> int:
     with open_store(args.store) as store:
-        data = store.export(args.run)
-        # the headline figures as the CLI and the dashboard word them (testbed.summary)
-        data["summary"] = run_summary(store, data["run"]["id"])
+        data = public_export(store, args.run)
         name = data["run"]["name"]
         if args.format == "json":
             text = json.dumps(data, indent=1, default=str)

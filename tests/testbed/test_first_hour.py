@@ -119,7 +119,7 @@ class ClosedPipe:
 @pytest.fixture
 def stopped_run(tiny_experiment, tmp_path, monkeypatch, capsys):
     """(experiment file, store) with run 1 stopped after iteration 3, a checkpoint at 2."""
-    import testbed.commands.run as run_cmd
+    import testbed.api as run_cmd
 
     path = tiny_experiment(iterations=50)
     db = tmp_path / "runs.db"
@@ -386,7 +386,7 @@ def test_the_running_terminal_says_when_a_control_was_applied(tiny_experiment, t
     """A request made while the run goes (after iteration 3, by another connection, as `testbed
     control` makes it) is applied at the run's next iteration (2 workers: 4 one-way links), and
     the run's terminal says so."""
-    import testbed.commands.run as run_cmd
+    import testbed.api as run_cmd
 
     path = tiny_experiment(iterations=8)
     db = tmp_path / "runs.db"
