@@ -73,6 +73,19 @@ class TransportError(RuntimeError):
 Timer = Callable[[str, float, int], None]   # (what, wall seconds, iteration)
 
 
+@contextmanager
+def timed(timer: Timer | None, what: str, iteration: int):
+    """The block's wall seconds to `timer` as `what` (nothing without a timer)."""
+    if timer is None:
+        yield
+        return
+    t = time.perf_counter()
+    try:
+        yield
+    finally:
+        timer(what, time.perf_counter() - t, iteration)
+
+
 class EmulatedTransport(Transport):
     MAX_RESENDS = 50   # rounds of resending what receivers of a broadcast missed
     MAX_SILENT = 50    # iterations in a row with packets on the air and none through: fail

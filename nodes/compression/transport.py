@@ -154,6 +154,12 @@ class Transport:
         return table
 
 
+def carry_all(phases: Iterable, transport: Transport) -> list:
+    """Carry phases a driver sends itself (a model download to the round's clients): no
+    scheme computes between them, so no time goes to `Transport.stepped`."""
+    return [transport.carry(phase) for phase in phases]
+
+
 def drive(scheme: Scheme, iteration: int, grads: list[torch.Tensor], transport: Transport) -> torch.Tensor:
     """Run `scheme.exchange(iteration, grads)` over `transport`; the averaged gradient."""
     gen = scheme.exchange(iteration, grads)
