@@ -21,8 +21,7 @@ from testbed.setup import Training, World, build_training, build_world
 from testbed.threads import DEFAULT_THREADS, apply_threads
 from testbed.transport import Timer
 
-__all__ = ["DEFAULT_THREADS", "Experiment", "ExperimentError", "Progress", "apply_threads",
-           "experiment_class"]
+__all__ = ["DEFAULT_THREADS", "Experiment", "ExperimentError", "Progress", "apply_threads"]
 
 
 class Experiment:
@@ -122,7 +121,3 @@ class Experiment:
                 return getattr(obj, name)
         raise AttributeError(f"{type(self).__name__} has no {name!r}")
 
-
-def experiment_class(cfg):
-    """The class that runs `cfg` (one for every kind of run: its driver follows the file)."""
-    return Experiment

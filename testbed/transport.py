@@ -41,7 +41,7 @@ not retransmissions; a ring node sends 2(M-1) chunks for M members).
 
 The link layer is reached only through `link`, a `channels.link_layer.LinkLayer` (by default
 the run's `channels.Network`), so the distributed transport can run it on rank 0 alone
-(`testbed.distributed_transport.RankZeroLink`). `end()` returns the iteration's `IterationReport`. `timer(name, seconds, iteration)`
+(`testbed.distributed.transport.RankZeroLink`). `end()` returns the iteration's `IterationReport`. `timer(name, seconds, iteration)`
 (optional) receives the wall seconds of the link layer ("emulation") and of the scheme's own steps and
 ring sums ("compression"), for the timing harness.
 """
