@@ -8,8 +8,9 @@ loop), never on a later tree: the fixtures are the reference the rebuilt code is
 
 It writes, into OUT_FOLDER, one `NAME.json.xz` per run (the run's `testbed export --format
 json`, wall-clock fields dropped: iterations.wall_time_s, run.started_at, run.ended_at) and, for
-each resumed run, the store and checkpoint of the run as stopped (`NAME.stopped.db`,
-`NAME.stopped.pt`), which the rebuilt code must open and resume. Each run is its own process,
+each resumed run, the store and checkpoint of the run as stopped (`NAME.stopped.db.xz`,
+`NAME.stopped.pt.xz`), which the rebuilt code must open and resume. `record.py OUT NAME...`
+records only the runs named. Each run is its own process,
 as a user's `testbed run` is.
 """
 from __future__ import annotations
@@ -129,6 +130,9 @@ RESUMED = {  # name: (file, stop after); checkpoints after iterations 3 (dp) / 1
 }
 
 
+ONLY: set[str] = set()   # the runs to record (none named: all)
+
+
 def env() -> dict:
     return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 
@@ -163,7 +167,9 @@ def record_run(name: str, file: Path, sets: list[str], out: Path, tmp: Path) -> 
     print("recorded", name, flush=True)
 
 
-def main(out: Path) -> None:
+def main(out: Path, only: set[str]) -> None:
+    global ONLY
+    ONLY = only
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="golden-"))
     try:
@@ -189,7 +195,7 @@ def main(out: Path) -> None:
             path.write_text(text)
             subprocess.run([sys.executable, "-c", STOPPER, str(path), str(db), str(stop)],
                            cwd=ROOT, env=env(), check=True)
-            shutil.copy(db, out / f"{name}.stopped.db")
+            (out / f"{name}.stopped.db.xz").write_bytes(lzma.compress(db.read_bytes(), preset=9))
             (out / f"{name}.stopped.pt.xz").write_bytes(lzma.compress(
                 (Path(f"{db}.checkpoints") / "run-1.pt").read_bytes(), preset=9 | lzma.PRESET_EXTREME))
             cli("resume", "1", "--store", str(db), "--quiet")
@@ -199,7 +205,5 @@ def main(out: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-ONLY = set(sys.argv[2:])
-
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), set(sys.argv[2:]))
