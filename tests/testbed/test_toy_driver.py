@@ -84,3 +84,29 @@ def test_the_loop_advances_a_driver_only_for_rounds_it_records(tiny_experiment, 
         assert store.run(rid)["status"] == "stopped"
         assert [r["iteration"] for r in store.iterations(rid)] == [0, 1]
     assert driver.rounds_made == [0, 1]
+
+
+def test_drivers_reach_the_link_layer_only_through_the_transport():
+    """No module of testbed/ but the transports calls `carry` (drivers use begin, drive,
+    carry_all and end); no class but the Loop has a `_loop`; no class of the run's modules (the
+    loop, its drivers, the set-up, the torchrun parts) has two bases."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "testbed"
+    transports = {root / "transport.py", root / "distributed" / "transport.py"}
+    run_modules = {root / f"{m}.py" for m in ("experiment", "loop", "rounds", "setup", "data_parallel",
+                                              "federated")} | set((root / "distributed").glob("*.py"))
+    carries, loops, diamonds = [], [], []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (path not in transports and isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute) and node.func.attr == "carry"):
+                carries.append(f"{path.name}:{node.lineno}")
+            if isinstance(node, ast.ClassDef):
+                if len(node.bases) > 1 and path in run_modules:
+                    diamonds.append(node.name)
+                if node.name != "Loop" and any(isinstance(f, ast.FunctionDef) and f.name == "_loop"
+                                               for f in node.body):
+                    loops.append(node.name)
+    assert (carries, loops, diamonds) == ([], [], [])
