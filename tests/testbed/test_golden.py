@@ -31,7 +31,10 @@ _spec.loader.exec_module(record)
 FAST = ["torchrun_topk_2", "torchrun_dgc_4", "torchrun_lgc_ps_2", "torchrun_lgc_rar_2",
         "torchrun_scalecom_2", "torchrun_topk_allgather_2", "torchrun_lgc_ablation_2",
         "torchrun_fed_topk_sync", "torchrun_fed_none_sync", "torchrun_fed_topk_fedbuff",
-        "fed_fashion_sync", "fed_fashion_fedbuff"]
+        *[pytest.param(name, marks=pytest.mark.skipif(
+            not Path("/usr/share/datasets/fashion-mnist").exists(),
+            reason="Fashion-MNIST (Debian's dataset-fashion-mnist) is not installed"))
+          for name in ("fed_fashion_sync", "fed_fashion_fedbuff")]]
 SLOW = ["quickstart", "torchrun_quickstart_2"]   # 500 iterations each
 
 
