@@ -42,7 +42,7 @@ from testbed.commands.export import write_csv
 from testbed import checkpoint
 from testbed.config import ConfigError, ExperimentConfig, config_from_raw, load_config
 from testbed.errors import RunFailed, SetupError, UserError
-from testbed.launcher import RunSpec, launch_torchrun
+from testbed.distributed.launcher import RunSpec, launch_torchrun
 from testbed.progress import control_reporter, progress_printer, summary_line, unit_of
 from testbed.store import Store
 from testbed.summary import public_export
@@ -209,11 +209,10 @@ def run_spec(spec: RunSpec) -> int:
 # ------------------------------------------------------------------------ the parts
 def build_experiment(cfg: ExperimentConfig, store: Store):
     """The Experiment of `cfg`; what its set-up refuses is the user's (SetupError, exit 2)."""
-    from testbed.experiment import ExperimentError
-    from testbed.federated import experiment_class
+    from testbed.experiment import Experiment, ExperimentError
 
     try:
-        return experiment_class(cfg)(cfg, store)
+        return Experiment(cfg, store)
     except (ExperimentError, ValueError, FileNotFoundError) as e:
         raise SetupError(f"{cfg.source}: {e}") from e
 

@@ -4,14 +4,23 @@ A *driver* produces a run's rounds: data-parallel iterations, federated sync rou
 server steps, a Flower strategy's `send_and_receive` calls. The loop (stopping, controls,
 evaluation, checkpoints, progress and the one row writer) is written once and knows nothing
 else of how a round was made. A driver talks to the link layer only through the declared
-transport (`Transport.begin`, the scheme's phases through `drive`, `Transport.end`); a round
-made of several transport windows merges their reports (`IterationReport.merge`).
+transport (`Transport.begin`, the scheme's phases through `drive`, phases of its own through
+`carry_all`, `Transport.end`); a round made of several transport windows merges their reports
+(`IterationReport.merge`). A driver runs in a `World` (testbed/setup.py: the network, link
+layer, device trace, energy profiles, seed, store and the virtual clock, which the driver
+advances: `world.clock` is the round's end when it yields the round).
+
+Optional driver methods the loop uses where present: `describe()` (figures for the run's start
+event), `notes()` (one-line notes at start), `eval_metrics()` (columns stored with each of the
+loop's evaluations).
 """
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
+
+import numpy as np
 
 from nodes.compression.transport import IterationReport
 
@@ -27,7 +36,9 @@ class Round:
     taking_part: list[str]            # nodes awake this round (the others sleep: energy)
     participants: int | None = None   # updates that counted (federated); None: not counted
     staleness: dict[str, int] = field(default_factory=dict)   # node -> its counted update's
-    stage: str | None = None          # the scheme's stage (events mark a change)
+    stage: str | None = None          # the scheme's stage (events mark a change); None: as before
+    stage_at: float | None = None     # virtual time of the stage's event (default: start)
+    drift: dict[str, float] = field(default_factory=dict)   # node -> its replica's drift norm
     # evaluation rows the driver made itself (e.g. a Flower strategy's MetricRecords); the
     # loop still evaluates by `Driver.evaluate` on `run.eval_every` unless that returns None
     evaluations: list[dict] = field(default_factory=list)
@@ -38,7 +49,7 @@ class Round:
 
     @property
     def train_loss(self) -> float:
-        return sum(self.losses) / len(self.losses) if self.losses else float("nan")
+        return float(np.mean(self.losses)) if self.losses else float("nan")
 
 
 class Driver(Protocol):

@@ -494,12 +494,12 @@ def test_quickstart_and_federated_runs_read_at_a_glance(live, browser):
     with one of them picked on its own, and the same at 1280 px. A federated run: its panel
     shown, its x axes in rounds, its message in rounds and clients' figures."""
     from testbed.config import load_config
-    from testbed.federated import experiment_class
+    from testbed.experiment import Experiment
 
     with Store(live["path"]) as writer:
         for file, sets in (("quickstart.toml", QUICK_SETS), ("fed_fashion.toml", FED_SETS)):
             cfg = load_config(ROOT / "experiments" / file, sets)
-            experiment_class(cfg)(cfg, writer).run()
+            Experiment(cfg, writer).run()
     show_run(browser, "quickstart")
     seen = assert_reads_at_a_glance(browser, hidden={"federated"})
     assert {"accuracy", "rate", "latency", "energy", "channel", "topology"} <= set(seen["visible"])
