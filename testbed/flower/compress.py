@@ -107,6 +107,7 @@ class GridCodec:
         for i, msg in sent.items():
             if msg.metadata.message_type == MessageType.TRAIN and msg.content.array_records:
                 self.received[i] = _arrays(msg.content, "train message")[1]
+                self._scheme(self.received[i])
 
     def _scheme(self, like: ArrayRecord):
         if self.scheme is None:

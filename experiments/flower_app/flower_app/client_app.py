@@ -7,7 +7,13 @@ from flwr.clientapp import ClientApp
 
 from flower_app.task import Net, load_data, test, train
 
-app = ClientApp()
+try:  # the testbed's compression mod: a no-op unless `testbed flower run` names a method
+    from testbed.flower.compress import compress
+    MODS = [compress]
+except ImportError:  # plain Flower (`flwr run`) without the testbed installed
+    MODS = []
+
+app = ClientApp(mods=MODS)
 
 
 @app.train()

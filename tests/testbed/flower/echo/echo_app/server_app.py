@@ -1,0 +1,21 @@
+import numpy as np
+from flwr.app import ArrayRecord, Message, RecordDict
+from flwr.common.serde import message_to_proto
+from flwr.serverapp import ServerApp
+
+from echo_app import SEEN
+
+app = ServerApp()
+
+
+@app.main()
+def main(grid, context):
+    cfg = context.run_config
+    nodes = sorted(grid.get_node_ids())
+    for r in range(int(cfg["rounds"])):
+        to = [n for i, n in enumerate(nodes) if not (r == 1 and i == int(cfg["skip-in-round-1"]))]
+        msgs = [Message(RecordDict({"x": ArrayRecord([np.zeros(int(cfg["down-floats"]), np.float32)])}),
+                        n, "train", group_id=str(r)) for n in to]
+        replies = grid.send_and_receive(msgs, timeout=float(cfg["timeout"]))
+        SEEN["server"].append({m.metadata.src_node_id: message_to_proto(m).ByteSize()
+                               for m in replies})
