@@ -150,7 +150,7 @@ class GridCodec:
             return reply
         like = self.received[node]
         out = self.scheme.decode(node, self.iteration, packets)
-        values = getattr(out, "values", out)
+        values = out if isinstance(out, torch.Tensor) else out.values   # Decoded (dense)
         content = RecordDict({k: v for k, v in reply.content.items() if k != RECORD})
         content[record["key"]] = _unflat(_flat(like) + values.float(), like)
         reply.content = content

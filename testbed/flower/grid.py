@@ -152,7 +152,7 @@ class LocalGrid(Grid):
         except Exception as e:
             kind = msg.metadata.message_type
             raise ClientAppFailed(f"the ClientApp raised on node {node} ({kind} message of round "
-                                  f"{self.calls}): {type(e).__name__}: {e}") from e
+                                  f"{self.calls - 1}): {type(e).__name__}: {e}") from e
         reply.metadata.__dict__["_message_id"] = str(uuid4())
         return reply
 

@@ -74,9 +74,9 @@ def flower_config(path: str | None, overrides: list[str], num_nodes: int,
         raw = apply_overrides(raw, overrides)
         for section in NOT_FLOWER:
             if section in raw:
-                raise ConfigError(f"[{section}]", "...", "absent from a Flower run's file (the "
-                                  "app brings its own model, data and strategy; give [network], "
-                                  "[run] and [compression])")
+                raise ConfigError(f"[{section}]", message=f"[{section}]: not used by a Flower "
+                                  "run (the app brings its own model, data and strategy; give "
+                                  "[network], [run] and [compression])")
         net = raw.setdefault("network", {})
         if not path:
             net.setdefault("sharing", "csma")

@@ -13,7 +13,7 @@ app = ClientApp()
 def train(msg, context):
     cfg, pid = context.run_config, int(context.node_config["partition-id"])
     SEEN["client"].append((msg.metadata.group_id, pid, message_to_proto(msg).ByteSize()))
-    if pid == int(cfg["raise-on"]):
+    if pid == int(cfg["raise-on"]) and msg.metadata.group_id == "1":
         raise ValueError("this node's data is corrupt")
     if pid == int(cfg["slow-node"]):
         n = int(cfg["matmul-n"])
