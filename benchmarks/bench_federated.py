@@ -32,7 +32,7 @@ from nodes.compression import codec
 from nodes.federated import local_train, sample_clients
 from nodes.workers import ShardSampler, assign
 from testbed.config import load_config
-from testbed.federated import FederatedExperiment
+from testbed.experiment import Experiment
 from testbed.store import Store
 
 CLIENTS, PER_ROUND, LOCAL_STEPS = 1000, 50, 5
@@ -73,7 +73,7 @@ def _measure(method: str, rounds: int, folder: Path):
     path.write_text(textwrap.dedent(FILE.format(rounds=rounds + 2, method=method, clients=CLIENTS,
                                                 per_round=PER_ROUND, steps=LOCAL_STEPS)))
     store = Store(folder / f"{method}.db")
-    exp = FederatedExperiment(load_config(path), store)
+    exp = Experiment(load_config(path), store)
     rows, begun = [], [time.perf_counter(), time.process_time()]
 
     def after_round(p):

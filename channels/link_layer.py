@@ -1,7 +1,7 @@
 """`LinkLayer`: what a transport asks of the link layer, and all it asks.
 
 `channels.network.Network` implements it in the process that runs the traffic; a torchrun job
-wraps that in `testbed.distributed_transport.RankZeroLink` (rank 0 runs each call, every rank gets its
+wraps that in `testbed.distributed.transport.RankZeroLink` (rank 0 runs each call, every rank gets its
 report). The emulated transport (testbed/transport.py) calls nothing else of the link layer.
 Times are absolute virtual seconds; `at` is one start time, or one per sender.
 """

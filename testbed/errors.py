@@ -65,3 +65,7 @@ def stop_on_sigterm() -> None:
     def handler(signum, frame):
         raise Stopped(signum)
     signal.signal(signal.SIGTERM, handler)
+
+
+class ExperimentError(RuntimeError):
+    """A run that cannot go on (bad combination of settings, a failed link, a bad gradient)."""

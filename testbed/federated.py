@@ -1,4 +1,4 @@
-"""The federated driver: rounds of sampled clients over the emulated cell, in virtual time.
+"""The federated drivers: rounds of sampled clients over the emulated cell, in virtual time.
 
 An experiment file with `[federated]` (testbed/config.py FEDERATED_KEYS) runs here; the
 arithmetic (sampling, local steps, server optimizers, staleness weight, per-client error
@@ -33,11 +33,12 @@ Rows: `iterations` gets participants (updates that counted) and staleness (mean,
 sync); `node_iterations` one row per slot, with the staleness of its update where it counted.
 A checkpoint (`run.checkpoint_every`, `testbed resume`) holds the federated state beside
 data-parallel's (`state_dict`). Under torchrun a round's clients spread over the ranks
-(testbed/federated_distributed.py); such a run does not checkpoint or resume yet.
+(testbed/distributed/federated.py); such a run does not checkpoint or resume yet.
 """
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -45,7 +46,7 @@ import torch
 from nodes.compression import phases as ph
 from nodes.compression.base import Message, check_finite
 from nodes.compression.memory import keep_undelivered
-from nodes.compression.transport import IterationReport, IterationTiming, Traffic, drive
+from nodes.compression.transport import IterationReport, IterationTiming, Traffic, carry_all, drive
 from nodes.federated import (
     ClientMemories,
     Clients,
@@ -56,13 +57,23 @@ from nodes.federated import (
 )
 from nodes.partition import split
 from nodes.workers import assign, flatten
+from testbed import traces
+from testbed.data_parallel import TrainingDriver
 from testbed.device_trace import apply_link_rates
-from testbed.experiment import Experiment, ExperimentError, Progress
+from testbed.errors import ExperimentError
+from testbed.rounds import Round
+from testbed.setup import Training, World
+from testbed.transport import timed
 
 
 def client_name(c: int) -> str:
     """A client's name in a device trace."""
     return f"c{c}"
+
+
+def client_names(cfg) -> list[str]:
+    """The names a device trace may give in a federated run: its clients'."""
+    return [client_name(c) for c in range(cfg.federated.clients)]
 
 
 def client_rng(seed: int) -> np.random.Generator:
@@ -77,33 +88,38 @@ def merge(a: tuple[IterationTiming, Traffic], b: tuple[IterationTiming, Traffic]
     return merged.timing, merged.traffic
 
 
-class FederatedExperiment(Experiment):
-    """One federated run of an experiment file with `[federated]`, written into a store."""
+TrainClients = Callable[["FederatedDriver", list[int], list[int], int], list[tuple]]
 
-    def traced_nodes(self) -> list[str]:
-        return [client_name(c) for c in range(self.cfg.federated.clients)]
 
-    def _setup(self) -> None:
-        super()._setup()
-        cfg, fed = self.cfg, self.cfg.federated
-        if len(self.workers) != fed.slots:
-            raise ExperimentError(f"the network has {len(self.workers)} workers; federated runs "
+class FederatedDriver(TrainingDriver):
+    """Federated rounds (`federated.mode`: sync rounds or FedBuff server steps) of a run with
+    `[federated]`. `train_clients` / `memory`: a torchrun rank's (testbed/distributed/)."""
+
+    def __init__(self, world: World, training: Training, *, transport=None, check=None,
+                 train_clients: TrainClients | None = None, memory: ClientMemories | None = None):
+        cfg, fed = world.cfg, world.cfg.federated
+        if len(world.workers) != fed.slots:
+            raise ExperimentError(f"the network has {len(world.workers)} workers; federated runs "
                                   f"need {fed.slots}, one per client of an exchange")
+        super().__init__(world, training, transport, check)
+        self.workers = world.workers
         shards = split(self.data.train_y, fed.clients, cfg.data.partition, alpha=cfg.data.alpha,
                        shards_per_worker=cfg.data.shards_per_worker, seed=cfg.run.seed)
         self.clients = Clients(shards, cfg.data.batch_size, cfg.run.seed)
-        self.memory = ClientMemories()
+        self.memory = memory if memory is not None else ClientMemories()
+        self.train_clients = train_clients or FederatedDriver.train_each
         self.server_opt = ServerOptimizer(fed.server_optimizer, fed.server_lr,
                                           fed.server_momentum, fed.beta1, fed.beta2, fed.tau)
         self.weights = flatten(self.model.parameters()).clone()   # the global model
         self.rng = client_rng(cfg.run.seed)
         self.version = 0   # server steps so far
+        self.stage: str | None = None   # the scheme's stage of the last exchange
         self.flight: dict[int, dict] | None = None   # fedbuff: slot -> the client training there
         self.pending = None   # fedbuff: a download window not yet in a row (after an idle step)
         # each link's rate in the file, which a slot returns to when its client has none traced
-        self._slot_rates = {(u, v): spec.bandwidth_mbps for u, v, spec in self.network.links()}
+        self._slot_rates = {(u, v): spec.bandwidth_mbps for u, v, spec in world.network.links()}
 
-    def _iteration_budget(self) -> int:
+    def budget(self) -> int:
         run, fed = self.cfg.run, self.cfg.federated
         if run.iterations is not None:
             return run.iterations
@@ -111,37 +127,38 @@ class FederatedExperiment(Experiment):
         samples = per_round * fed.local_steps * self.cfg.data.batch_size
         return max(1, int(np.ceil(run.epochs * len(self.data.train_y) / samples)))
 
+    def rounds(self, first: int) -> Iterator[Round]:
+        return self._sync_rounds(first) if self.cfg.federated.mode == "sync" else self._fedbuff_steps(first)
+
     # ------------------------------------------------------------------ clients
     def _candidates(self, t: float, busy=()) -> list[int]:
-        fed = self.cfg.federated
+        fed, devices = self.cfg.federated, self.world.devices
         out = [c for c in range(fed.clients) if c not in busy]
-        if fed.sampler == "available" and self.devices is not None:
-            out = [c for c in out if self.devices.available(client_name(c), t)]
+        if fed.sampler == "available" and devices is not None:
+            out = [c for c in out if devices.available(client_name(c), t)]
         return out
 
     def _client_seconds(self, client: int, slot: int, wall_s: float, t: float) -> float:
         """Virtual seconds of a client's local steps: its traced speed (else its slot's)."""
-        traced = self.devices.speed(client_name(client), t) if self.devices else None
         w = self.workers[slot]
-        speed = self.node_speed[w] if traced is None else traced
+        speed = traces.speed(self.world, w, t, traced_as=client_name(client))
         if self.cfg.run.compute_time == "measured":
             return wall_s / speed
-        return self.cfg.federated.local_steps * self.step_flops / (self.node_gflops[w] * 1e9 * speed)
+        return self.cfg.federated.local_steps * self.step_flops / (self.world.node_gflops[w] * 1e9 * speed)
 
     def _train(self, client: int, it: int) -> tuple[torch.Tensor, float, float]:
         """The client's pseudo-gradient from the global weights, its loss, its wall seconds."""
         o = self.cfg.optim
         t = time.perf_counter()
-        with self._timed("compute", it):
+        with timed(self.world.timer, "compute", it):
             delta, loss = local_train(self.model, self.weights, self.clients.sampler(client),
                                       self.data.train_x, self.data.train_y,
                                       self.cfg.federated.local_steps, self._lr(it),
                                       momentum=o.momentum, weight_decay=o.weight_decay)
         return delta, loss, time.perf_counter() - t
 
-    def _train_clients(self, slots: list[int], clients: list[int], it: int) -> list[tuple]:
-        """`_train` of each client (in `slots`), in turn; a torchrun rank trains only its share
-        (testbed/federated_distributed.py)."""
+    def train_each(self, slots: list[int], clients: list[int], it: int) -> list[tuple]:
+        """`_train` of each client (in `slots`), in turn, in this process."""
         return [self._train(c, it) for c in clients]
 
     # ------------------------------------------------------------------ transport windows
@@ -154,9 +171,9 @@ class FederatedExperiment(Experiment):
         """A device trace's per-client uplink / downlink rates (FedScale's communication
         capacity) on the links of the slot each sampled client sends from, taken per
         transmission; a slot whose client has none gets the file's rate back."""
-        if self.devices is None:
+        if self.world.devices is None:
             return
-        apply_link_rates(self.devices, self.network, [self.workers[s] for s in slots], t,
+        apply_link_rates(self.world.devices, self.world.network, [self.workers[s] for s in slots], t,
                          names={self.workers[s]: client_name(c) for s, c in zip(slots, clients)},
                          base=self._slot_rates)
 
@@ -166,72 +183,52 @@ class FederatedExperiment(Experiment):
         names = [self.workers[s] for s in slots]
         self.transport.begin(it, t, {w: t for w in self.workers}, present=names)
         if self.cfg.federated.download_model and names:
-            self.transport.carry(ph.Downlink(self._model_message()))
-        clock, timing, traffic, _ = self._carried()
-        return clock, (timing, traffic)
-
-    def _carried(self):
-        """What the transport window begun last carried (the transport's declared
-        per-iteration result): (clock, timing, traffic, left_out)."""
+            carry_all([ph.Downlink(self._model_message())], self.transport)
         r = self.transport.end()
-        return r.clock, r.timing, r.traffic, dict(r.left_out)
+        return r.clock, (r.timing, r.traffic)
 
     def _exchange(self, it: int, t: float, ready: dict, slots: list[int], clients: list[int],
                   grads: list[torch.Tensor], deadline: float | None):
         """The clients' pseudo-gradients (in `slots`) through the scheme over the transport."""
         names = [self.workers[s] for s in slots]
         self.transport.begin(it, t, ready, present=names, deadline=deadline)
-        stage = self.scheme.stage(it)
-        if stage != self.stage:
-            self.store.append_event(self.run_id, "stage", {"stage": stage}, iteration=it,
-                                    virtual_time_s=t)
-            self.stage = stage
+        self.stage = self.scheme.stage(it)
         for s, c in zip(slots, clients):
             self.memory.load(self.scheme, s, c)
         agg = drive(self.scheme, it, grads, self.transport)
-        clock, timing, traffic, left_out = self._carried()
+        r = self.transport.end()
+        left_out = dict(r.left_out)
         keep_undelivered(self.scheme, [s for s in slots if left_out.get(self.workers[s]) == "deadline"])
         for s, c in zip(slots, clients):
             self.memory.save(self.scheme, s, c)
         counted = [s for s in slots if self.workers[s] not in left_out]
         # slots without a client this time are idle, not left out
         left_out = {w: why for w, why in left_out.items() if self.workers.index(w) in slots}
-        return agg, left_out, counted, (timing, traffic), clock
+        return agg, left_out, counted, (r.timing, r.traffic), r.clock
 
-    def _step(self, agg: torch.Tensor) -> None:
+    def _step(self, it: int, agg: torch.Tensor) -> None:
+        if self.check is not None:
+            self.check(it, agg)
         self.server_opt.step(self.weights, agg.to(self.weights))
         assign(self.model, self.weights)
         self.version += 1
 
-    # ------------------------------------------------------------------ the run
-    def _loop(self) -> None:
-        wall0 = time.perf_counter() - self._wall_offset
-        rounds = self._sync_rounds if self.cfg.federated.mode == "sync" else self._fedbuff_steps
-        self._stopped = False
-        for it, row in rounds(wall0):
-            if self._record(it, row, wall0):
-                break
-        if self._stopped:
-            self.store.finish_run(self.run_id, "stopped", "stopped on request")
-            return
-        self.store.finish_run(self.run_id, "completed")
+    def _round(self, it: int, t0: float, window, losses, left_out, ready, counted, stale,
+               taking_part, stage_at: float) -> Round:
+        timing, traffic = window
+        return Round(it, t0, IterationReport(self.world.clock, timing, traffic, left_out), losses,
+                     ready, taking_part, participants=len(counted),
+                     staleness={self.workers[s]: stale[s] for s in counted}, stage=self.stage,
+                     stage_at=stage_at)
 
-    def _iterations(self):
-        """(it, t0) of each iteration still to run, after the prelude every mode shares: the
-        stop check (a request ends them and sets `_stopped`) and the pending controls."""
-        for it in range(self.next_iteration, self.iterations):
-            if self.should_stop():
-                self._stopped = True
-                return
-            self._apply_controls(it)
-            yield it, self.clock
-
-    def _sync_rounds(self, wall0):
-        fed, n = self.cfg.federated, len(self.workers)
-        for it, t0 in self._iterations():
+    # ------------------------------------------------------------------ the rounds
+    def _sync_rounds(self, first: int) -> Iterator[Round]:
+        fed, n, world = self.cfg.federated, len(self.workers), self.world
+        for it in range(first, self.iterations):
+            t0 = world.clock
             chosen = sample_clients(self.rng, self._candidates(t0), fed.clients_per_round)
             if not chosen:
-                yield it, self._idle(t0)
+                yield self._idle(it, t0)
                 continue
             slots = list(range(len(chosen)))
             t1, window = self._download(it, t0, slots, chosen)
@@ -239,7 +236,7 @@ class FederatedExperiment(Experiment):
             ready = {w: t1 for w in self.workers}
             losses = []
             for s, c, (grads[s], loss, wall) in zip(slots, chosen,
-                                                    self._train_clients(slots, chosen, it)):
+                                                    self.train_clients(self, slots, chosen, it)):
                 losses.append(loss)
                 ready[self.workers[s]] = t1 + self._client_seconds(c, s, wall, t1)
             assign(self.model, self.weights)
@@ -248,39 +245,38 @@ class FederatedExperiment(Experiment):
             agg, left_out, counted, ex, end = self._exchange(it, t1, ready, slots, chosen, grads,
                                                              deadline)
             if counted:
-                self._step(agg)
-            self.clock = max(end, t1 + ex[0].total_s)
-            yield it, {"t0": t0, "window": merge(window, ex), "losses": losses,
-                       "left_out": left_out, "ready": ready, "participants": len(counted),
-                       "taking_part": [self.workers[s] for s in slots],
-                       "stale": {self.workers[s]: 0 for s in counted}}
+                self._step(it, agg)
+            world.clock = max(end, t1 + ex[0].total_s)
+            yield self._round(it, t0, merge(window, ex), losses, left_out, ready, counted,
+                              {s: 0 for s in counted}, [self.workers[s] for s in slots], t1)
 
-    def _fedbuff_steps(self, wall0):
-        fed, n = self.cfg.federated, len(self.workers)
+    def _refill(self, it: int, t: float, free: list[int]):
+        """Newly drawn clients into the `free` slots: they download the model at t and train."""
+        flight = self.flight
+        busy = {f["client"] for f in flight.values()}
+        chosen = sample_clients(self.rng, self._candidates(t, busy), len(free))
+        slots = free[:len(chosen)]
+        t1, window = self._download(it, t, slots, chosen)
+        self.world.clock = max(self.world.clock, t1)
+        for s, c, (delta, loss, wall) in zip(slots, chosen,
+                                             self.train_clients(self, slots, chosen, it)):
+            flight[s] = {"client": c, "version": self.version, "delta": delta, "loss": loss,
+                         "ready": t1 + self._client_seconds(c, s, wall, t1)}
+        assign(self.model, self.weights)
+        return window
 
-        def refill(it: int, t: float, free: list[int]):
-            flight = self.flight
-            busy = {f["client"] for f in flight.values()}
-            chosen = sample_clients(self.rng, self._candidates(t, busy), len(free))
-            slots = free[:len(chosen)]
-            t1, window = self._download(it, t, slots, chosen)
-            self.clock = max(self.clock, t1)
-            for s, c, (delta, loss, wall) in zip(slots, chosen,
-                                                 self._train_clients(slots, chosen, it)):
-                flight[s] = {"client": c, "version": self.version, "delta": delta, "loss": loss,
-                             "ready": t1 + self._client_seconds(c, s, wall, t1)}
-            assign(self.model, self.weights)
-            return window
-
+    def _fedbuff_steps(self, first: int) -> Iterator[Round]:
+        fed, n, world = self.cfg.federated, len(self.workers), self.world
         if self.flight is None:   # a fresh run (a resumed one has its clients in flight)
             self.flight = {}
-            self.pending = refill(self.next_iteration, self.clock, list(range(n)))
+            self.pending = self._refill(first, world.clock, list(range(n)))
         flight = self.flight
-        for it, t0 in self._iterations():
+        for it in range(first, self.iterations):
+            t0 = world.clock
             if not flight:
-                row = self._idle(t0)
-                self.pending = refill(it, self.clock, list(range(n)))
-                yield it, row
+                rnd = self._idle(it, t0)
+                self.pending = self._refill(it, world.clock, list(range(n)))
+                yield rnd
                 continue
             buffer = sorted(flight, key=lambda s: (flight[s]["ready"], s))[:fed.buffer_size]
             grads = [torch.zeros_like(self.weights) for _ in range(n)]
@@ -296,62 +292,30 @@ class FederatedExperiment(Experiment):
             agg, left_out, counted, ex, end = self._exchange(it, t0, ready, buffer, clients, grads, None)
             losses = [flight[s]["loss"] for s in buffer]
             if counted:
-                self._step(agg)
-            self.clock = max(end, t0 + ex[0].total_s)
+                self._step(it, agg)
+            world.clock = max(end, t0 + ex[0].total_s)
             for s in buffer:
                 del flight[s]
             window = merge(self.pending, ex) if self.pending is not None else ex
             self.pending = None
             if it + 1 < self.iterations:  # the next clients download the new model (this row's)
-                window = merge(window, refill(it, self.clock, buffer))
-            yield it, {"t0": t0, "window": window, "losses": losses, "left_out": left_out,
-                       "ready": ready, "participants": len(counted),
-                       "stale": {self.workers[s]: stale[s] for s in counted}}
+                window = merge(window, self._refill(it, world.clock, buffer))
+            yield self._round(it, t0, window, losses, left_out, ready, counted, stale,
+                              list(self.workers), t0)
 
-    def _idle(self, t0: float) -> dict:
-        """No client was available at t0: a second of virtual time passes; the iteration's row."""
-        self.clock = t0 + 1.0
-        return {"t0": t0, "window": (IterationTiming(), Traffic()), "losses": [], "left_out": {},
-                "ready": {w: t0 for w in self.workers}, "participants": 0, "stale": {},
-                "taking_part": []}
-
-    def _record(self, it: int, r: dict, wall0: float) -> bool:
-        """The iteration's rows, evaluation and progress; True when the target is reached."""
-        timing, traffic = r["window"]
-        t0, left_out, ready, stale = r["t0"], r["left_out"], r["ready"], r["stale"]
-        ready_slots = r.get("taking_part", self.workers)
-        train_loss = float(np.mean(r["losses"])) if r["losses"] else float("nan")
-        bits_up, bits_down = sum(traffic.bits_up.values()), sum(traffic.bits_down.values())
-        energy = {w: self.node_energy(w, self.clock - t0, max(0.0, ready[w] - t0),
-                                      w not in ready_slots, traffic.radio)
-                  for w in self.workers}
-        self.store.append_iteration(
-            self.run_id,
-            {"iteration": it, "stage": self.stage, "virtual_time_s": self.clock,
-             "wall_time_s": time.perf_counter() - wall0, "train_loss": train_loss,
-             "bits_up": bits_up, "bits_down": bits_down, "left_out": len(left_out),
-             "energy_j": sum(e["energy_j"] for e in energy.values()),
-             "participants": r["participants"],
-             "staleness": float(np.mean(list(stale.values()))) if stale else None, **vars(timing)},
-            nodes=[{"iteration": it, "node": w, "bits_up": traffic.bits_up.get(w, 0),
-                    "bits_down": traffic.bits_down.get(w, 0),
-                    "compute_s": max(0.0, ready[w] - t0), "uplink_done_s": traffic.uplink_done.get(w),
-                    "left_out": left_out.get(w), "staleness": stale.get(w), **energy[w]}
-                   for w in self.workers],
-            links=[{"iteration": it, "src": u, "dst": v, **row} for (u, v), row in traffic.links.items()])
-        self._evaluate_and_save(it, wall0)   # evaluation, flush and checkpoint as data-parallel
-        if self.progress:
-            self.progress(Progress(it + 1, self.iterations, self.clock, bits_up + bits_down,
-                                   train_loss, self.accuracy, self.stage or ""))
-        return self._target_reached(it)
+    def _idle(self, it: int, t0: float) -> Round:
+        """No client was available at t0: a second of virtual time passes."""
+        self.world.clock = t0 + 1.0
+        return Round(it, t0, IterationReport(t0 + 1.0, IterationTiming(), Traffic(), {}), [],
+                     {w: t0 for w in self.workers}, [], participants=0, stage=self.stage)
 
     # ------------------------------------------------------------------ checkpoints
-    def state_dict(self, iteration: int) -> dict:
-        """Data-parallel's (model, scheme, link layer, clock, global generators) and the
-        federated state: the global weights, the server optimizer, the client draw's generator,
-        every client's error memories and batch order, and under fedbuff the clients in flight
-        (their model version, held pseudo-gradient and compute end)."""
-        return {**super().state_dict(iteration), "federated": {
+    def state_dict(self) -> dict:
+        """Data-parallel's (model, scheme, worker pool) and the federated state: the global
+        weights, the server optimizer, the client draw's generator, every client's error
+        memories and batch order, and under fedbuff the clients in flight (their model version,
+        held pseudo-gradient and compute end)."""
+        return {**super().state_dict(), "federated": {
             "weights": self.weights.clone(), "server_opt": self.server_opt.state_dict(),
             "rng": self.rng.bit_generator.state, "version": self.version,
             "memory": self.memory.state_dict(), "clients": self.clients.state_dict(),
@@ -368,8 +332,4 @@ class FederatedExperiment(Experiment):
         self.memory.load_state_dict(f["memory"])
         self.clients.load_state_dict(f["clients"])
         self.flight, self.pending = f["flight"], f["pending"]
-
-
-def experiment_class(cfg):
-    """The Experiment that runs `cfg`: federated with `[federated]`, else data-parallel."""
-    return FederatedExperiment if cfg.federated is not None else Experiment
+        self.stage = state.get("stage")

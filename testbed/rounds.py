@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
+
 from nodes.compression.transport import IterationReport
 
 
@@ -27,7 +29,9 @@ class Round:
     taking_part: list[str]            # nodes awake this round (the others sleep: energy)
     participants: int | None = None   # updates that counted (federated); None: not counted
     staleness: dict[str, int] = field(default_factory=dict)   # node -> its counted update's
-    stage: str | None = None          # the scheme's stage (events mark a change)
+    stage: str | None = None          # the scheme's stage (events mark a change); None: as before
+    stage_at: float | None = None     # virtual time of the stage's event (default: start)
+    drift: dict[str, float] = field(default_factory=dict)   # node -> its replica's drift norm
     # evaluation rows the driver made itself (e.g. a Flower strategy's MetricRecords); the
     # loop still evaluates by `Driver.evaluate` on `run.eval_every` unless that returns None
     evaluations: list[dict] = field(default_factory=list)
@@ -38,7 +42,7 @@ class Round:
 
     @property
     def train_loss(self) -> float:
-        return sum(self.losses) / len(self.losses) if self.losses else float("nan")
+        return float(np.mean(self.losses)) if self.losses else float("nan")
 
 
 class Driver(Protocol):

@@ -42,7 +42,7 @@ not retransmissions; a ring node sends 2(M-1) chunks for M members).
 
 The link layer is reached only through `link`, a `channels.link_layer.LinkLayer` (by default
 the run's `channels.Network`), so the distributed transport can run it on rank 0 alone
-(`testbed.distributed_transport.RankZeroLink`). `end()` returns the iteration's `IterationReport`. `timer(name, seconds, iteration)`
+(`testbed.distributed.transport.RankZeroLink`). `end()` returns the iteration's `IterationReport`. `timer(name, seconds, iteration)`
 (optional) receives the wall seconds of the link layer ("emulation") and of the scheme's own steps and
 ring sums ("compression"), for the timing harness.
 """
@@ -72,6 +72,19 @@ class TransportError(RuntimeError):
 
 
 Timer = Callable[[str, float, int], None]   # (what, wall seconds, iteration)
+
+
+@contextmanager
+def timed(timer: Timer | None, what: str, iteration: int):
+    """The block's wall seconds to `timer` as `what` (nothing without a timer)."""
+    if timer is None:
+        yield
+        return
+    t = time.perf_counter()
+    try:
+        yield
+    finally:
+        timer(what, time.perf_counter() - t, iteration)
 
 
 class EmulatedTransport(Transport):

@@ -54,10 +54,9 @@ LAZY = {
     ("testbed/config.py", "nodes.models"): "torch: the model names",
     # the link layer (channels.network: numba, simpy, scipy): only when a command runs it
     ("testbed/commands/probe.py", "testbed.network"): "numba: the probe runs the link layer",
-    ("testbed/launcher.py", "testbed.network"): "numba: the launcher counts the workers",
+    ("testbed/distributed/launcher.py", "testbed.network"): "numba: the launcher counts the workers",
     # torch: the run and resume commands load the orchestrator only when they run
     ("testbed/commands/run.py", "testbed.experiment"): "torch: the orchestrator",
-    ("testbed/commands/run.py", "testbed.federated"): "torch: the federated orchestrator",
     ("testbed/commands/run.py", "nodes.compression.base"): "torch: GradientError's room",
     ("testbed/commands/run.py", "testbed.transport"): "torch: TransportError's module",
     # flwr, torch: `testbed flower run` loads Flower and the emulated grid only when it runs

@@ -16,7 +16,7 @@ from pathlib import Path
 from testbed import checkpoint
 from testbed.cli import main
 from testbed.config import load_config
-from testbed.federated import FederatedExperiment
+from testbed.experiment import Experiment
 from testbed.store import Store
 
 FILE = Path(__file__).resolve().parents[1] / "experiments" / "fed_fashion.toml"
@@ -39,12 +39,12 @@ def compare(out: Path, mode: str) -> dict:
     t0 = time.perf_counter()
     with Store(out / f"ref-{mode}.db") as s:
         cfg = load_config(FILE, sets + ["run.checkpoint_every=0"])
-        ref = rows(s, FederatedExperiment(cfg, s).run())
+        ref = rows(s, Experiment(cfg, s).run())
     db = out / f"stopped-{mode}.db"
     calls = iter(range(ROUNDS))
     with Store(db) as s:
         cfg = load_config(FILE, sets + [f"run.checkpoint_every={EVERY}"])
-        FederatedExperiment(cfg, s, should_stop=lambda: next(calls) == STOP).run()
+        Experiment(cfg, s, should_stop=lambda: next(calls) == STOP).run()
         stopped = s.run(1)
     path = checkpoint.path_for(db, 1)
     state = checkpoint.load(path)["federated"]

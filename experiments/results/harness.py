@@ -24,8 +24,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from testbed.config import NoServerError, load_config
-from testbed.experiment import ExperimentError
-from testbed.federated import experiment_class
+from testbed.experiment import Experiment, ExperimentError
 from testbed.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,7 +136,7 @@ def timed_store(path, timers: Timers):
 def timed_experiment(cfg, store, timers: Timers):
     """The orchestrator with `timers` as its timer; the federated driver for a file with
     [federated]."""
-    return experiment_class(cfg)(cfg, store, timer=timers.observe)
+    return Experiment(cfg, store, timer=timers.observe)
 
 
 # ----------------------------------------------------------------------------- running

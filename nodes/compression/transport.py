@@ -5,7 +5,7 @@ A Scheme's `exchange()` yields phases (phases.py); a *transport* carries each on
 - `nodes.compression.ideal.IdealTransport`: every packet delivered (or a `deliver` callback);
 - `testbed.transport.EmulatedTransport`: over the emulated network (`channels.Network`), with
   the virtual clock and the bit accounting of the orchestrator;
-- `testbed.distributed_transport.DistributedTransport`: the emulated one in a torchrun job
+- `testbed.distributed.transport.DistributedTransport`: the emulated one in a torchrun job
   (real bytes shared between ranks, rank 0 runs the link layer).
 
 Per iteration (what the orchestrator uses, and all it uses): `begin(iteration, start, ready,
@@ -152,6 +152,12 @@ class Transport:
         if table is None:
             table = self.__dict__["_carriers"] = self.carriers()
         return table
+
+
+def carry_all(phases: Iterable, transport: Transport) -> list:
+    """Carry phases a driver sends itself (a model download to the round's clients): no
+    scheme computes between them, so no time goes to `Transport.stepped`."""
+    return [transport.carry(phase) for phase in phases]
 
 
 def drive(scheme: Scheme, iteration: int, grads: list[torch.Tensor], transport: Transport) -> torch.Tensor:

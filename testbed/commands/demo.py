@@ -9,7 +9,7 @@ import time
 
 from testbed.commands import add_store_arg
 from testbed.commands import run as run_cmd
-from testbed.launcher import RunSpec
+from testbed.distributed.launcher import RunSpec
 from testbed.store import Store
 
 

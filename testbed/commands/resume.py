@@ -13,7 +13,7 @@ from testbed.commands import add_store_arg, open_store
 from testbed.commands.run import build_experiment, run_experiment
 from testbed.config import config_from_stored
 from testbed.errors import UserError
-from testbed.launcher import RunSpec, launch_torchrun
+from testbed.distributed.launcher import RunSpec, launch_torchrun
 
 
 class ResumeError(UserError):

@@ -12,7 +12,7 @@ from lgc_schema import OptionError
 from testbed.commands import add_store_arg
 from testbed.config import load_config
 from testbed.errors import RunFailed, SetupError
-from testbed.launcher import RunSpec, launch_torchrun
+from testbed.distributed.launcher import RunSpec, launch_torchrun
 from testbed.progress import progress_printer, summary_line
 from testbed.store import Store
 
@@ -49,11 +49,10 @@ def load(spec: RunSpec):
 
 def build_experiment(cfg, store):
     """The Experiment of `cfg`; what its set-up refuses is the user's (SetupError, exit 2)."""
-    from testbed.experiment import ExperimentError
-    from testbed.federated import experiment_class
+    from testbed.experiment import Experiment, ExperimentError
 
     try:
-        return experiment_class(cfg)(cfg, store)
+        return Experiment(cfg, store)
     except (ExperimentError, ValueError, FileNotFoundError) as e:
         raise SetupError(f"{cfg.source}: {e}") from e
 

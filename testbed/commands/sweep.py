@@ -14,7 +14,7 @@ from testbed.commands import add_store_arg
 from testbed.commands import run as run_cmd
 from testbed.config import load_raw
 from testbed.errors import RunFailed
-from testbed.launcher import RunSpec
+from testbed.distributed.launcher import RunSpec
 from testbed.store import RunNotFound, Store
 
 

@@ -19,7 +19,8 @@ pytest.importorskip("channels.network", reason="the link layer (channels/network
 
 from nodes.federated import sample_clients  # noqa: E402
 from testbed.config import load_config  # noqa: E402
-from testbed.federated import FederatedExperiment, client_rng  # noqa: E402
+from testbed.experiment import Experiment  # noqa: E402
+from testbed.federated import client_rng  # noqa: E402
 from testbed.store import Store  # noqa: E402
 
 from test_torchrun import ROOT, assert_same_rows, last_run, run_torchrun  # noqa: E402
@@ -76,7 +77,7 @@ def write(folder, method: str, mode: str = "sync"):
 
 def in_process(path, db) -> dict:
     with Store(db) as store:
-        run_id = FederatedExperiment(load_config(path, []), store).run()
+        run_id = Experiment(load_config(path, []), store).run()
         return store.export(run_id)
 
 

@@ -113,7 +113,7 @@ def assert_same_rows(ref: dict, got: dict, n: int | None = None, exact: bool = F
     is skipped."""
     approx = set() if exact else {"train_loss", "test_loss"}
     # LGC's in-use figures come from the simulator's view of every node's memory; a rank holds
-    # only its own, so torchrun stores none (testbed.distributed.DistributedExperiment.scheme_metrics)
+    # only its own, so torchrun stores none (testbed.distributed.rank.Rank.eval_metrics)
     oracle = {"lgc_beta", "lgc_scalar_error", "lgc_coder_error"}
     for table in ("iterations", "nodes", "links", "evals"):
         a, b = ref[table], got[table]
@@ -265,8 +265,8 @@ import json, sys
 import torch
 from nodes.compression import phases as ph
 from nodes.compression.base import Message
-from testbed.comm import Comm
-from testbed.distributed_transport import share
+from testbed.distributed.comm import Comm
+from testbed.distributed.transport import share
 
 comm = Comm.init(device=torch.device("cpu"), timeout_s=30)
 r = comm.rank
@@ -309,7 +309,7 @@ def test_phases_carry_each_ranks_real_bytes(tmp_path):
     ones) arrive byte for byte, and `share` puts each worker's real bytes into Uplink, AllReduce,
     Broadcast and AllGather phases whatever the other ranks held for it, also when a rank holds
     several workers (a federated run's slots, `owner`)."""
-    from testbed.launcher import free_port
+    from testbed.distributed.launcher import free_port
 
     script = tmp_path / "ranks.py"
     script.write_text(RANK_SCRIPT)

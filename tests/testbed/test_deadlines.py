@@ -8,7 +8,8 @@ import torch
 from nodes.compression import codec
 from nodes.compression.memory import memories
 from testbed.config import ConfigError, load_config
-from testbed.experiment import Experiment, LocalGradients
+from testbed.data_parallel import LocalGradients
+from testbed.experiment import Experiment
 from testbed.store import Store
 from tests.testbed.experiment_files import experiment_file as write_experiment
 
@@ -34,13 +35,10 @@ class Recorder:
                 rec.grads.append([g.clone() for g in grads])
                 return grads, losses, wall
 
-        class Exp(Experiment):
-            def apply_gradient(self, it, agg):
-                rec.aggs.append(agg.clone())
-                super().apply_gradient(it, agg)
-
         self.store = Store(store_path)
-        self.exp = Exp(load_config(path, list(overrides)), self.store, gradients=Recording)
+        self.exp = Experiment(load_config(path, list(overrides)), self.store, gradients=Recording)
+        apply = self.exp.driver.apply_gradient
+        self.exp.driver.apply_gradient = lambda it, agg: (rec.aggs.append(agg.clone()), apply(it, agg))[1]
         self.run_id = self.exp.run()
         self.store.flush()
 

@@ -13,7 +13,8 @@ from nodes.models import build_model
 from nodes.partition import split
 from nodes.workers import ShardSampler, flatten, worker_seed
 from testbed.config import ConfigError, load_config
-from testbed.federated import FederatedExperiment, client_rng
+from testbed.experiment import Experiment
+from testbed.federated import client_rng
 from testbed.store import Store
 
 FED = """
@@ -51,7 +52,7 @@ def make(tmp_path, federated, iterations=1, method="none", name="fed"):
 
 def start(path, tmp_path, overrides=()):
     store = Store(tmp_path / "s.db")
-    exp = FederatedExperiment(load_config(path, list(overrides)), store)
+    exp = Experiment(load_config(path, list(overrides)), store)
     return exp, store
 
 
@@ -147,7 +148,7 @@ def test_a_client_sampled_again_brings_its_error_memory(tmp_path):
         save(scheme, slot, client)
         kept[client] = scheme.memory.residuals[slot].clone()
 
-    exp.memory.load, exp.memory.save = spy_load, spy_save
+    exp.driver.memory.load, exp.driver.memory.save = spy_load, spy_save
     exp.run()
     assert checked, "no client was drawn twice in 6 rounds of 2 out of 4"
     assert all(float(kept[c].abs().sum()) > 0 for c in checked)   # top-k kept something
@@ -188,7 +189,7 @@ def test_the_available_sampler_draws_only_clients_the_device_trace_has_present(t
         exp, _ = start(path, tmp_path / sampler, [f"run.device_trace={str(trace)!r}".replace("'", '"')])
         train = exp._train
         drawn[sampler] = []
-        exp._train = lambda c, it, train=train, seen=drawn[sampler]: (seen.append(c), train(c, it))[1]
+        exp.driver._train = lambda c, it, train=train, seen=drawn[sampler]: (seen.append(c), train(c, it))[1]
         exp.run()
         assert exp.clock < 1000
     assert drawn["available"] and set(drawn["available"]) <= {2, 3, 4, 5}
@@ -210,7 +211,7 @@ def test_a_clients_traced_link_rate_goes_with_it_to_the_slot_it_sends_from(tmp_p
                                         "network.link.bandwidth_mbps=10.0"])
     drawn = []
     train = exp._train
-    exp._train = lambda c, it: (drawn.append(c), train(c, it))[1]
+    exp.driver._train = lambda c, it: (drawn.append(c), train(c, it))[1]
     exp.run()
     rate = {0: 1.0, 1: 4.0, 2: 10.0}
     rows = {(r["iteration"], r["src"]): r for r in store.export(exp.run_id)["links"]

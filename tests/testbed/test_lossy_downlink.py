@@ -87,12 +87,12 @@ def test_the_replica_that_lost_a_packet_lacks_the_update_exactly_there(tiny_expe
     cfg = tiny(tiny_experiment, iterations=1)
     with Store(tmp_path / "s.db") as store:
         exp = Experiment(cfg, store)
-        exp.transport.link = DropOne(exp.transport.link, "server", "w1", 2)
+        exp.driver.transport.link = DropOne(exp.transport.link, "server", "w1", 2)
         sent, applied = [], []
         downlink = exp.transport.downlink
-        exp.transport.downlink = lambda phase: (sent.append(phase), downlink(phase))[1]
+        exp.driver.transport.downlink = lambda phase: (sent.append(phase), downlink(phase))[1]
         apply = exp.apply_gradient
-        exp.apply_gradient = lambda it, agg: (applied.append(agg.clone()), apply(it, agg))[1]
+        exp.driver.apply_gradient = lambda it, agg: (applied.append(agg.clone()), apply(it, agg))[1]
         before = flatten(exp.model.parameters()).clone()
         rid = exp.run()
         nodes = store.node_iterations(rid)
@@ -225,7 +225,7 @@ def test_error_feedback_still_credits_the_servers_aggregate(tiny_experiment, tmp
     cfg = tiny(tiny_experiment, method="topk", compression="ratio = 0.05", iterations=5, workers=3)
     with Store(tmp_path / "s.db") as store:
         exp = Experiment(cfg, store)
-        exp.transport.link = DropOne(exp.transport.link, "server", "w1", 0, every=True)
+        exp.driver.transport.link = DropOne(exp.transport.link, "server", "w1", 0, every=True)
         had, checked = record_compensated(exp.scheme), []
         apply = exp.apply_gradient
 
@@ -236,6 +236,6 @@ def test_error_feedback_still_credits_the_servers_aggregate(tiny_experiment, tmp
             assert torch.allclose(orig, agg + kept, atol=1e-5 * scale, rtol=0), it
             checked.append(it)
             apply(it, agg)
-        exp.apply_gradient = check
+        exp.driver.apply_gradient = check
         exp.run()
     assert checked == list(range(5)) and set(exp.replicas.drift) == {1}

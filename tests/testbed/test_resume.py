@@ -21,7 +21,7 @@ from testbed.cli import main
 from testbed.config import load_config
 from testbed.experiment import Experiment
 from nodes.federated import sample_clients
-from testbed.federated import FederatedExperiment, client_rng
+from testbed.federated import client_rng
 from testbed.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +37,7 @@ ITERATIONS, EVERY, KILL_AFTER = 12, 4, 6
 VICTIM = textwrap.dedent("""
     import os, signal, sys
     from testbed.config import load_config
-    from testbed.federated import experiment_class
+    from testbed.experiment import Experiment
     from testbed.store import Store
 
     def progress(p):
@@ -45,7 +45,7 @@ VICTIM = textwrap.dedent("""
             os.kill(os.getpid(), signal.SIGKILL)
 
     cfg = load_config(sys.argv[1], sys.argv[4:])
-    experiment_class(cfg)(cfg, Store(sys.argv[2]), progress=progress).run()
+    Experiment(cfg, Store(sys.argv[2]), progress=progress).run()
 """)
 
 COLUMNS = {"iterations": None, "nodes": None, "links": None, "evals": None}
@@ -205,7 +205,7 @@ def test_a_federated_run_resumed_after_kill_minus_9_writes_the_uninterrupted_row
     path.write_text(FEDERATED.format(iterations=ITERATIONS, federated=FEDERATED_MODES[mode], loss=GE))
     sets = [f"run.checkpoint_every={EVERY}", "run.flush_every=1", "run.eval_every=3", "run.threads=1"]
     with Store(tmp_path / "ref.db") as ref_store:
-        exp = FederatedExperiment(load_config(path, sets[1:] + ["run.checkpoint_every=0"]), ref_store)
+        exp = Experiment(load_config(path, sets[1:] + ["run.checkpoint_every=0"]), ref_store)
         ref = rows(ref_store, exp.run())
     assert sum(r["lost"] for r in ref["links"]) > 0   # the loss process mattered
     late = [r for r in ref["iterations"] if r["iteration"] >= EVERY]
@@ -231,7 +231,7 @@ def test_a_fedbuff_run_stopped_after_nobody_was_available_resumes_with_its_pendi
         FEDERATED_MODES["fedbuff"] + "\nsampler = 'available'")))
     sets = ["run.flush_every=1", "run.eval_every=3", "run.threads=1"]
     with Store(tmp_path / "probe.db") as probe_store:
-        probe = FederatedExperiment(load_config(path, sets), probe_store)
+        probe = Experiment(load_config(path, sets), probe_store)
         times = [r["virtual_time_s"] for r in probe_store.iterations(probe.run())]
     away = (times[3] + times[4]) / 2
     trace = tmp_path / "devices.json"
@@ -239,7 +239,7 @@ def test_a_fedbuff_run_stopped_after_nobody_was_available_resumes_with_its_pendi
                                            for c in range(8)}}))
     sets += [f"run.device_trace={trace}"]
     with Store(tmp_path / "ref.db") as ref_store:
-        ref = rows(ref_store, FederatedExperiment(load_config(path, sets + ["run.checkpoint_every=0"]),
+        ref = rows(ref_store, Experiment(load_config(path, sets + ["run.checkpoint_every=0"]),
                                                   ref_store).run())
     idle = [r["iteration"] for r in ref["iterations"] if r["participants"] == 0]
     assert idle and idle[-1] + 2 < ITERATIONS, idle
@@ -249,7 +249,7 @@ def test_a_fedbuff_run_stopped_after_nobody_was_available_resumes_with_its_pendi
     db = tmp_path / "stopped.db"
     calls = iter(range(ITERATIONS))
     with Store(db) as store:   # stopped before step back + 1: the last checkpoint is after `back`
-        exp = FederatedExperiment(load_config(path, sets + ["run.checkpoint_every=1"]), store,
+        exp = Experiment(load_config(path, sets + ["run.checkpoint_every=1"]), store,
                                   should_stop=lambda: next(calls) == back + 1)
         exp.run()
         assert store.run(1)["status"] == "stopped" and exp.pending is not None
@@ -269,7 +269,7 @@ def test_a_federated_run_is_not_resumed_under_torchrun(tmp_path, capsys):
     db = tmp_path / "s.db"
     calls = iter(range(3))
     with Store(db) as store:
-        FederatedExperiment(load_config(path, ["run.checkpoint_every=1"]), store,
+        Experiment(load_config(path, ["run.checkpoint_every=1"]), store,
                             should_stop=lambda: next(calls) == 2).run()
     assert main(["resume", "1", "--store", str(db), "--launcher", "torchrun"]) == 2
     err = capsys.readouterr().err.strip()

@@ -16,7 +16,7 @@ import pytest
 from nodes.compression.registry import SCHEMES, build_scheme, names
 from testbed.cli import main
 from testbed.config import ConfigError, load_config, load_raw
-from testbed.federated import experiment_class
+from testbed.experiment import Experiment
 from testbed.store import Store
 
 FILES = sorted((Path(__file__).resolve().parents[2] / "experiments").glob("*.toml"))
@@ -53,7 +53,7 @@ def _run_once(path, method, tmp_path):
         sets += [f"federated.{k}=2" for k in ("clients_per_round", "concurrency", "buffer_size")]
     cfg = load_config(path, sets)
     store = Store(tmp_path / f"{path.stem}-{method}.db")
-    run_id = experiment_class(cfg)(cfg, store).run()
+    run_id = Experiment(cfg, store).run()
     return store.iterations(run_id)
 
 

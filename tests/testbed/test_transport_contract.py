@@ -47,7 +47,7 @@ def test_a_transport_without_a_clock_says_so():
 
 def test_the_network_and_the_rank_zero_link_are_link_layers(tiny_experiment):
     pytest.importorskip("torch.distributed")
-    from testbed.distributed_transport import RankZeroLink
+    from testbed.distributed.transport import RankZeroLink
     from testbed.network import build_network
 
     net = build_network(load_config(tiny_experiment(), []).network, 0).network

@@ -22,7 +22,7 @@ import torch.distributed as dist
 from torch.distributed import distributed_c10d
 
 from testbed.errors import Stopped
-from testbed.experiment import ExperimentError
+from testbed.errors import ExperimentError
 
 
 class WorkerFailure(ExperimentError):

@@ -18,7 +18,7 @@ from channels.link_layer import LinkLayer
 from channels.report import CollectiveReport
 from nodes.compression import phases as ph
 from nodes.compression.base import Message
-from testbed.comm import Comm, WorkerFailure
+from testbed.distributed.comm import Comm, WorkerFailure
 from testbed.network import EdgeNetwork
 from testbed.transport import EmulatedTransport
 
@@ -134,7 +134,7 @@ class DistributedTransport(EmulatedTransport):
     def __init__(self, net: EdgeNetwork, *, comm: Comm, owner=identity, measured: bool = False,
                  timer=None):
         """`owner(w)`: the rank that computes worker w (a federated round's clients spread
-        over fewer ranks than slots, testbed/federated_distributed.py)."""
+        over fewer ranks than slots, testbed/distributed/federated.py)."""
         self.comm, self.owner = comm, owner
         super().__init__(net, measured=measured, link=RankZeroLink(comm, net.network), timer=timer)
 

@@ -2,7 +2,7 @@
 
 Rank r computes only worker r's gradient (with worker r's own batch generator, so it is the
 one the single-process run computes); the other workers' entries are zeros, whose encoding the
-transport replaces with the real bytes (testbed/distributed_transport.py). The losses,
+transport replaces with the real bytes (testbed/distributed/transport.py). The losses,
 bad-gradient flags and wall times of every worker are exchanged, so every rank stops on the
 same bad gradient and charges the same compute time.
 """
@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 from nodes.compression.base import GradientError
-from testbed.comm import Comm
-from testbed.experiment import ExperimentError
+from testbed.distributed.comm import Comm
+from testbed.errors import ExperimentError
 
 # Test-only fault injection: "RANK:ITERATION:exit" (os._exit) or "RANK:ITERATION:hang" (sleep).
 FAULT_ENV = "TESTBED_TEST_FAULT_INJECTION"
