@@ -5,8 +5,8 @@ A Flower user adds the mod to the ClientApp (`ClientApp(mods=[compress])`, or
 (any registered method that encodes one node's update on its own: top-k, DGC, QSGD, TernGrad,
 signSGD, fp16, none; a method that needs a collective exchange, like PowerSGD or LGC, is
 refused in one line). On a train message the mod lets the ClientApp run, then replaces the
-reply's arrays by the node's *update*: the flat fp32 difference between the arrays it returned
-and those it received, encoded by the method with the node's error memory (kept per node
+reply's arrays by the node's *update*: the flat difference between the arrays it returned and
+those it received (taken in float64, sent as the method's fp32 or lower), encoded by the method with the node's error memory (kept per node
 across rounds, in the method's own state). The link carries the codec's packets as they are
 (each names its coordinates: under best-effort delivery a lost packet loses only those), plus
 the rest of the reply serialized as Flower does. The grid decodes what arrived and gives the
@@ -55,22 +55,24 @@ def _arrays(content: RecordDict, where: str) -> tuple[str, ArrayRecord]:
 
 
 def _flat(record: ArrayRecord) -> torch.Tensor:
+    """Every array of the record, flat, in float64 (a strategy may send float64 arrays: FedOpt's
+    aggregate is; a node returns its model's float32)."""
     parts = []
     for name, arr in record.items():
         a = arr.numpy()
-        if a.dtype != np.float32:
-            raise RunFailed(f"the compress mod sends float32 model updates; array {name!r} is "
-                            f"{a.dtype}")
-        parts.append(torch.from_numpy(a.reshape(-1).copy()))
-    return torch.cat(parts) if parts else torch.zeros(0)
+        if not np.issubdtype(a.dtype, np.floating):
+            raise RunFailed(f"the compress mod sends floating-point model updates; array "
+                            f"{name!r} is {a.dtype}")
+        parts.append(torch.from_numpy(a.reshape(-1).astype(np.float64)))
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
 
 
-def _unflat(flat: torch.Tensor, like: ArrayRecord) -> ArrayRecord:
+def _unflat(flat: torch.Tensor, like: ArrayRecord, dtypes: list[str]) -> ArrayRecord:
     out, at = OrderedDict(), 0
-    for name, arr in like.items():
+    for (name, arr), dtype in zip(like.items(), dtypes):
         shape = tuple(arr.shape)
         n = int(np.prod(shape)) if shape else 1
-        out[name] = Array(flat[at:at + n].reshape(shape).numpy().astype(np.float32))
+        out[name] = Array(flat[at:at + n].reshape(shape).numpy().astype(dtype))
         at += n
     return ArrayRecord(out)
 
@@ -121,10 +123,12 @@ class GridCodec:
     def encode(self, node: int, msg: Message, reply: Message) -> Message:
         key, received = _arrays(msg.content, "train message")
         out_key, returned = _arrays(reply.content, "train reply")
-        delta = _flat(returned) - _flat(received)
+        delta = (_flat(returned) - _flat(received)).float()
         wire = self._scheme(received).encode(node, self.iteration, delta)
         content = RecordDict({k: v for k, v in reply.content.items() if k != out_key})
-        content[RECORD] = ConfigRecord({"key": out_key, "packets": list(wire.packets)})
+        dtypes = [str(a.numpy().dtype) for a in returned.values()]
+        content[RECORD] = ConfigRecord({"key": out_key, "dtypes": dtypes,
+                                        "packets": list(wire.packets)})
         reply.content = content
         return reply
 
@@ -139,7 +143,7 @@ class GridCodec:
         packets = list(record["packets"])
         self.bytes[node] = sum(len(p) for p in packets)
         rest = RecordDict({k: v for k, v in reply.content.items() if k != RECORD})
-        rest[RECORD] = ConfigRecord({"key": record["key"]})
+        rest[RECORD] = ConfigRecord({"key": record["key"], "dtypes": list(record["dtypes"])})
         reply.content = rest
         return reply, packets
 
@@ -152,6 +156,6 @@ class GridCodec:
         out = self.scheme.decode(node, self.iteration, packets)
         values = out if isinstance(out, torch.Tensor) else out.values   # Decoded (dense)
         content = RecordDict({k: v for k, v in reply.content.items() if k != RECORD})
-        content[record["key"]] = _unflat(_flat(like) + values.float(), like)
+        content[record["key"]] = _unflat(_flat(like) + values.double(), like, list(record["dtypes"]))
         reply.content = content
         return reply

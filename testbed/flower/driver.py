@@ -7,10 +7,12 @@ for, so a stopped run carries no round it does not record. A round is handed ove
 ServerApp makes its next call (or returns), so that what the strategy made of its replies is in
 it: the strategy's own MetricRecords, caught around `Strategy.start` while the run lasts
 (`aggregate_train`, `aggregate_evaluate` and the centralized `evaluate_fn` results), are the
-round's `flower_metrics` and its evaluation row (`test_loss` / `test_accuracy`: the
+round's `flower_metrics` events and its evaluation row (`test_loss` / `test_accuracy`: the
 centralized evaluation's where there is one, else the federated evaluation's; the first
-MetricRecord key holding "loss" / "acc"). A strategy still sending after `run.iterations`
-rounds fails the run (`BudgetExceeded`).
+MetricRecord key holding "loss" / "acc"); a `flower_round` event says what the round was
+(train or evaluate, its messages and replies). A strategy still sending
+after `run.iterations` rounds fails the run (`BudgetExceeded`): the driver's budget is one
+more round, which it refuses. The loop (testbed/loop.py) writes the rounds' rows.
 """
 from __future__ import annotations
 
@@ -106,11 +108,11 @@ class FlowerDriver:
 
     def __init__(self, app, world, *, codec=None, run_id: int = 1, quiet_flower: bool = True):
         self.app, self.world, self.codec = app, world, codec
-        self.run_id = run_id
+        self.run_id = run_id      # Flower's run id in its messages and contexts
         self.quiet_flower = quiet_flower
         self.grid = EmulatedGrid(app.client_app, app.num_nodes, app.run_config, world,
                                  run_id=run_id, codec=codec, on_round=self._carried)
-        self._pending: Round | None = None
+        self._pending: tuple | None = None   # (round, message type, group id, messages)
         self.initial: list[dict] = []        # MetricRecords made before the first round
         self._out: queue.Queue = queue.Queue()
         self._go = threading.Semaphore(0)
@@ -119,7 +121,12 @@ class FlowerDriver:
 
     # ---------------------------------------------------------------- Driver
     def budget(self) -> int:
-        return self._limit
+        return self._limit + 1    # the one past the budget is refused (BudgetExceeded)
+
+    def describe(self) -> dict:
+        return {"flower_app": str(self.app.app_dir), "nodes": self.app.num_nodes,
+                "run_config": self.app.run_config,
+                "compression": None if self.codec is None else self.codec.method}
 
     def evaluate(self):
         return None   # the strategy reports its own (Round.evaluations)
@@ -184,17 +191,26 @@ class FlowerDriver:
                 self.codec.deactivate()
             flwr_log.setLevel(level)
 
-    def _carried(self, rnd: Round, replies) -> None:
-        rnd.flower_metrics = []
-        self._pending = rnd
+    def _carried(self, rnd: Round, kind: str, replies) -> None:
+        self._pending = (rnd, [], {"kind": kind, "replies": len(replies),
+                                   "messages": rnd.participants + len(rnd.left_out)})
 
     def _hand_over(self, last: bool = False) -> None:
         """The round carried last, with what the strategy made of it, to the caller; then wait
         until the next one is wanted."""
         if self._pending is None:
             return
-        rnd, self._pending = self._pending, None
-        rnd.evaluations = evaluation_rows(rnd)
+        (rnd, records, what), self._pending = self._pending, None
+        rnd.evaluations = evaluation_rows(records)
+        store, run_id, at = self.world.store, self.world.run_id, rnd.report.clock
+        if store is not None and run_id is not None:
+            for entry in self.initial:
+                store.append_event(run_id, "flower_metrics", entry, iteration=0, virtual_time_s=0.0)
+            self.initial = []
+            store.append_event(run_id, "flower_round", what, iteration=rnd.index, virtual_time_s=at)
+            for entry in records:
+                store.append_event(run_id, "flower_metrics", entry, iteration=rnd.index,
+                                   virtual_time_s=at)
         self._out.put(("round", rnd))
         if last:
             return
@@ -209,12 +225,12 @@ class FlowerDriver:
         if self._pending is None:
             self.initial.append(entry)
         else:
-            self._pending.flower_metrics.append(entry)
+            self._pending[1].append(entry)
 
 
-def evaluation_rows(rnd: Round) -> list[dict]:
-    """The round's evaluation row from the strategy's records (module doc), or none."""
-    by_kind = {e["kind"]: e["metrics"] for e in getattr(rnd, "flower_metrics", [])}
+def evaluation_rows(records: list[dict]) -> list[dict]:
+    """A round's evaluation row from the strategy's records (module doc), or none."""
+    by_kind = {e["kind"]: e["metrics"] for e in records}
     record = by_kind.get("centralized") or by_kind.get("evaluate")
     if record is None:
         return []
@@ -223,5 +239,4 @@ def evaluation_rows(rnd: Round) -> list[dict]:
     loss, acc = metric(content, "loss"), metric(content, "acc")
     if loss is None and acc is None:
         return []
-    return [{"iteration": rnd.index, "virtual_time_s": rnd.report.clock, "test_loss": loss,
-             "test_accuracy": acc}]
+    return [{"test_loss": loss, "test_accuracy": acc}]

@@ -48,6 +48,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from nodes.compression import phases as ph
 from nodes.compression.base import Message as Wire
 from testbed.errors import RunFailed
+from testbed.flower.world import available, compute_seconds
 from testbed.rounds import Round
 
 
@@ -167,26 +168,26 @@ class Sent:
 
 
 class EmulatedGrid(LocalGrid):
-    """The grid over the emulated edge (module doc). `on_round(round, replies)` receives each
-    round as a `testbed.rounds.Round` after it is carried; `codec` (testbed/flower/compress.py)
+    """The grid over the emulated edge (module doc) of `world` (testbed/setup.py), on its
+    clock. `on_round(round, kind, replies)` receives each round as a `testbed.rounds.Round`
+    (and its messages' type) after it is carried; `codec` (testbed/flower/compress.py)
     carries compressed updates."""
 
     def __init__(self, client_app, num_nodes: int, run_config: dict, world, *, run_id: int = 1,
                  codec=None, on_round: Callable | None = None):
         super().__init__(client_app, num_nodes, run_config, run_id)
         self.world = world
-        self.transport = world.transport
-        self.workers = world.workers
+        self.transport = world.emulated_transport()
+        self.workers = list(world.workers)
         self.codec = codec
         self.on_round = on_round
-        self.clock = 0.0
         self.index = 0            # the next round's store iteration
         self.wall = {"client": 0.0, "emulation": 0.0, "serde": 0.0}   # wall seconds (bench)
 
     def _wire(self, data: bytes, src, dst, msg: Message, extra: list[bytes] = ()) -> Wire:
-        payload = self.world.net.network.payload_bytes(src, dst)
+        payload = self.world.network.payload_bytes(src, dst)
         packets = frame(data, payload) + list(extra)
-        network = self.world.net.network
+        network = self.world.network
         first = network.path(src, dst)[:2]
         limit = network.link_state(*first).spec.queue_packets
         if len(packets) > limit:
@@ -198,8 +199,8 @@ class EmulatedGrid(LocalGrid):
 
     def carry(self, messages: list[Message], timeout: float | None) -> list[Message]:
         self.calls += 1
-        it, t0, w = self.index, self.clock, self.workers
-        server = self.world.net.server
+        it, t0, w = self.index, self.world.clock, self.workers
+        server = self.world.server
         deadline = None if timeout is None else t0 + float(timeout)
         sent = [Sent(self.node_ids.index(m.metadata.dst_node_id), m.metadata.dst_node_id, m)
                 for m in messages]
@@ -209,7 +210,7 @@ class EmulatedGrid(LocalGrid):
                 raise ValueError(f"two messages to node {s.node} in one send_and_receive")
             by_worker[s.index] = s
         addressed = [w[s.index] for s in sent]
-        present = [n for n in addressed if self.world.available(n, t0)]
+        present = [n for n in addressed if available(self.world, n, t0)]
         left: dict[str, str] = {n: "unavailable" for n in addressed if n not in present}
         c = time.perf_counter()
         for s in sent:
@@ -246,7 +247,7 @@ class EmulatedGrid(LocalGrid):
             wall = time.perf_counter() - c
             self.wall["client"] += wall
             arrived_at[name] = t_arr
-            compute_s[name] = self.world.compute_seconds(name, t_arr, flops.get_total_flops(), wall)
+            compute_s[name] = compute_seconds(self.world, name, t_arr, flops.get_total_flops(), wall)
             ready[name] = t_arr + compute_s[name]
             replies[s.index] = reply
 
@@ -293,14 +294,12 @@ class EmulatedGrid(LocalGrid):
         report.timing.uplink_s += end - report.clock
         report.clock = end
         report.left_out = {n: why for n, why in left.items()}
-        self.clock = end
+        self.world.clock = end
         rnd = Round(index=it, start=t0, report=report,
                     losses=[x for x in losses if x is not None],
                     ready={n: (ready[n] if n in compute_s else t0) for n in w},
-                    taking_part=present, participants=len(out))
-        rnd.compute_s = compute_s   # per node: its ClientApp call's virtual seconds
-        rnd.kind = sent[0].message.metadata.message_type if sent else ""
+                    taking_part=present, participants=len(out), compute=compute_s)
         self.index += 1
         if self.on_round is not None:
-            self.on_round(rnd, out)
+            self.on_round(rnd, sent[0].message.metadata.message_type, out)
         return out

@@ -1,18 +1,14 @@
-"""One Flower run, end to end: the app, the world, the codec, the driver, the rows."""
+"""One Flower run, end to end: the app, the world, the codec, the driver, the one loop."""
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass, field
 
-import torch
-
-from testbed.experiment import apply_threads
 from testbed.flower.app import load_app
 from testbed.flower.compress import GridCodec
 from testbed.flower.driver import FlowerDriver
-from testbed.flower.rows import record, start_run
-from testbed.flower.world import build_world, flower_config
+from testbed.flower.world import flower_config, flower_world
+from testbed.loop import Loop
 
 
 @dataclass
@@ -29,45 +25,34 @@ class FlowerSpec:
     run_id: int | None = None           # set once the run's row exists
 
 
-def prepare(spec: FlowerSpec, store):
-    """(app, world, driver, run id): everything checked before the run's row is made."""
+def prepare(spec: FlowerSpec, store) -> Loop:
+    """The run's loop over its Flower driver, everything checked (no row written yet)."""
     app = load_app(spec.app_dir, spec.run_config, spec.federation)
     name = spec.name or app.app_dir.resolve().name
     cfg = flower_config(spec.network, spec.overrides, app.num_nodes, name=name)
-    if spec.name:
-        cfg.run.name = spec.name
-    apply_threads(cfg.run.threads)
-    world = build_world(cfg, app.num_nodes)
+    world = flower_world(cfg, store, app.num_nodes)
     codec = None
-    method = cfg.compression.method
-    if method != "none":
-        net = world.net
-        payload = min(net.network.payload_bytes(w, net.server) for w in net.workers)
-        codec = GridCodec(method, cfg.compression.options, app.num_nodes, payload, cfg.run.seed)
-    run_id = spec.run_id = start_run(store, world, app, cfg.run.name, method)
-    driver = FlowerDriver(app, world, codec=codec, run_id=run_id, quiet_flower=not spec.verbose)
-    return app, world, driver, run_id
+    if cfg.compression.method != "none":
+        payload = min(world.network.payload_bytes(w, world.server) for w in world.workers)
+        codec = GridCodec(cfg.compression.method, cfg.compression.options, app.num_nodes,
+                          payload, cfg.run.seed)
+    driver = FlowerDriver(app, world, codec=codec, quiet_flower=not spec.verbose)
+    return Loop(world, driver, progress=None if spec.quiet else _progress)
 
 
-def run_flower(spec: FlowerSpec, store) -> tuple[int, FlowerDriver]:
-    """The run `spec` asks for, into `store`; (run id, driver)."""
-    torch.manual_seed(0)
-    app, world, driver, run_id = prepare(spec, store)
+def _progress(p) -> None:
+    acc = "" if p.accuracy is None else f"  accuracy {p.accuracy:.4f}"
+    print(f"round {p.iteration - 1:>4}  virtual {p.virtual_time_s:9.3f} s  "
+          f"{p.bits / 8e3:9.1f} kB{acc}", file=sys.stderr)
 
-    def progress(rnd) -> None:
-        if spec.quiet:
-            return
-        acc = rnd.evaluations[0]["test_accuracy"] if rnd.evaluations else None
-        print(f"round {rnd.index:>3} {getattr(rnd, 'kind', ''):<8} virtual {rnd.report.clock:8.3f} s"
-              f"  replies {rnd.participants}/{rnd.participants + len(rnd.left_out)}"
-              + (f"  left out {rnd.left_out}" if rnd.left_out else "")
-              + (f"  accuracy {acc:.4f}" if acc is not None else ""), file=sys.stderr)
 
-    wall = time.perf_counter()
-    n = record(store, run_id, driver, progress)
-    if driver.codec is not None and not driver.codec.used:
-        print(f"note: compression.method = {world.cfg.compression.method!r}, but no reply came "
-              "compressed: the ClientApp has no testbed.flower.compress mod", file=sys.stderr)
-    driver.wall_s = time.perf_counter() - wall
-    driver.rounds_run = n
-    return run_id, driver
+def run_flower(spec: FlowerSpec, store) -> tuple[int, Loop]:
+    """The run `spec` asks for, into `store`: (run id, its loop)."""
+    loop = prepare(spec, store)
+    spec.run_id = loop.start()
+    loop.run()
+    codec = loop.driver.codec
+    if codec is not None and not codec.used:
+        print(f"note: compression.method = {codec.method!r}, but no reply came compressed: the "
+              "ClientApp has no testbed.flower.compress mod", file=sys.stderr)
+    return spec.run_id, loop

@@ -1,6 +1,6 @@
-"""The emulated edge a Flower app runs on, from an experiment file's `[network]`, `[run]` and
-(optionally) `[compression]` alone: the app brings its own model, data and strategy, so
-`[data]`, `[model]`, `[optim]` and `[federated]` are refused.
+"""The emulated edge a Flower app runs on: the run's `testbed.setup.World` from an experiment
+file's `[network]`, `[run]` and (optionally) `[compression]` alone. The app brings its own
+model, data and strategy, so `[data]`, `[model]`, `[optim]` and `[federated]` are refused.
 
 Without a file the cell is the schema's default star (20 Mbit/s, one shared medium) with the
 802.11 DCF (`sharing = "csma"`) and one worker per Flower node (`options.num-supernodes`).
@@ -10,59 +10,16 @@ Node i of the app is worker `workers[i]` (w0, w1, ...), which a device trace nam
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
-from channels.energy import Profile, check_profile, load_profiles
+from testbed import traces
 from testbed.config import RUN_KEYS, ExperimentConfig, apply_overrides, load_raw, validate
 from testbed.errors import ConfigError
-from testbed.network import EdgeNetwork, build_network
 from testbed.paths import resolve_paths
-from testbed.transport import EmulatedTransport
+from testbed.setup import World, build_world
 
 NOT_FLOWER = ("data", "model", "optim", "federated")
 DEFAULT_BUDGET = 10_000
-
-
-@dataclass
-class World:
-    cfg: ExperimentConfig
-    net: EdgeNetwork
-    transport: EmulatedTransport
-    devices: object               # testbed.device_trace.DeviceTrace or None
-    energy: dict[str, Profile]
-    gflops: dict[str, float]
-    speed: dict[str, float]
-
-    @property
-    def workers(self) -> list[str]:
-        return list(self.net.workers)
-
-    @property
-    def measured(self) -> bool:
-        return self.cfg.run.compute_time == "measured"
-
-    def available(self, w: str, t: float) -> bool:
-        return self.devices is None or self.devices.available(str(w), t)
-
-    def speed_at(self, w: str, t: float) -> float:
-        traced = self.devices.speed(str(w), t) if self.devices is not None else None
-        return self.speed[w] if traced is None else traced
-
-    def compute_seconds(self, w: str, t: float, flops: float, wall_s: float) -> float:
-        """Virtual seconds of a ClientApp call starting at t: its FLOPs at the node's speed
-        (`run.compute_time = "flops"`), or its measured wall time at that speed."""
-        speed = self.speed_at(w, t)
-        if self.measured:
-            return wall_s / speed
-        return flops / (self.gflops[w] * 1e9 * speed)
-
-    def node_energy(self, w: str, window_s: float, compute_s: float, away: bool, radio: dict) -> dict:
-        prof = self.energy[w]
-        tx, rx = radio.get(w, (0.0, 0.0))
-        radio_j = prof.radio_joules(tx, rx, window_s, away=away)
-        compute_j = prof.compute_joules(compute_s)
-        return {"radio_j": radio_j, "compute_j": compute_j, "energy_j": radio_j + compute_j}
 
 
 def flower_config(path: str | None, overrides: list[str], num_nodes: int,
@@ -97,35 +54,29 @@ def flower_config(path: str | None, overrides: list[str], num_nodes: int,
     return validate(raw, source=source, default_name=name)
 
 
-def energy_profiles(cfg: ExperimentConfig, net: EdgeNetwork, devices) -> dict[str, Profile]:
-    """Each worker's profile: its `[network.nodes.X] energy_profile`, else its device trace's,
-    else `[network] energy_profile` (as in data-parallel runs)."""
-    profiles = load_profiles(cfg.network.get("energy_profiles"))
-    out = {}
-    for w in net.workers:
-        name, key = net.graph.nodes[w].get("energy_profile"), f"network.nodes.{w}.energy_profile"
-        if name is None and devices is not None and devices.profile(str(w)):
-            name, key = devices.profile(str(w)), f"run.device_trace nodes.{w}.profile"
-        if name is None:
-            name, key = cfg.network.get("energy_profile", "rpi4"), "network.energy_profile"
-        out[w] = profiles[check_profile(key, name, profiles)]
-    return out
-
-
-def build_world(cfg: ExperimentConfig, num_nodes: int) -> World:
-    """The network, transport, device trace and energy profiles of `cfg`."""
-    net = build_network(cfg.network, cfg.run.seed)
-    if len(net.workers) != num_nodes:
+def flower_world(cfg: ExperimentConfig, store, num_nodes: int) -> World:
+    """The world of `cfg` for an app of `num_nodes` nodes (a worker each, and a server)."""
+    world = build_world(cfg, store)
+    if len(world.workers) != num_nodes:
         raise ConfigError("network", cfg.network.get("file"),
                           f"a topology with {num_nodes} workers (the app's "
-                          f"options.num-supernodes), not {len(net.workers)}", source=cfg.source)
-    if net.server is None:
+                          f"options.num-supernodes), not {len(world.workers)}", source=cfg.source)
+    if world.server is None:
         raise ConfigError("network.topology", cfg.network.get("topology"),
                           "a topology with a server (a Flower ServerApp talks to every node)",
                           source=cfg.source)
-    devices = None if cfg.devices is None else cfg.devices.check_workers(
-        "run.device_trace", cfg.run.device_trace, [str(w) for w in net.workers])
-    gflops = {w: float(net.graph.nodes[w].get("gflops", cfg.run.device_gflops)) for w in net.workers}
-    speed = {w: float(net.graph.nodes[w].get("compute_speed", 1.0)) for w in net.workers}
-    transport = EmulatedTransport(net, measured=cfg.run.compute_time == "measured")
-    return World(cfg, net, transport, devices, energy_profiles(cfg, net, devices), gflops, speed)
+    return world
+
+
+def available(world: World, node: str, t: float) -> bool:
+    return world.devices is None or world.devices.available(str(node), t)
+
+
+def compute_seconds(world: World, node: str, t: float, flops: float, wall_s: float) -> float:
+    """Virtual seconds of a ClientApp call starting at t: its FLOPs at the node's speed
+    (`run.device_gflops` or the node's `gflops`, x its traced speed), or its measured wall
+    time at that speed (`run.compute_time = "measured"`)."""
+    speed = traces.speed(world, node, t)
+    if world.cfg.run.compute_time == "measured":
+        return wall_s / speed
+    return flops / (world.node_gflops[node] * 1e9 * speed)

@@ -9,7 +9,8 @@ from flwr.app import Context, RecordDict
 from testbed.flower.app import load_app
 from testbed.flower.driver import FlowerDriver, flower_identity, seed_everything
 from testbed.flower.grid import LocalGrid
-from testbed.flower.world import build_world, flower_config
+from testbed.flower.world import flower_config, flower_world
+from testbed.loop import Loop
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "experiments" / "flower_app"
@@ -24,11 +25,19 @@ def write_file(folder: Path, text: str, trace: dict | None = None) -> str:
     return str(path)
 
 
-def driver(app_dir, network: str | None = None, *, run_config=(), overrides=(), codec=None):
+def driver(app_dir, network: str | None = None, *, run_config=(), overrides=(), codec=None,
+           store=None):
     app = load_app(app_dir, list(run_config))
     cfg = flower_config(network, list(overrides), app.num_nodes, name="test")
-    world = build_world(cfg, app.num_nodes)
+    world = flower_world(cfg, store, app.num_nodes)
     return FlowerDriver(app, world, codec=codec)
+
+
+def loop_run(d: FlowerDriver) -> int:
+    """`d`'s rounds through the one loop into its world's store; the run id."""
+    loop = Loop(d.world, d)
+    loop.start()
+    return loop.run()
 
 
 def plain_run(app_dir, *, run_config=(), seed: int = 0, record=None) -> LocalGrid:

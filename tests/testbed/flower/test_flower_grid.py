@@ -6,9 +6,16 @@ import math
 
 import numpy as np
 
-from testbed.flower.rows import record, start_run
 from testbed.store import Store
-from tests.testbed.flower.flower_runs import ECHO, EXAMPLE, arrays_of, driver, plain_run, write_file
+from tests.testbed.flower.flower_runs import (
+    ECHO,
+    EXAMPLE,
+    arrays_of,
+    driver,
+    loop_run,
+    plain_run,
+    write_file,
+)
 
 ROUNDS = ["num-server-rounds=2"]
 
@@ -78,14 +85,13 @@ def test_lossy_best_effort_round_with_a_device_trace(tmp_path):
     (t = 1 s, w2 not addressed): everyone answers; the round ends with the last reply, at
     the analytic airtime of the bytes each node received and sent plus the delays."""
     path = write_file(tmp_path, EDGE, TRACE)
-    d = driver(ECHO, path)
+    store = Store(tmp_path / "runs.db")
+    d = driver(ECHO, path, store=store)
     from echo_app import SEEN   # importable once the app is loaded (its folder on sys.path)
 
     SEEN["server"].clear()
     SEEN["client"].clear()
-    store = Store(tmp_path / "runs.db")
-    run_id = start_run(store, d.world, d.app, "echo", "none")
-    assert record(store, run_id, d) == 2
+    run_id = loop_run(d)
     nodes = store.node_iterations(run_id)
     its = store.iterations(run_id)
 
