@@ -61,10 +61,7 @@ LAZY = {
     ("testbed/commands/run.py", "testbed.transport"): "torch: TransportError's module",
     # flwr, torch: `testbed flower run` loads Flower and the emulated grid only when it runs
     ("testbed/commands/flower.py", "testbed.flower.launch"): "flwr, torch: the Flower run",
-    ("testbed/commands/flower.py", "testbed.commands.run"): "the store helper of `testbed run`",
     ("testbed/commands/flower.py", "testbed.transport"): "torch: TransportError's module",
-    ("testbed/commands/flower.py", "channels.errors"): "DeliveryError, with the link layer",
-    ("testbed/commands/flower.py", "testbed.progress"): "the summary line",
     ("testbed/checkpoint.py", "torch"): "`testbed resume` reads checkpoint paths before any torch",
     ("testbed/tensorboard_export.py", "torch"):
         "torch.utils.tensorboard needs the optional tensorboard package: one line names it if missing",

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import time
 
+from channels.errors import DeliveryError
 from testbed.commands import add_store_arg
+from testbed.commands.run import opened_store
 from testbed.errors import RunFailed
+from testbed.progress import summary_line
 
 
 def register(sub) -> None:
@@ -33,10 +36,7 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from channels.errors import DeliveryError
-    from testbed.commands.run import opened_store
     from testbed.flower.launch import FlowerSpec, run_flower
-    from testbed.progress import summary_line
     from testbed.transport import TransportError
 
     spec = FlowerSpec(app_dir=args.app, store=args.store, network=args.network, name=args.name,
