@@ -26,14 +26,13 @@ import threading
 import numpy as np
 import torch
 from flwr.app import Context, MetricRecord, RecordDict
+from flwr.common.constant import SUPERLINK_NODE_ID
 from flwr.serverapp.strategy import Strategy
 from flwr.supercore.task_identity import TaskIdentity
 
 from testbed.errors import RunFailed
 from testbed.flower.grid import EmulatedGrid, metric
 from testbed.rounds import Round
-
-SUPERLINK_NODE_ID = 0   # the ServerApp's node id in Flower's messages
 
 
 class BudgetExceeded(RunFailed):

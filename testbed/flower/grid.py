@@ -1,7 +1,7 @@
 """Flower `Grid`s that run the ClientApps in this process: a plain one and the emulated edge.
 
-`LocalGrid` (also the plain grid, no network): node i of N has node id `i + 1` and a `Context`
-kept across rounds (node_config `partition-id` = i, `num-partitions` = N, as Flower's
+`LocalGrid` (also the plain grid, no network): node i of N has node id `NODE_IDS + i` and a
+`Context` kept across rounds (node_config `partition-id` = i, `num-partitions` = N, as Flower's
 simulation gives; the run config; its own `state`). `send_and_receive` gives each message an
 id and calls the node's ClientApp with it, in the strategy's order; the replies come back in
 that order. A ClientApp that raises fails the run (`ClientAppFailed`, one line).
@@ -52,6 +52,9 @@ from testbed.flower.world import available, compute_seconds
 from testbed.rounds import Round
 
 
+NODE_IDS = 1000   # node i's Flower node id is NODE_IDS + i (the ServerApp's is SUPERLINK_NODE_ID)
+
+
 class ClientAppFailed(RunFailed):
     """A ClientApp raised: the run fails (one line)."""
 
@@ -87,7 +90,7 @@ class LocalGrid(Grid):
 
     def __init__(self, client_app, num_nodes: int, run_config: dict, run_id: int = 1):
         self.client_app = client_app
-        self.node_ids = [i + 1 for i in range(num_nodes)]
+        self.node_ids = [NODE_IDS + i for i in range(num_nodes)]
         self.contexts = {nid: Context(run_id=run_id, node_id=nid,
                                       node_config={"partition-id": i, "num-partitions": num_nodes},
                                       state=RecordDict(), run_config=dict(run_config))
@@ -182,6 +185,9 @@ class EmulatedGrid(LocalGrid):
         self.codec = codec
         self.on_round = on_round
         self.index = 0            # the next round's store iteration
+        # FLOPs are counted where they give the compute time (not under "measured")
+        self.count_flops = world.cfg.run.compute_time == "flops"
+        self.messages = 0         # messages and replies carried
         self.wall = {"client": 0.0, "emulation": 0.0, "serde": 0.0}   # wall seconds (bench)
 
     def _wire(self, data: bytes, src, dst, msg: Message, extra: list[bytes] = ()) -> Wire:
@@ -242,12 +248,16 @@ class EmulatedGrid(LocalGrid):
             msg = deserialize(b"".join(packets))
             self.wall["serde"] += time.perf_counter() - c
             c = time.perf_counter()
-            with FlopCounterMode(display=False) as flops:
-                reply = self.call_client(msg)
+            if self.count_flops:
+                with FlopCounterMode(display=False) as counter:
+                    reply = self.call_client(msg)
+                flops = counter.get_total_flops()
+            else:
+                reply, flops = self.call_client(msg), 0
             wall = time.perf_counter() - c
             self.wall["client"] += wall
             arrived_at[name] = t_arr
-            compute_s[name] = compute_seconds(self.world, name, t_arr, flops.get_total_flops(), wall)
+            compute_s[name] = compute_seconds(self.world, name, t_arr, flops, wall)
             ready[name] = t_arr + compute_s[name]
             replies[s.index] = reply
 
@@ -287,6 +297,7 @@ class EmulatedGrid(LocalGrid):
             losses.append(metric(reply.content, "loss"))
             out.append(reply)
 
+        self.messages += len(wires) + sum(1 for s in sent if w[s.index] in present)
         report = down.merge(up)
         end = report.clock
         if left and deadline is not None:

@@ -61,7 +61,7 @@ def test_an_app_that_does_not_load_is_refused_in_one_line(tmp_path, capsys, comp
 
 
 @pytest.mark.parametrize("extra, says, rows", [
-    (["--run-config", "raise-on=3"], "the ClientApp raised on node 4 (train message of round 1): "
+    (["--run-config", "raise-on=3"], "the ClientApp raised on node 1003 (train message of round 1): "
      "ValueError: this node's data is corrupt", 1),
     (["--set", "network.link.queue_packets=2"], "is 4,", 0),
     (["--set", "run.iterations=1"], "the ServerApp was still sending after 1 rounds", 1),

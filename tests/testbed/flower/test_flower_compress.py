@@ -10,7 +10,7 @@ from nodes.compression import codec as wire_codec
 from nodes.compression.registry import build_scheme
 from testbed.errors import ConfigError
 from testbed.flower.compress import GridCodec
-from testbed.flower.grid import serialize
+from testbed.flower.grid import NODE_IDS, serialize
 from tests.nodes.compression.memory_spy import record_compensated
 from tests.testbed.flower.flower_runs import EXAMPLE, arrays_of, driver
 
@@ -79,7 +79,7 @@ def test_topk_through_the_mod():
         sent_arrays = flat(arrays_of(messages)[0])
         weights, total = 0.0, torch.zeros_like(sent_arrays)
         for reply in replies:
-            node = reply.metadata.src_node_id - 1
+            node = reply.metadata.src_node_id - NODE_IDS
             m = reply.content["metrics"]["num-examples"]
             decoded = wire_codec.decode(wires[node][1], codec.scheme.numel).values
             total += m * (sent_arrays + decoded)

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from testbed.flower.grid import NODE_IDS
 from testbed.store import Store
 from tests.testbed.flower.flower_runs import (
     ECHO,
@@ -96,13 +97,13 @@ def test_lossy_best_effort_round_with_a_device_trace(tmp_path):
     its = store.iterations(run_id)
 
     # round 0: who answered, who did not and why
-    assert set(SEEN["server"][0]) == {1, 4}                     # node ids of w0 and w3
+    assert set(SEEN["server"][0]) == {NODE_IDS + 0, NODE_IDS + 3}   # w0 and w3
     assert {(g, p) for g, p, _ in SEEN["client"] if g == "0"} == {("0", 0), ("0", 2), ("0", 3), ("0", 4)}
     why = {n["node"]: n["left_out"] for n in nodes if n["iteration"] == 0}
     assert why == {"w0": None, "w1": "unavailable", "w2": "lost", "w3": None, "w4": "deadline"}
     assert its[0]["virtual_time_s"] == 1.0 and its[0]["participants"] == 2
     down = {(int(g), p): size for g, p, size in SEEN["client"]}  # bytes each node received
-    up = {i - 1: size for r in SEEN["server"] for i, size in r.items()}   # bytes of each reply
+    up = {i - NODE_IDS: size for r in SEEN["server"] for i, size in r.items()}   # bytes of each reply
     by = {(n["iteration"], n["node"]): n for n in nodes}
     for w in (0, 3):                                # reply arrival: down + compute 0 + up
         expected = airtime(down[(0, w)]) + 0.001 + airtime(up[w]) + 0.001
@@ -116,7 +117,7 @@ def test_lossy_best_effort_round_with_a_device_trace(tmp_path):
     assert math.isclose(by[(0, "w1")]["energy_j"], away.sleep_w * 1.0, rel_tol=1e-12)
 
     # round 1: every addressed node answers; the round ends with the last reply
-    assert set(SEEN["server"][1]) == {1, 2, 4, 5}
+    assert set(SEEN["server"][1]) == {NODE_IDS + i for i in (0, 1, 3, 4)}
     assert not any(n["left_out"] for n in nodes if n["iteration"] == 1)
     compute = {w: 0.0 for w in range(5)} | {4: 2e6 / 20e9}         # w4 at speed 1 now
     arrival = {w: 1.0 + airtime(down[(1, w)]) + 0.001 + compute[w] + airtime(up[w]) + 0.001
