@@ -8,16 +8,21 @@ and 3 evaluated per server round) under, in this order:
   plain     the plain in-process grid (no network, no FLOP counting): the floor;
   flower    Flower's `run_simulation` runtime (Ray, one CPU per actor), the same app objects and
             run config; Ray's start-up and actors count, as a user waits for them.
-Per row: wall seconds in all and per round (a send_and_receive), and the final centralized
-accuracy (ours and plain take the same arithmetic; Flower's node ids, so its sampled nodes,
-differ). Then ours split: the ClientApp calls (with FLOP counting), the emulation (link-layer
-calls and the transport), Flower's serialization, and the per-message cost of emulation +
-serialization as a share of the round. Target: ours <= 0.2x Flower's per round.
+Each in a fresh process (as a user starts it: imports, data, Ray included), one after the other.
+Per row: wall seconds from the start of the process's work to the end of the app, per round (a
+send_and_receive), and the final centralized accuracy (ours and plain take the same
+arithmetic; Flower's node ids, so its sampled nodes, differ). Then ours split: the ClientApp
+calls (with FLOP counting), the emulation (link-layer calls and the transport), Flower's
+serialization, and the per-message cost of emulation + serialization as a share of ours' wall
+time. Target: ours <= 0.2x Flower's per round.
 Run: `python -m benchmarks flower` (3 server rounds) or `--full` (6).
 """
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -71,6 +76,7 @@ def plain(rounds: int) -> dict:
 
 
 def flower(rounds: int) -> dict:
+    from flwr.common.constant import SUPERLINK_NODE_ID
     from flwr.supercore.constant import NOOP_FEDERATION_ID
     from flwr.simulation.run_simulation import _run_simulation
     from flwr.supercore.run import Run
@@ -84,33 +90,55 @@ def flower(rounds: int) -> dict:
     run = Run.create_empty(1)
     run.override_config = {"num-server-rounds": rounds}
     run.primary_task_id, run.federation_id = 1, NOOP_FEDERATION_ID   # as run_simulation sets
-    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, 0
+    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, SUPERLINK_NODE_ID
     seed_everything(0)
     with strategy_tap(lambda k, r, m: records.append((k, r, m))):
         _run_simulation(app.num_nodes, exit_event=None, client_app=app.client_app,
                         server_app=app.server_app, backend_name="ray",
                         backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}},
-                        server_app_context=context, app_dir=str(APP), run=run)
+                        server_app_context=context, app_dir=str(APP), run=run, is_app=True)
     calls = 2 * rounds   # a train and an evaluate send_and_receive per server round
     return {"wall": time.perf_counter() - t, "rounds": calls, "acc": _accuracy(records)}
 
 
-def main(quick: bool = True) -> None:
+def child(kind: str, rounds: int, folder: str) -> None:
+    """One grid's run in this (fresh) process; its figures as one JSON line on stdout."""
     torch.set_num_threads(1)
     logging.getLogger("flwr").setLevel(logging.WARNING)
+    run = {"ours": lambda: ours(rounds, Path(folder)), "plain": lambda: plain(rounds),
+           "flower": lambda: flower(rounds)}[kind]
+    print("RESULT " + json.dumps(run()), flush=True)
+
+
+def _in_child(kind: str, rounds: int, folder: str) -> dict | None:
+    code = f"from benchmarks.bench_flower import child; child({kind!r}, {rounds}, {folder!r})"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
+    print(f"{kind}: failed ({tail})")
+    return None
+
+
+def main(quick: bool = True) -> None:
     rounds = 3 if quick else 6
+    try:
+        import ray  # noqa: F401
+        kinds = ["ours", "plain", "flower"]
+    except ImportError as e:   # flwr without its simulation extra
+        print(f"Flower's simulation is not installed ({e}): pip install 'flwr[simulation]'")
+        kinds = ["ours", "plain"]
     with tempfile.TemporaryDirectory() as tmp:
-        rows = {"ours": ours(rounds, Path(tmp)), "plain": plain(rounds)}
-        try:
-            rows["flower"] = flower(rounds)
-        except ImportError as e:   # flwr without its simulation extra (ray)
-            print(f"Flower's simulation is not installed ({e}): pip install 'flwr[simulation]'")
+        rows = {k: r for k in kinds if (r := _in_child(k, rounds, tmp)) is not None}
     print(f"example app, 10 nodes, FedAdam, {rounds} server rounds; load "
           f"{open('/proc/loadavg').read().split()[0]}")
     print(f"{'grid':<8}{'wall s':>9}{'rounds':>8}{'s/round':>10}{'accuracy':>10}")
     for name, r in rows.items():
         acc = "-" if r["acc"] is None else f"{r['acc']:.4f}"
         print(f"{name:<8}{r['wall']:>9.2f}{r['rounds']:>8}{r['wall'] / r['rounds']:>10.3f}{acc:>10}")
+    if "ours" not in rows:
+        return
     o = rows["ours"]
     if "flower" in rows:
         f = rows["flower"]
