@@ -102,12 +102,17 @@ def flower(rounds: int) -> dict:
 
 
 def child(kind: str, rounds: int, folder: str) -> None:
-    """One grid's run in this (fresh) process; its figures as one JSON line on stdout."""
+    """One grid's run in this (fresh) process; its figures as one JSON line on stdout. `steady`:
+    wall seconds per round between the strategy's first and last aggregate (start-up out)."""
     torch.set_num_threads(1)
     logging.getLogger("flwr").setLevel(logging.WARNING)
     run = {"ours": lambda: ours(rounds, Path(folder)), "plain": lambda: plain(rounds),
            "flower": lambda: flower(rounds)}[kind]
-    print("RESULT " + json.dumps(run()), flush=True)
+    stamps = []
+    with strategy_tap(lambda k, r, m: stamps.append(time.perf_counter()) if k != "centralized" else None):
+        out = run()
+    out["steady"] = (stamps[-1] - stamps[0]) / (len(stamps) - 1) if len(stamps) > 1 else None
+    print("RESULT " + json.dumps(out), flush=True)
 
 
 def _in_child(kind: str, rounds: int, folder: str) -> dict | None:
@@ -133,17 +138,19 @@ def main(quick: bool = True) -> None:
         rows = {k: r for k in kinds if (r := _in_child(k, rounds, tmp)) is not None}
     print(f"example app, 10 nodes, FedAdam, {rounds} server rounds; load "
           f"{open('/proc/loadavg').read().split()[0]}")
-    print(f"{'grid':<8}{'wall s':>9}{'rounds':>8}{'s/round':>10}{'accuracy':>10}")
+    print(f"{'grid':<8}{'wall s':>9}{'rounds':>8}{'s/round':>10}{'steady s/round':>16}{'accuracy':>10}")
     for name, r in rows.items():
         acc = "-" if r["acc"] is None else f"{r['acc']:.4f}"
-        print(f"{name:<8}{r['wall']:>9.2f}{r['rounds']:>8}{r['wall'] / r['rounds']:>10.3f}{acc:>10}")
+        steady = "-" if r["steady"] is None else f"{r['steady']:.3f}"
+        print(f"{name:<8}{r['wall']:>9.2f}{r['rounds']:>8}{r['wall'] / r['rounds']:>10.3f}"
+              f"{steady:>16}{acc:>10}")
     if "ours" not in rows:
         return
     o = rows["ours"]
     if "flower" in rows:
         f = rows["flower"]
         print(f"ours / flower per round: {(o['wall'] / o['rounds']) / (f['wall'] / f['rounds']):.3f}x "
-              "(target <= 0.2x)")
+              f"with start-up, {o['steady'] / f['steady']:.3f}x steady (target <= 0.2x)")
     p = o["parts"]
     per_round = o["wall"] / o["rounds"]
     print(f"ours per round: {per_round * 1e3:.1f} ms; ClientApp calls (FLOPs counted) "

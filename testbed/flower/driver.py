@@ -55,6 +55,9 @@ def flower_identity(run_id: int):
         TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = old
 
 
+START = inspect.signature(Strategy.start)   # flwr's own (a tap's wrapper takes *args)
+
+
 @contextlib.contextmanager
 def strategy_tap(sink):
     """`sink(kind, server_round, record)` for every MetricRecord a strategy makes: "train",
@@ -62,7 +65,7 @@ def strategy_tap(sink):
     original = Strategy.start
 
     def start(self, *args, **kwargs):
-        bound = inspect.signature(original).bind(self, *args, **kwargs)
+        bound = START.bind(self, *args, **kwargs)
         fn = bound.arguments.get("evaluate_fn")
         if fn is not None:
             def evaluate_fn(server_round, arrays):
@@ -82,11 +85,15 @@ def strategy_tap(sink):
             sink("evaluate", server_round, metrics)
             return metrics
 
+        names = ("aggregate_train", "aggregate_evaluate")
+        before = {k: self.__dict__[k] for k in names if k in self.__dict__}   # an outer tap's
         self.aggregate_train, self.aggregate_evaluate = aggregate_train, aggregate_evaluate
         try:
             return original(*bound.args, **bound.kwargs)
         finally:
-            del self.aggregate_train, self.aggregate_evaluate
+            for k in names:
+                self.__dict__.pop(k, None)
+            self.__dict__.update(before)
 
     Strategy.start = start
     try:
