@@ -26,13 +26,13 @@ def test_a_run_writes_a_round_per_send_and_receive(tmp_path, capsys):
     code, out, err = run(capsys, ECHO, "--store", store, "--name", "echo",
                          "--network", write_file(tmp_path, CELL), "--run-config", "timeout=5")
     assert code == 0, err
-    assert out.startswith("run 1 (echo) completed: 2 iterations")
+    assert out.startswith("run 1 (echo) completed: 3 iterations")
     with Store(store, readonly=True) as s:
         run_ = s.run(1)
         assert run_["status"] == "completed" and run_["workers"] == 5
         its = s.iterations(1)
-        assert [r["participants"] for r in its] == [5, 4] and its[0]["bits_up"] > 0
-        assert len(s.node_iterations(1)) == 10 and s.links(1)
+        assert [r["participants"] for r in its] == [5, 4, 1] and its[0]["bits_up"] > 0
+        assert len(s.node_iterations(1)) == 15 and s.links(1)
 
 
 def broken_app(tmp_path, components: str) -> str:

@@ -84,7 +84,8 @@ def test_lossy_best_effort_round_with_a_device_trace(tmp_path):
     its uplink, w4's 2e6 FLOPs at 20 GFLOPS x 1e-5 take 10 s (past the timeout: it does not
     send); the strategy gets w0's and w3's replies, the round lasts the timeout. Round 1
     (t = 1 s, w2 not addressed): everyone answers; the round ends with the last reply, at
-    the analytic airtime of the bytes each node received and sent plus the delays."""
+    the analytic airtime of the bytes each node received and sent plus the delays. Round 2
+    (w2 alone): its reply is lost, so the strategy waits for it until the timeout."""
     path = write_file(tmp_path, EDGE, TRACE)
     store = Store(tmp_path / "runs.db")
     d = driver(ECHO, path, store=store)
@@ -126,4 +127,10 @@ def test_lossy_best_effort_round_with_a_device_trace(tmp_path):
         assert math.isclose(by[(1, f"w{w}")]["uplink_done_s"], t, rel_tol=1e-9), w
     assert math.isclose(its[1]["virtual_time_s"], max(arrival.values()), rel_tol=1e-9)
     assert math.isclose(by[(1, "w4")]["compute_s"], 1e-4, rel_tol=1e-12)
+
+    # round 2: w2 alone, its reply lost: nothing for the strategy, which waits the timeout
+    assert SEEN["server"][2] == {} and len(its) == 3
+    assert [n["node"] for n in nodes if n["iteration"] == 2 and n["left_out"]] == ["w2"]
+    assert by[(2, "w2")]["left_out"] == "lost"
+    assert its[2]["virtual_time_s"] == its[1]["virtual_time_s"] + 1.0
     store.close()

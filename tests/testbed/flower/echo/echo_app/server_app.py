@@ -13,7 +13,9 @@ def main(grid, context):
     cfg = context.run_config
     nodes = sorted(grid.get_node_ids())
     for r in range(int(cfg["rounds"])):
-        to = [n for i, n in enumerate(nodes) if not (r == 1 and i == int(cfg["skip-in-round-1"]))]
+        odd = int(cfg["odd-node"])   # left out of round 1, alone in round 2
+        to = [n for i, n in enumerate(nodes)
+              if (r == 0) or (r == 1 and i != odd) or (r == 2 and i == odd)]
         msgs = [Message(RecordDict({"x": ArrayRecord([np.zeros(int(cfg["down-floats"]), np.float32)])}),
                         n, "train", group_id=str(r)) for n in to]
         replies = grid.send_and_receive(msgs, timeout=float(cfg["timeout"]))
