@@ -93,9 +93,9 @@ class IdealTransport(Transport):
         self.stats.bits_down += phase.message.nbits
 
     def scatter(self, phase: Scatter) -> dict[int, tuple[list[bytes], float]]:
-        for msg in phase.messages.values():
-            self.stats.bits_down += msg.nbits
-        return {w: (list(m.packets), 0.0) for w, m in self._taking_part(phase.messages).items()}
+        sent = self._taking_part(phase.messages)
+        self.stats.bits_down += sum(m.nbits for m in sent.values())
+        return {w: (list(m.packets), 0.0) for w, m in sent.items()}
 
     def allreduce(self, phase: AllReduce) -> torch.Tensor | None:
         order = sorted(phase.buffers)

@@ -191,6 +191,7 @@ class FlowerDriver:
         except _Stop:
             pass
         except BaseException as e:  # noqa: BLE001 (the caller raises it)
+            self._hand_over(last=True)   # a round carried before the ServerApp failed is kept
             self._out.put(("error", e))
         finally:
             if self.codec is not None:

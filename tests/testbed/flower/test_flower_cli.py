@@ -33,6 +33,9 @@ def test_a_run_writes_a_round_per_send_and_receive(tmp_path, capsys):
         its = s.iterations(1)
         assert [r["participants"] for r in its] == [5, 4, 1] and its[0]["bits_up"] > 0
         assert len(s.node_iterations(1)) == 15 and s.links(1)
+    assert cli.main(["export", "1", "--store", str(store), "--format", "csv",
+                     "--out", str(tmp_path / "csv")]) == 0
+    assert (tmp_path / "csv" / "iterations.csv").read_text().count("\n") == 4
 
 
 def broken_app(tmp_path, components: str) -> str:
@@ -65,6 +68,8 @@ def test_an_app_that_does_not_load_is_refused_in_one_line(tmp_path, capsys, comp
      "ValueError: this node's data is corrupt", 1),
     (["--set", "network.link.queue_packets=2"], "is 4,", 0),
     (["--set", "run.iterations=1"], "the ServerApp was still sending after 1 rounds", 1),
+    (["--run-config", "server-raises-after=1"], "the ServerApp raised RuntimeError: the strategy "
+     "lost its state", 2),
 ])
 def test_a_run_that_fails_says_why_in_one_line_and_keeps_its_rows(tmp_path, capsys, extra, says, rows):
     store = tmp_path / "runs.db"

@@ -134,3 +134,25 @@ def test_lossy_best_effort_round_with_a_device_trace(tmp_path):
     assert by[(2, "w2")]["left_out"] == "lost"
     assert its[2]["virtual_time_s"] == its[1]["virtual_time_s"] + 1.0
     store.close()
+
+
+def test_pushed_messages_are_carried_as_one_round_when_pulled(tmp_path):
+    """A ServerApp that calls push_messages / pull_messages itself: the pull carries what was
+    pushed as one round, and returns the replies of the ids asked for."""
+    from flwr.app import ArrayRecord, Message, RecordDict
+
+    from testbed.flower.driver import flower_identity
+
+    d = driver(ECHO, write_file(tmp_path, "[network]\nworkers = 5\nmedium = \"dedicated\"\n"),
+               store=None)
+    grid = d.grid
+    with flower_identity(1):
+        msgs = [Message(RecordDict({"x": ArrayRecord([np.zeros(10, np.float32)])}), n, "train")
+                for n in grid.node_ids[:3]]
+    ids = list(grid.push_messages(msgs))
+    assert grid.index == 0 and len(ids) == 3
+    first = list(grid.pull_messages(ids[:2]))
+    assert grid.index == 1                             # one round carried the three
+    assert sorted(m.metadata.reply_to_message_id for m in first) == sorted(ids[:2])
+    assert [m.metadata.reply_to_message_id for m in grid.pull_messages(ids)] == [ids[2]]
+    assert grid.index == 1 and list(grid.pull_messages(ids)) == []

@@ -21,3 +21,5 @@ def main(grid, context):
         replies = grid.send_and_receive(msgs, timeout=float(cfg["timeout"]))
         SEEN["server"].append({m.metadata.src_node_id: message_to_proto(m).ByteSize()
                                for m in replies})
+        if r == int(cfg["server-raises-after"]):
+            raise RuntimeError("the strategy lost its state")
