@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from testbed.flower.driver import strategy_tap
 from testbed.flower.grid import NODE_IDS
 from testbed.store import Store
 from tests.testbed.flower.flower_runs import (
@@ -23,9 +24,12 @@ ROUNDS = ["num-server-rounds=2"]
 
 def test_an_ideal_link_changes_timing_never_the_arithmetic():
     """Every message of every round (so the final arrays the last evaluate round carries) and
-    every reply's arrays are equal under the emulated grid and a plain in-process grid."""
-    plain = []
-    plain_run(EXAMPLE, run_config=ROUNDS, record=lambda m, r: plain.append((arrays_of(m), arrays_of(r))))
+    every reply's arrays are equal under the emulated grid and a plain in-process grid; the
+    evaluation rows are the strategy's own centralized MetricRecords."""
+    plain, central = [], {}
+    with strategy_tap(lambda kind, r, rec: central.update({r: dict(rec)}) if kind == "centralized" else None):
+        plain_run(EXAMPLE, run_config=ROUNDS,
+                  record=lambda m, r: plain.append((arrays_of(m), arrays_of(r))))
     d = driver(EXAMPLE, run_config=ROUNDS)
     emulated, carry = [], d.grid.carry
 
@@ -43,6 +47,11 @@ def test_an_ideal_link_changes_timing_never_the_arithmetic():
             assert a.keys() == b.keys()
             for k in a:
                 assert np.array_equal(a[k], b[k]), k
+    # the strategy's centralized evaluation after server round r is round 2r - 1's row
+    assert [r.evaluations for r in rounds[0::2]] == [[], []]
+    for r in (1, 2):
+        assert rounds[2 * r - 1].evaluations == [{"test_loss": central[r]["loss"],
+                                                  "test_accuracy": central[r]["accuracy"]}]
     final = emulated[-1][0][0]                  # the last evaluate round carries the result
     assert final and any(np.any(v != plain[0][0][0][k]) for k, v in final.items())
 
