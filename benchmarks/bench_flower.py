@@ -19,6 +19,7 @@ Run: `python -m benchmarks flower` (3 server rounds) or `--full` (6).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import subprocess
@@ -29,6 +30,11 @@ from pathlib import Path
 
 import torch
 from flwr.app import Context, RecordDict
+from flwr.common.constant import SUPERLINK_NODE_ID
+from flwr.simulation.run_simulation import _run_simulation
+from flwr.supercore.constant import NOOP_FEDERATION_ID
+from flwr.supercore.run import Run
+from flwr.supercore.task_identity import TaskIdentity
 
 from testbed.flower.app import load_app
 from testbed.flower.driver import FlowerDriver, flower_identity, seed_everything, strategy_tap
@@ -76,12 +82,6 @@ def plain(rounds: int) -> dict:
 
 
 def flower(rounds: int) -> dict:
-    from flwr.common.constant import SUPERLINK_NODE_ID
-    from flwr.supercore.constant import NOOP_FEDERATION_ID
-    from flwr.simulation.run_simulation import _run_simulation
-    from flwr.supercore.run import Run
-    from flwr.supercore.task_identity import TaskIdentity
-
     t = time.perf_counter()
     app = load_app(APP, [f"num-server-rounds={rounds}"])
     records = []
@@ -128,11 +128,9 @@ def _in_child(kind: str, rounds: int, folder: str) -> dict | None:
 
 def main(quick: bool = True) -> None:
     rounds = 3 if quick else 6
-    try:
-        import ray  # noqa: F401
-        kinds = ["ours", "plain", "flower"]
-    except ImportError as e:   # flwr without its simulation extra
-        print(f"Flower's simulation is not installed ({e}): pip install 'flwr[simulation]'")
+    kinds = ["ours", "plain", "flower"]
+    if importlib.util.find_spec("ray") is None:   # flwr without its simulation extra
+        print("Flower's simulation is not installed (no ray): pip install 'flwr[simulation]'")
         kinds = ["ours", "plain"]
     with tempfile.TemporaryDirectory() as tmp:
         rows = {k: r for k in kinds if (r := _in_child(k, rounds, tmp)) is not None}
