@@ -29,7 +29,9 @@ def prepare(spec: FlowerSpec, store) -> Loop:
     """The run's loop over its Flower driver, everything checked (no row written yet)."""
     app = load_app(spec.app_dir, spec.run_config, spec.federation)
     name = spec.name or app.app_dir.resolve().name
-    cfg = flower_config(spec.network, spec.overrides, app.num_nodes, name=name)
+    overrides = list(spec.overrides) + ([f"run.name={spec.name!r}".replace("'", '"')]
+                                        if spec.name else [])
+    cfg = flower_config(spec.network, overrides, app.num_nodes, name=name)
     world = flower_world(cfg, store, app.num_nodes)
     codec = None
     if cfg.compression.method != "none":

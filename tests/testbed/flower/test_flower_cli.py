@@ -9,6 +9,9 @@ from testbed.store import Store
 from tests.testbed.flower.flower_runs import ECHO, write_file
 
 CELL = """
+[run]
+name = "the file's name"
+
 [network]
 workers = 5
 medium = "dedicated"
