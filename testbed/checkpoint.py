@@ -7,8 +7,8 @@ folder is synced so the rename itself survives a power loss. A crash at any mome
 previous checkpoint or the new one, never a mixture. The run's rows up to the checkpoint are
 committed to the store before it is written, so the checkpoint never runs ahead of the rows.
 
-What it holds is the Experiment's `state_dict()` (testbed/experiment.py): the iteration it was
-taken after, the model, the optimizer, the scheme's state (every worker's compressor state and
+What it holds is the loop's `state_dict()` (testbed/loop.py) with the driver's in it: the
+iteration it was taken after, the model, the optimizer, the scheme's state (every worker's compressor state and
 the server's), the worker pool's batch order, the link layer's state, the virtual clock and the
 global random generators.
 """

@@ -4,8 +4,15 @@ A *driver* produces a run's rounds: data-parallel iterations, federated sync rou
 server steps, a Flower strategy's `send_and_receive` calls. The loop (stopping, controls,
 evaluation, checkpoints, progress and the one row writer) is written once and knows nothing
 else of how a round was made. A driver talks to the link layer only through the declared
-transport (`Transport.begin`, the scheme's phases through `drive`, `Transport.end`); a round
-made of several transport windows merges their reports (`IterationReport.merge`).
+transport (`Transport.begin`, the scheme's phases through `drive`, phases of its own through
+`carry_all`, `Transport.end`); a round made of several transport windows merges their reports
+(`IterationReport.merge`). A driver runs in a `World` (testbed/setup.py: the network, link
+layer, device trace, energy profiles, seed, store and the virtual clock, which the driver
+advances: `world.clock` is the round's end when it yields the round).
+
+Optional driver methods the loop uses where present: `describe()` (figures for the run's start
+event), `notes()` (one-line notes at start), `eval_metrics()` (columns stored with each of the
+loop's evaluations).
 """
 from __future__ import annotations
 

@@ -165,17 +165,9 @@ class EmulatedTransport(Transport):
                 self.timing.aggregation_s += seconds
             self.clock += seconds
 
-    @contextmanager
     def _emulating(self):
         """A call to the link layer: its wall seconds go to the timer as "emulation"."""
-        if self.timer is None:
-            yield
-            return
-        t = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.timer("emulation", time.perf_counter() - t, self.iteration)
+        return timed(self.timer, "emulation", self.iteration)
 
     def _start(self, nodes) -> float | dict[str, float]:
         return {n: self.ready[n] for n in nodes} if self.first else self.clock

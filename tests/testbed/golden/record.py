@@ -8,8 +8,9 @@ loop), never on a later tree: the fixtures are the reference the rebuilt code is
 
 It writes, into OUT_FOLDER, one `NAME.json.xz` per run (the run's `testbed export --format
 json`, wall-clock fields dropped: iterations.wall_time_s, run.started_at, run.ended_at) and, for
-each resumed run, the store and checkpoint of the run as stopped (`NAME.stopped.db`,
-`NAME.stopped.pt`), which the rebuilt code must open and resume. Each run is its own process,
+each resumed run, the store and checkpoint of the run as stopped (`NAME.stopped.db.xz`,
+`NAME.stopped.pt.xz`), which the rebuilt code must open and resume. `record.py OUT NAME...`
+records only the runs named. Each run is its own process,
 as a user's `testbed run` is.
 """
 from __future__ import annotations
@@ -27,89 +28,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 WALL = {"iterations": ("wall_time_s",), "run": ("started_at", "ended_at")}
 
-# The data-parallel files the torchrun equivalence test runs in process (tests/e2e/test_torchrun.py)
-DP = """
-[run]
-name = "{name}"
-seed = 3
-iterations = 12
-eval_every = 4
-flush_every = 1
-threads = 1
-device = "cpu"
-[data]
-dataset = "digits"
-batch_size = 16
-[model]
-name = "mlp"
-[optim]
-lr = 0.05
-[compression]
-method = "{method}"
-{options}
-[network]
-topology = "star"
-workers = {workers}
-[network.link]
-bandwidth_mbps = 10.0
-delay_ms = 1.0
-delivery = "best_effort"
-loss = {{ model = "bernoulli", p = 0.05 }}
-"""
-LGC = "ratio = 0.05\nwarmup_iterations = 3\nae_iterations = 3\nae_steps = 5"
-DP_RUNS = {"topk_2": ("topk", "ratio = 0.05", 2),
-           "dgc_4": ("dgc", "ratio = 0.05\nwarmup_iterations = 4", 4),
-           "lgc_ps_2": ("lgc_ps", LGC, 2), "lgc_rar_2": ("lgc_rar", LGC, 2),
-           "scalecom_2": ("scalecom", "ratio = 0.05", 2),
-           "topk_allgather_2": ("topk", 'ratio = 0.05\ncollective = "allgather"', 2),
-           "lgc_ablation_2": ("lgc_ablation", "ratio = 0.05\nwarmup_iterations = 3\nae_iterations = 3", 2)}
+E2E = ROOT / "tests" / "e2e"
+# The torchrun equivalence tests' files, which they run in process as the reference
+# (tests/e2e/test_torchrun.py `write_file`, tests/e2e/test_federated_torchrun.py `write`)
+DP_RUNS = [("topk", 2), ("dgc", 4), ("lgc_ps", 2), ("lgc_rar", 2), ("scalecom", 2),
+           ("topk:allgather", 2), ("lgc_ablation", 2)]
+FED_RUNS = [("topk", "sync"), ("none", "sync"), ("topk", "fedbuff")]
 
-# The federated files of tests/e2e/test_federated_torchrun.py
-FED = """
-[run]
-name = "fed-{name}"
-seed = 5
-iterations = {rounds}
-eval_every = 3
-flush_every = 1
-{extra}
-device = "cpu"
-[data]
-dataset = "digits"
-batch_size = 16
-partition = "dirichlet"
-alpha = 0.5
-[model]
-name = "{model}"
-[optim]
-lr = 0.05
-[compression]
-method = "{method}"
-{options}
-[federated]
-clients = 8
-clients_per_round = 4
-local_steps = 2
-mode = "{mode}"
-concurrency = 4
-buffer_size = 2
-[network]
-topology = "star"
-medium = "shared"
-[network.link]
-bandwidth_mbps = 10.0
-delay_ms = 1.0
-delivery = "best_effort"
-loss = {{ model = "bernoulli", p = 0.05 }}
-"""
-FED_RUNS = {"fed_topk_sync": ("topk", "ratio = 0.05", "sync"), "fed_none_sync": ("none", "", "sync"),
-            "fed_topk_fedbuff": ("topk", "ratio = 0.05", "fedbuff")}
+
+def e2e_files():
+    """The two test modules' file writers (imported from the checkout being recorded)."""
+    sys.path.insert(0, str(E2E))
+    import test_federated_torchrun
+    import test_torchrun
+    return test_torchrun.write_file, test_federated_torchrun.write
+
 
 # A run stopped on request after STOP iterations, then `testbed resume`d from its checkpoint
 STOPPER = textwrap.dedent("""
     import sys
     from testbed.config import load_config
-    from testbed.federated import experiment_class
+    from testbed.federated import experiment_class   # the code before the loop
     from testbed.store import Store
 
     done = []
@@ -120,13 +59,20 @@ STOPPER = textwrap.dedent("""
         exp.run()
 """)
 GE = '{ model = "gilbert_elliott", p_good_to_bad = 0.1, p_bad_to_good = 0.4, loss_good = 0.02, loss_bad = 0.5 }'
-RESUMED = {  # name: (file, stop after); checkpoints after iterations 3 (dp) / 1 and 3 (fedbuff)
-    "resume_topk": (DP.replace("threads = 1", "threads = 1\ncheckpoint_every = 4").replace(
-        '{ model = "bernoulli", p = 0.05 }', GE).format(
-        name="resume-topk", method="topk", options="ratio = 0.05", workers=2), 6),
-    "resume_fedbuff": (FED.format(name="resume-fedbuff", rounds=6, extra="checkpoint_every = 2\nthreads = 1",
-                                  model="mlp", method="none", options="", mode="fedbuff"), 5),
-}
+
+
+def resumed_files(folder: Path) -> dict:
+    """name: (file, stop after). Top-k over 2 workers with Gilbert-Elliott loss, a checkpoint
+    every 4 iterations, stopped after 6; FedBuff (fp32, MLP), a checkpoint every 2 server steps,
+    stopped after 5: both resume after iteration 3."""
+    write_dp, write_fed = e2e_files()
+    dp = write_dp(folder, "topk", 2).read_text().replace(
+        "flush_every = 1", "flush_every = 1\ncheckpoint_every = 4").replace(
+        '{ model = "bernoulli", p = 0.05 }', GE).replace('name = "topk-2"', 'name = "resume-topk"')
+    fed = write_fed(folder, "none", "fedbuff").read_text().replace(
+        "flush_every = 1", "flush_every = 1\ncheckpoint_every = 2\nthreads = 1").replace(
+        'name = "cnn"', 'name = "mlp"').replace('name = "fed-none-fedbuff"', 'name = "resume-fedbuff"')
+    return {"resume_topk": (dp, 6), "resume_fedbuff": (fed, 5)}
 
 
 def env() -> dict:
@@ -163,7 +109,9 @@ def record_run(name: str, file: Path, sets: list[str], out: Path, tmp: Path) -> 
     print("recorded", name, flush=True)
 
 
-def main(out: Path) -> None:
+def main(out: Path, only: set[str]) -> None:
+    global ONLY
+    ONLY = only
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="golden-"))
     try:
@@ -173,23 +121,21 @@ def main(out: Path) -> None:
         record_run("fed_fashion_fedbuff", fed, ["run.iterations=5", "federated.mode=fedbuff"], out, tmp)
         record_run("torchrun_quickstart_2", ROOT / "experiments/quickstart.toml",
                    ["network.workers=2", "run.device=cpu"], out, tmp)
-        for name, (method, options, workers) in DP_RUNS.items():
-            path = tmp / f"{name}.toml"
-            path.write_text(DP.format(name=name, method=method, options=options, workers=workers))
-            record_run(f"torchrun_{name}", path, [], out, tmp)
-        for name, (method, options, mode) in FED_RUNS.items():
-            path = tmp / f"{name}.toml"
-            path.write_text(FED.format(name=name, rounds=6, extra="", model="cnn", method=method,
-                                       options=options, mode=mode))
-            record_run(f"torchrun_{name}", path, [], out, tmp)
-        for name, (text, stop) in RESUMED.items():
+        write_dp, write_fed = e2e_files()
+        for method, workers in DP_RUNS:
+            path = write_dp(tmp, method, workers)
+            record_run(f"torchrun_{path.stem}", path, [], out, tmp)
+        for method, mode in FED_RUNS:
+            path = write_fed(tmp, method, mode)
+            record_run(f"torchrun_{path.stem}", path, [], out, tmp)
+        for name, (text, stop) in resumed_files(tmp).items():
             if ONLY and name not in ONLY:
                 continue
             path, db = tmp / f"{name}.toml", tmp / f"{name}.db"
             path.write_text(text)
             subprocess.run([sys.executable, "-c", STOPPER, str(path), str(db), str(stop)],
                            cwd=ROOT, env=env(), check=True)
-            shutil.copy(db, out / f"{name}.stopped.db")
+            (out / f"{name}.stopped.db.xz").write_bytes(lzma.compress(db.read_bytes(), preset=9))
             (out / f"{name}.stopped.pt.xz").write_bytes(lzma.compress(
                 (Path(f"{db}.checkpoints") / "run-1.pt").read_bytes(), preset=9 | lzma.PRESET_EXTREME))
             cli("resume", "1", "--store", str(db), "--quiet")
@@ -199,7 +145,5 @@ def main(out: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-ONLY = set(sys.argv[2:])
-
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), set(sys.argv[2:]))
