@@ -169,17 +169,17 @@ class FlowerDriver:
         level = flwr_log.level
         if self.quiet_flower:
             flwr_log.setLevel(logging.WARNING)
-        grid_carry = self.grid.carry
+        grid_round_trip = self.grid.round_trip
 
-        def carry(messages, timeout):
+        def round_trip(messages, timeout):
             self._hand_over()
             if self.grid.index >= self._limit:
                 raise BudgetExceeded(f"the ServerApp was still sending after {self._limit} rounds "
                                      "(run.iterations, the run's budget of send_and_receive "
                                      "calls): raise it, or lower the app's number of rounds")
-            return grid_carry(messages, timeout)
+            return grid_round_trip(messages, timeout)
 
-        self.grid.carry = carry
+        self.grid.round_trip = round_trip
         try:
             seed_everything(self.world.cfg.run.seed)
             if self.codec is not None:

@@ -47,6 +47,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from nodes.compression import phases as ph
 from nodes.compression.base import Message as Wire
+from nodes.compression.transport import carry_all
 from testbed.errors import RunFailed
 from testbed.flower.world import available, compute_seconds
 from testbed.rounds import Round
@@ -128,7 +129,7 @@ class LocalGrid(Grid):
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
         if self._pushed:
             pushed, self._pushed = list(self._pushed.values()), {}
-            for reply in self.carry(pushed, None):
+            for reply in self.round_trip(pushed, None):
                 self._replies[reply.metadata.reply_to_message_id] = reply
         return [self._replies.pop(i) for i in list(message_ids) if i in self._replies]
 
@@ -140,10 +141,10 @@ class LocalGrid(Grid):
             self._pushed.pop(m.metadata.message_id, None)
         if not messages:
             return []
-        return self.carry(messages, timeout)
+        return self.round_trip(messages, timeout)
 
     # ---------------------------------------------------------------- ours
-    def carry(self, messages: list[Message], timeout: float | None) -> list[Message]:
+    def round_trip(self, messages: list[Message], timeout: float | None) -> list[Message]:
         """One round: every message to its node, its reply back."""
         self.calls += 1
         return [self.call_client(m, i) for i, m in enumerate(messages)]
@@ -203,7 +204,7 @@ class EmulatedGrid(LocalGrid):
                 f"most network.link.queue_packets = {limit} (raise it, or send less)")
         return Wire(packets)
 
-    def carry(self, messages: list[Message], timeout: float | None) -> list[Message]:
+    def round_trip(self, messages: list[Message], timeout: float | None) -> list[Message]:
         self.calls += 1
         it, t0, w = self.index, self.world.clock, self.workers
         server = self.world.server
@@ -227,7 +228,8 @@ class EmulatedGrid(LocalGrid):
         # downlink: each present node its own message
         c = time.perf_counter()
         self.transport.begin(it, t0, {n: t0 for n in w}, present=present)
-        got = self.transport.carry(ph.Scatter({s.index: s.wire for s in sent if w[s.index] in present}))
+        got = carry_all([ph.Scatter({s.index: s.wire for s in sent if w[s.index] in present})],
+                        self.transport)[0]
         down = self.transport.end()
         self.wall["emulation"] += time.perf_counter() - c
 
@@ -272,7 +274,7 @@ class EmulatedGrid(LocalGrid):
         c = time.perf_counter()
         self.transport.begin(it, down.clock, ready, present=[w[i] for i in replies],
                              deadline=deadline)
-        up_got = self.transport.carry(ph.Uplink(wires))
+        up_got = carry_all([ph.Uplink(wires)], self.transport)[0]
         up = self.transport.end()
         self.wall["emulation"] += time.perf_counter() - c
 

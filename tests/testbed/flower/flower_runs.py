@@ -46,13 +46,13 @@ def plain_run(app_dir, *, run_config=(), seed: int = 0, record=None) -> LocalGri
     app = load_app(app_dir, list(run_config))
     grid = LocalGrid(app.client_app, app.num_nodes, app.run_config)
     if record is not None:
-        carry = grid.carry
+        round_trip = grid.round_trip
 
         def recorded(messages, timeout):
-            replies = carry(messages, timeout)
+            replies = round_trip(messages, timeout)
             record(messages, replies)
             return replies
-        grid.carry = recorded
+        grid.round_trip = recorded
     context = Context(run_id=1, node_id=0, node_config={}, state=RecordDict(),
                       run_config=dict(app.run_config))
     seed_everything(seed)

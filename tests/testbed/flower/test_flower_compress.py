@@ -46,13 +46,13 @@ def test_topk_through_the_mod():
         seen["wire"].append((codec.iteration, node, len(serialize(rest)), list(packets)))
         return rest, packets
     codec.split = spied_split
-    carry = d.grid.carry
+    round_trip = d.grid.round_trip
 
     def recorded(messages, timeout):
-        replies = carry(messages, timeout)
+        replies = round_trip(messages, timeout)
         seen["rounds"].append((messages, replies))
         return replies
-    d.grid.carry = recorded
+    d.grid.round_trip = recorded
 
     rounds = list(d.rounds(0))
     kinds = [messages[0].metadata.message_type for messages, _ in seen["rounds"]]

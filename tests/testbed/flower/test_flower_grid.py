@@ -31,13 +31,13 @@ def test_an_ideal_link_changes_timing_never_the_arithmetic():
         plain_run(EXAMPLE, run_config=ROUNDS,
                   record=lambda m, r: plain.append((arrays_of(m), arrays_of(r))))
     d = driver(EXAMPLE, run_config=ROUNDS)
-    emulated, carry = [], d.grid.carry
+    emulated, round_trip = [], d.grid.round_trip
 
     def recorded(messages, timeout):
-        replies = carry(messages, timeout)
+        replies = round_trip(messages, timeout)
         emulated.append((arrays_of(messages), arrays_of(replies)))
         return replies
-    d.grid.carry = recorded
+    d.grid.round_trip = recorded
     rounds = list(d.rounds(0))
     assert len(rounds) == len(plain) == 4      # train, evaluate per server round
     assert rounds[-1].report.clock > 0 and all(not r.left_out for r in rounds)
