@@ -18,6 +18,9 @@ class LinkLayer(Protocol):
     def gather(self, sends: dict, dst, at) -> CollectiveReport:
         """Every sender's packets (`sends`: node -> packet sizes) to `dst`."""
 
+    def scatter(self, src, sends: dict, at) -> CollectiveReport:
+        """`src`'s own packets to each destination (`sends`: node -> packet sizes), unicast."""
+
     def broadcast(self, src, dsts: list, sizes: list[int], at: float) -> CollectiveReport:
         """One source's packets to every node of `dsts` (sent once on a shared cell)."""
 

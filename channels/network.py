@@ -285,6 +285,18 @@ class Network(LinkLayer):
         stats = self._run(call, start, "gather")
         return self._finish("gather", start, flows, stats)
 
+    def scatter(self, src, sends: dict, at) -> CollectiveReport:
+        """The mirror of `gather`: each destination's own packets from `src`, one unicast flow
+        each, in one call (on a cell, `src` is one station whose frames queue first in, first
+        out; on dedicated links the flows run side by side). `at`: one start, or one per
+        destination."""
+        call = self._Call()
+        ats = at if isinstance(at, dict) else {d: at for d in sends}
+        flows = [self._flow(call, src, d, sizes, float(ats[d])) for d, sizes in sends.items() if d != src]
+        start = min([float(ats[d]) for d in sends] or [0.0])
+        stats = self._run(call, start, "scatter")
+        return self._finish("scatter", start, flows, stats)
+
     def _spread(self, src, dsts, sizes_arr, ready, call) -> list[FlowAcc]:
         """One source's packets to several destinations adjacent to it (sent once on a cell)."""
         dsts = [d for d in dsts if d != src]

@@ -139,7 +139,8 @@ class Loop:
         traffic, left_out, ready = rnd.report.traffic, rnd.left_out, rnd.ready
         taking_part = set(rnd.taking_part)
         bits_up, bits_down = sum(traffic.bits_up.values()), sum(traffic.bits_down.values())
-        compute = {w: max(0.0, ready.get(w, t) - t) for w in world.workers}
+        compute = {w: rnd.compute[w] if w in rnd.compute else max(0.0, ready.get(w, t) - t)
+                   for w in world.workers}
         energy = {w: node_energy(world.energy[w], world.clock - t, compute[w], w not in taking_part,
                                  traffic.radio.get(w, (0.0, 0.0))) for w in world.workers}
         stale = rnd.staleness

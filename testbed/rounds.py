@@ -39,6 +39,9 @@ class Round:
     stage: str | None = None          # the scheme's stage (events mark a change); None: as before
     stage_at: float | None = None     # virtual time of the stage's event (default: start)
     drift: dict[str, float] = field(default_factory=dict)   # node -> its replica's drift norm
+    # node -> its compute seconds where they are not `ready - start` (a Flower node computes
+    # from its own message's arrival): the compute time its energy and row count
+    compute: dict[str, float] = field(default_factory=dict)
     # evaluation rows the driver made itself (e.g. a Flower strategy's MetricRecords); the
     # loop still evaluates by `Driver.evaluate` on `run.eval_every` unless that returns None
     evaluations: list[dict] = field(default_factory=list)

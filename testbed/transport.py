@@ -5,6 +5,7 @@ virtual clock, charges the time to the iteration's split (compute / uplink / agg
 downlink) and counts the bits of the real messages. Per phase:
   Members     -> the round's members (who takes part, below);
   Uplink      -> Network.gather, each worker starting at its own compute end (stragglers);
+  Scatter     -> Network.scatter: each worker's own message from the server (not made whole);
   Downlink    -> Network.broadcast from the server, made whole (see `_whole`); a lossy one
                  (`phases.Downlink.lossy`: the aggregate, codec packets naming their own
                  coordinates) is not: each worker's lost packets go to `IterationReport.missed`;
@@ -149,6 +150,7 @@ class EmulatedTransport(Transport):
 
     def carriers(self):
         return {ph.Members: self.roll, ph.Uplink: self.uplink, ph.Downlink: self.downlink,
+                ph.Scatter: self.scatter,
                 ph.Broadcast: self.broadcast,
                 ph.AllGather: self.allgather, ph.AllReduce: self.allreduce,
                 ph.ServerCompute: self.server_compute, ph.WorkerCompute: self.worker_compute}
@@ -220,6 +222,25 @@ class EmulatedTransport(Transport):
         closed = any(why == "deadline" for why in self.left_out.values())
         self._advance(report, "uplink", end=self.deadline if closed else None)
         return delivered
+
+    def scatter(self, phase: ph.Scatter) -> dict[int, tuple[list[bytes], float]]:
+        """Each present worker's own message from the server, from the clock; not made whole."""
+        names = self.workers
+        sends = {names[w]: m for w, m in phase.messages.items() if names[w] in self.present}
+        if not sends:
+            return {}
+        with self._emulating():
+            report = self.link.scatter(self.net.server, {n: m.sizes for n, m in sends.items()},
+                                       at=self.clock)
+        got = {}
+        for flow in report.flows:
+            message = sends[flow.dst]
+            self.traffic.add_bits(self.traffic.bits_down, flow.dst, message.nbits)
+            arrived = [p for p, ok in zip(message.packets, flow.arrived) if ok]
+            last = float(np.nanmax(flow.arrival_s)) if flow.arrived.any() else float("nan")
+            got[names.index(flow.dst)] = (arrived, last)
+        self._advance(report, "downlink")
+        return got
 
     def roll(self, phase: ph.Members) -> list[int]:
         return [i for i, w in enumerate(self.workers) if w in self.members]

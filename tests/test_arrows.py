@@ -60,6 +60,9 @@ LAZY = {
     ("testbed/api.py", "nodes.compression.base"): "torch: GradientError's room",
     ("testbed/api.py", "testbed.transport"): "torch: TransportError's module",
     ("testbed/api.py", "torch"): "the model object's type is checked only when one is given",
+    # flwr, torch: `testbed flower run` loads Flower and the emulated grid only when it runs
+    ("testbed/commands/flower.py", "testbed.flower.launch"): "flwr, torch: the Flower run",
+    ("testbed/commands/flower.py", "testbed.transport"): "torch: TransportError's module",
     ("testbed/checkpoint.py", "torch"): "`testbed resume` reads checkpoint paths before any torch",
     ("testbed/tensorboard_export.py", "torch"):
         "torch.utils.tensorboard needs the optional tensorboard package: one line names it if missing",

@@ -15,8 +15,8 @@ from collections.abc import Callable
 import torch
 
 from nodes.compression.base import Message, Scheme
-from nodes.compression.phases import (AllGather, AllReduce, Broadcast, Downlink, Members, ServerCompute,
-                                      Uplink, WorkerCompute)
+from nodes.compression.phases import (AllGather, AllReduce, Broadcast, Downlink, Members, Scatter,
+                                      ServerCompute, Uplink, WorkerCompute)
 from nodes.compression.ring import allreduce_bytes_per_node, ring_sum
 from nodes.compression.transport import Transport, drive
 
@@ -57,7 +57,8 @@ class IdealTransport(Transport):
         self.stats = ExchangeStats()
 
     def carriers(self):
-        return {Members: self.roll, Uplink: self.uplink, Downlink: self.downlink, AllReduce: self.allreduce,
+        return {Members: self.roll, Uplink: self.uplink, Downlink: self.downlink,
+                Scatter: self.scatter, AllReduce: self.allreduce,
                 AllGather: self.allgather, Broadcast: self.broadcast,
                 ServerCompute: self.compute, WorkerCompute: self.compute}
 
@@ -90,6 +91,11 @@ class IdealTransport(Transport):
     def downlink(self, phase: Downlink) -> None:
         self.stats.downlinks.append(phase.message)
         self.stats.bits_down += phase.message.nbits
+
+    def scatter(self, phase: Scatter) -> dict[int, tuple[list[bytes], float]]:
+        sent = self._taking_part(phase.messages)
+        self.stats.bits_down += sum(m.nbits for m in sent.values())
+        return {w: (list(m.packets), 0.0) for w, m in sent.items()}
 
     def allreduce(self, phase: AllReduce) -> torch.Tensor | None:
         order = sorted(phase.buffers)

@@ -37,6 +37,15 @@ class Downlink:
 
 
 @dataclass
+class Scatter:
+    """The aggregator sends each worker a message of its own (unicast, e.g. a Flower strategy's
+    per-node instructions). Not made whole: under best-effort delivery a worker gets only the
+    packets that arrived. Result: dict[worker -> (packets that arrived, in send order, and the
+    virtual time its last one arrived)], for the present workers it was sent to."""
+    messages: dict[int, Message]
+
+
+@dataclass
 class Members:
     """Who takes part in this iteration's exchange, as every node agrees on it before sending
     (a rendezvous): the workers present and whose compute ended before the deadline. A scheme
@@ -95,4 +104,4 @@ class WorkerCompute:
     what: str = ""
 
 
-Phase = Uplink | Downlink | Members | AllReduce | Broadcast | AllGather | ServerCompute | WorkerCompute
+Phase = Uplink | Downlink | Scatter | Members | AllReduce | Broadcast | AllGather | ServerCompute | WorkerCompute

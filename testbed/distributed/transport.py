@@ -106,6 +106,9 @@ class RankZeroLink(LinkLayer):
     def gather(self, sends, dst, at):
         return self._on_rank_zero("gather", lambda: self.network.gather(sends, dst, at=at))
 
+    def scatter(self, src, sends, at):
+        return self._on_rank_zero("scatter", lambda: self.network.scatter(src, sends, at=at))
+
     def broadcast(self, src, dsts, sizes, at):
         return self._on_rank_zero("broadcast", lambda: self.network.broadcast(src, dsts, sizes, at=at))
 

@@ -1,0 +1,163 @@
+"""A Flower app over the emulated edge against Flower's own simulation, side by side in one run.
+
+The example app (experiments/flower_app: an MLP on digits, 10 nodes, FedAdam, 5 nodes trained
+and 3 evaluated per server round) under, in this order:
+  ours      `testbed flower run`'s path in this process: every message serialized as Flower
+            does, framed and carried over the default 802.11 (CSMA) cell, FLOPs counted
+            around every ClientApp call, the rows written by the loop into a store;
+  plain     the plain in-process grid (no network, no FLOP counting): the floor;
+  flower    Flower's `run_simulation` runtime (Ray, one CPU per actor), the same app objects and
+            run config; Ray's start-up and actors count, as a user waits for them.
+Each in a fresh process (as a user starts it: imports, data, Ray included), one after the other.
+Per row: wall seconds from the start of the process's work to the end of the app, per round (a
+send_and_receive), and the final centralized accuracy (ours and plain take the same
+arithmetic; Flower's node ids, so its sampled nodes, differ). Then ours split: the ClientApp
+calls (with FLOP counting), the emulation (link-layer calls and the transport), Flower's
+serialization, and the per-message cost of emulation + serialization as a share of ours' wall
+time. Target: ours <= 0.2x Flower's per round.
+Run: `python -m benchmarks flower` (3 server rounds) or `--full` (6).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from flwr.app import Context, RecordDict
+from flwr.common.constant import SUPERLINK_NODE_ID
+from flwr.simulation.run_simulation import _run_simulation
+from flwr.supercore.constant import NOOP_FEDERATION_ID
+from flwr.supercore.run import Run
+from flwr.supercore.task_identity import TaskIdentity
+
+from testbed.flower.app import load_app
+from testbed.flower.driver import FlowerDriver, flower_identity, seed_everything, strategy_tap
+from testbed.flower.grid import LocalGrid
+from testbed.flower.world import flower_config, flower_world
+from testbed.loop import Loop
+from testbed.store import Store
+
+APP = Path(__file__).resolve().parents[1] / "experiments" / "flower_app"
+
+
+def _accuracy(records: list) -> float | None:
+    central = [r for k, _, r in records if k == "centralized" and r is not None]
+    return float(central[-1]["accuracy"]) if central else None
+
+
+def ours(rounds: int, folder: Path) -> dict:
+    t = time.perf_counter()
+    app = load_app(APP, [f"num-server-rounds={rounds}"])
+    cfg = flower_config(None, [], app.num_nodes, name="bench")
+    with Store(folder / "ours.db") as store:
+        world = flower_world(cfg, store, app.num_nodes)
+        driver = FlowerDriver(app, world)
+        loop = Loop(world, driver)
+        loop.start()
+        loop.run()
+        acc = store.evals(world.run_id)[-1]["test_accuracy"]
+    wall = time.perf_counter() - t
+    g = driver.grid
+    return {"wall": wall, "rounds": g.index, "acc": acc, "parts": dict(g.wall),
+            "messages": g.messages}
+
+
+def plain(rounds: int) -> dict:
+    t = time.perf_counter()
+    app = load_app(APP, [f"num-server-rounds={rounds}"])
+    grid = LocalGrid(app.client_app, app.num_nodes, app.run_config)
+    records = []
+    context = Context(run_id=1, node_id=0, node_config={}, state=RecordDict(),
+                      run_config=dict(app.run_config))
+    seed_everything(0)
+    with flower_identity(1), strategy_tap(lambda k, r, m: records.append((k, r, m))):
+        app.server_app(grid, context)
+    return {"wall": time.perf_counter() - t, "rounds": grid.calls, "acc": _accuracy(records)}
+
+
+def flower(rounds: int) -> dict:
+    t = time.perf_counter()
+    app = load_app(APP, [f"num-server-rounds={rounds}"])
+    records = []
+    context = Context(run_id=1, node_id=0, node_config={}, state=RecordDict(),
+                      run_config=dict(app.run_config))
+    run = Run.create_empty(1)
+    run.override_config = {"num-server-rounds": rounds}
+    run.primary_task_id, run.federation_id = 1, NOOP_FEDERATION_ID   # as run_simulation sets
+    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, SUPERLINK_NODE_ID
+    seed_everything(0)
+    with strategy_tap(lambda k, r, m: records.append((k, r, m))):
+        _run_simulation(app.num_nodes, exit_event=None, client_app=app.client_app,
+                        server_app=app.server_app, backend_name="ray",
+                        backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}},
+                        server_app_context=context, app_dir=str(APP), run=run, is_app=True)
+    calls = 2 * rounds   # a train and an evaluate send_and_receive per server round
+    return {"wall": time.perf_counter() - t, "rounds": calls, "acc": _accuracy(records)}
+
+
+def child(kind: str, rounds: int, folder: str) -> None:
+    """One grid's run in this (fresh) process; its figures as one JSON line on stdout. `steady`:
+    wall seconds per round between the strategy's first and last aggregate (start-up out)."""
+    torch.set_num_threads(1)
+    logging.getLogger("flwr").setLevel(logging.WARNING)
+    run = {"ours": lambda: ours(rounds, Path(folder)), "plain": lambda: plain(rounds),
+           "flower": lambda: flower(rounds)}[kind]
+    stamps = []
+    with strategy_tap(lambda k, r, m: stamps.append(time.perf_counter()) if k != "centralized" else None):
+        out = run()
+    out["steady"] = (stamps[-1] - stamps[0]) / (len(stamps) - 1) if len(stamps) > 1 else None
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+def _in_child(kind: str, rounds: int, folder: str) -> dict | None:
+    code = f"from benchmarks.bench_flower import child; child({kind!r}, {rounds}, {folder!r})"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
+    print(f"{kind}: failed ({tail})")
+    return None
+
+
+def main(quick: bool = True) -> None:
+    rounds = 3 if quick else 6
+    kinds = ["ours", "plain", "flower"]
+    if importlib.util.find_spec("ray") is None:   # flwr without its simulation extra
+        print("Flower's simulation is not installed (no ray): pip install 'flwr[simulation]'")
+        kinds = ["ours", "plain"]
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = {k: r for k in kinds if (r := _in_child(k, rounds, tmp)) is not None}
+    print(f"example app, 10 nodes, FedAdam, {rounds} server rounds; load "
+          f"{open('/proc/loadavg').read().split()[0]}")
+    print(f"{'grid':<8}{'wall s':>9}{'rounds':>8}{'s/round':>10}{'steady s/round':>16}{'accuracy':>10}")
+    for name, r in rows.items():
+        acc = "-" if r["acc"] is None else f"{r['acc']:.4f}"
+        steady = "-" if r["steady"] is None else f"{r['steady']:.3f}"
+        print(f"{name:<8}{r['wall']:>9.2f}{r['rounds']:>8}{r['wall'] / r['rounds']:>10.3f}"
+              f"{steady:>16}{acc:>10}")
+    if "ours" not in rows:
+        return
+    o = rows["ours"]
+    if "flower" in rows:
+        f = rows["flower"]
+        print(f"ours / flower per round: {(o['wall'] / o['rounds']) / (f['wall'] / f['rounds']):.3f}x "
+              f"with start-up, {o['steady'] / f['steady']:.3f}x steady (target <= 0.2x)")
+    p = o["parts"]
+    per_round = o["wall"] / o["rounds"]
+    print(f"ours per round: {per_round * 1e3:.1f} ms; ClientApp calls (FLOPs counted) "
+          f"{p['client'] / o['rounds'] * 1e3:.1f} ms, emulation {p['emulation'] / o['rounds'] * 1e3:.1f} ms, "
+          f"serialization {p['serde'] / o['rounds'] * 1e3:.1f} ms")
+    per_msg = (p["emulation"] + p["serde"]) / o["messages"]
+    print(f"per message (emulation + serialization): {per_msg * 1e3:.2f} ms over {o['messages']} "
+          f"messages; {100 * (p['emulation'] + p['serde']) / o['wall']:.1f}% of ours' wall time")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""flower_app: an MLP on scikit-learn's digits, federated with Flower."""

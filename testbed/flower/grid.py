@@ -1,0 +1,318 @@
+"""Flower `Grid`s that run the ClientApps in this process: a plain one and the emulated edge.
+
+`LocalGrid` (also the plain grid, no network): node i of N has node id `NODE_IDS + i` and a
+`Context` kept across rounds (node_config `partition-id` = i, `num-partitions` = N, as Flower's
+simulation gives; the run config; its own `state`). `send_and_receive` gives each message an
+id and calls the node's ClientApp with it, in the strategy's order; the replies come back in
+that order. A ClientApp that raises fails the run (`ClientAppFailed`, one line).
+
+`EmulatedGrid`: every `send_and_receive` with at least one message is one *round* on the
+emulated edge (testbed/flower/world.py), starting at the grid's virtual clock t0:
+  1. nodes the device trace says are away at t0 get nothing and do not answer ("unavailable");
+  2. downlink: each message is serialized as Flower serializes it (`message_to_proto(msg)`,
+     so its size is `message_to_proto(msg).ByteSize()`), cut into packets of the route's
+     payload and sent from the server to its node, all in one link-layer call (`Scatter`:
+     unicast flows, one station on a cell). A node receives the message if every packet
+     arrived (under best-effort delivery one lost packet loses it: "lost");
+  3. compute: from its arrival, the node's ClientApp call takes the FLOPs it performed
+     (`torch.utils.flop_counter.FlopCounterMode` around the call) at the device's speed
+     (`run.device_gflops` x its traced speed), or its measured wall time at that speed;
+  4. uplink: each reply, serialized the same way, from the node's compute end (`Uplink`, a
+     gather); the strategy's `timeout` (virtual seconds from t0) closes the round: a node still
+     computing then does not send, a reply not whole by then is "deadline";
+  5. the round ends when the last reply arrives, or at t0 + timeout if a reply is missing
+     (the strategy waits for it until then, as Flower's grid does; with `timeout=None` at the
+     last transmission, since nothing else can come).
+The strategy receives exactly the replies that arrived whole and in time, as the bytes that
+crossed the link, in its own message order (so aggregation sums in the order a plain grid
+does). The ServerApp's own work (aggregation, centralized evaluation) takes no virtual time.
+A message of more packets than its first link queues (`network.link.queue_packets`) fails the
+run (`MessageTooLarge`). `push_messages` / `pull_messages` called directly: a pull carries the
+pushed messages not yet carried as one round (no timeout).
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from uuid import uuid4
+
+from flwr.app import Context, Message, RecordDict
+from flwr.common.serde import message_from_proto, message_to_proto
+from flwr.proto.message_pb2 import Message as ProtoMessage
+from flwr.serverapp import Grid
+from flwr.supercore.run import Run
+from torch.utils.flop_counter import FlopCounterMode
+
+from nodes.compression import phases as ph
+from nodes.compression.base import Message as Wire
+from nodes.compression.transport import carry_all
+from testbed.errors import RunFailed
+from testbed.flower.world import available, compute_seconds
+from testbed.rounds import Round
+
+
+NODE_IDS = 1000   # node i's Flower node id is NODE_IDS + i (the ServerApp's is SUPERLINK_NODE_ID)
+
+
+class ClientAppFailed(RunFailed):
+    """A ClientApp raised: the run fails (one line)."""
+
+
+class MessageTooLarge(RunFailed):
+    """A message the sending node's link cannot queue in one piece."""
+
+
+def serialize(msg: Message) -> bytes:
+    """The message as Flower puts it on the wire (its protobuf)."""
+    return message_to_proto(msg).SerializeToString()
+
+
+def deserialize(data: bytes) -> Message:
+    return message_from_proto(ProtoMessage.FromString(data))
+
+
+def frame(data: bytes, payload: int) -> list[bytes]:
+    return [data[i:i + payload] for i in range(0, len(data), payload)] or [b""]
+
+
+def metric(content: RecordDict, word: str) -> float | None:
+    """The first MetricRecord value whose key contains `word` ("loss", "acc")."""
+    for record in content.metric_records.values():
+        for k, v in record.items():
+            if word in k.lower() and isinstance(v, (int, float)):
+                return float(v)
+    return None
+
+
+class LocalGrid(Grid):
+    """The plain in-process grid (no network): the reference for the emulated one."""
+
+    def __init__(self, client_app, num_nodes: int, run_config: dict, run_id: int = 1):
+        self.client_app = client_app
+        self.node_ids = [NODE_IDS + i for i in range(num_nodes)]
+        self.contexts = {nid: Context(run_id=run_id, node_id=nid,
+                                      node_config={"partition-id": i, "num-partitions": num_nodes},
+                                      state=RecordDict(), run_config=dict(run_config))
+                         for i, nid in enumerate(self.node_ids)}
+        self._run = Run.create_empty(run_id)
+        self._pushed: dict[str, Message] = {}
+        self._replies: dict[str, Message] = {}
+        self.calls = 0    # send_and_receive calls with messages (rounds)
+
+    # ---------------------------------------------------------------- flwr's Grid
+    def set_run(self, run: Run) -> None:
+        self._run = run
+
+    @property
+    def run(self) -> Run:
+        return Run(**vars(self._run))
+
+    def create_message(self, content, message_type, dst_node_id, group_id, ttl=None) -> Message:
+        return Message(content, dst_node_id, message_type, ttl=ttl, group_id=group_id)
+
+    def get_node_ids(self) -> Iterable[int]:
+        return list(self.node_ids)
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        ids = []
+        for msg in messages:
+            if msg.metadata.dst_node_id not in self.contexts:
+                raise ValueError(f"message to node {msg.metadata.dst_node_id}, which this grid "
+                                 f"does not have (nodes {self.node_ids[0]}..{self.node_ids[-1]})")
+            msg.metadata.__dict__["_message_id"] = str(uuid4())
+            self._pushed[msg.metadata.message_id] = msg
+            ids.append(msg.metadata.message_id)
+        return ids
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        if self._pushed:
+            pushed, self._pushed = list(self._pushed.values()), {}
+            for reply in self.round_trip(pushed, None):
+                self._replies[reply.metadata.reply_to_message_id] = reply
+        return [self._replies.pop(i) for i in list(message_ids) if i in self._replies]
+
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None
+                         ) -> Iterable[Message]:
+        messages = list(messages)
+        self.push_messages(messages)
+        for m in messages:
+            self._pushed.pop(m.metadata.message_id, None)
+        if not messages:
+            return []
+        return self.round_trip(messages, timeout)
+
+    # ---------------------------------------------------------------- ours
+    def round_trip(self, messages: list[Message], timeout: float | None) -> list[Message]:
+        """One round: every message to its node, its reply back."""
+        self.calls += 1
+        return [self.call_client(m, i) for i, m in enumerate(messages)]
+
+    def call_client(self, msg: Message, round_index: int = 0) -> Message:
+        """The node's ClientApp on `msg`; the reply with its id."""
+        node = msg.metadata.dst_node_id
+        try:
+            reply = self.client_app(msg, self.contexts[node])
+        except Exception as e:
+            kind = msg.metadata.message_type
+            raise ClientAppFailed(f"the ClientApp raised on node {node} ({kind} message of round "
+                                  f"{self.calls - 1}): {type(e).__name__}: {e}") from e
+        reply.metadata.__dict__["_message_id"] = str(uuid4())
+        return reply
+
+
+@dataclass
+class Sent:
+    """One message of a round on the wire."""
+    index: int            # worker index
+    node: int             # Flower node id
+    message: Message
+    wire: Wire = field(default_factory=Wire)
+
+
+class EmulatedGrid(LocalGrid):
+    """The grid over the emulated edge (module doc) of `world` (testbed/setup.py), on its
+    clock. `on_round(round, kind, replies)` receives each round as a `testbed.rounds.Round`
+    (and its messages' type) after it is carried; `codec` (testbed/flower/compress.py)
+    carries compressed updates."""
+
+    def __init__(self, client_app, num_nodes: int, run_config: dict, world, *, run_id: int = 1,
+                 codec=None, on_round: Callable | None = None):
+        super().__init__(client_app, num_nodes, run_config, run_id)
+        self.world = world
+        self.transport = world.emulated_transport()
+        self.workers = list(world.workers)
+        self.codec = codec
+        self.on_round = on_round
+        self.index = 0            # the next round's store iteration
+        # FLOPs are counted where they give the compute time (not under "measured")
+        self.count_flops = world.cfg.run.compute_time == "flops"
+        self.messages = 0         # messages and replies carried
+        self.wall = {"client": 0.0, "emulation": 0.0, "serde": 0.0}   # wall seconds (bench)
+
+    def _wire(self, data: bytes, src, dst, msg: Message, extra: list[bytes] = ()) -> Wire:
+        payload = self.world.network.payload_bytes(src, dst)
+        packets = frame(data, payload) + list(extra)
+        network = self.world.network
+        first = network.path(src, dst)[:2]
+        limit = network.link_state(*first).spec.queue_packets
+        if len(packets) > limit:
+            raise MessageTooLarge(
+                f"the {msg.metadata.message_type} message {src}->{dst} of round {self.index} is "
+                f"{sum(map(len, packets)):,} bytes = {len(packets)} packets; the link queues at "
+                f"most network.link.queue_packets = {limit} (raise it, or send less)")
+        return Wire(packets)
+
+    def round_trip(self, messages: list[Message], timeout: float | None) -> list[Message]:
+        self.calls += 1
+        it, t0, w = self.index, self.world.clock, self.workers
+        server = self.world.server
+        deadline = None if timeout is None else t0 + float(timeout)
+        sent = [Sent(self.node_ids.index(m.metadata.dst_node_id), m.metadata.dst_node_id, m)
+                for m in messages]
+        by_worker = {}
+        for s in sent:
+            if s.index in by_worker:
+                raise ValueError(f"two messages to node {s.node} in one send_and_receive")
+            by_worker[s.index] = s
+        addressed = [w[s.index] for s in sent]
+        present = [n for n in addressed if available(self.world, n, t0)]
+        left: dict[str, str] = {n: "unavailable" for n in addressed if n not in present}
+        c = time.perf_counter()
+        for s in sent:
+            if w[s.index] in present:
+                s.wire = self._wire(serialize(s.message), server, w[s.index], s.message)
+        self.wall["serde"] += time.perf_counter() - c
+
+        # downlink: each present node its own message
+        c = time.perf_counter()
+        self.transport.begin(it, t0, {n: t0 for n in w}, present=present)
+        got = carry_all([ph.Scatter({s.index: s.wire for s in sent if w[s.index] in present})],
+                        self.transport)[0]
+        down = self.transport.end()
+        self.wall["emulation"] += time.perf_counter() - c
+
+        # compute: each node that received its message whole runs its ClientApp
+        ready = {n: down.clock for n in w}
+        arrived_at, compute_s, losses, replies = {}, {}, [], {}
+        if self.codec is not None:
+            self.codec.begin(it, {s.index: s.message for s in sent})
+        for s in sent:
+            name = w[s.index]
+            if name not in present:
+                continue
+            packets, t_arr = got.get(s.index, ([], math.nan))
+            if len(packets) < len(s.wire.packets):
+                left[name] = "lost"
+                continue
+            c = time.perf_counter()
+            msg = deserialize(b"".join(packets))
+            self.wall["serde"] += time.perf_counter() - c
+            c = time.perf_counter()
+            if self.count_flops:
+                with FlopCounterMode(display=False) as counter:
+                    reply = self.call_client(msg)
+                flops = counter.get_total_flops()
+            else:
+                reply, flops = self.call_client(msg), 0
+            wall = time.perf_counter() - c
+            self.wall["client"] += wall
+            arrived_at[name] = t_arr
+            compute_s[name] = compute_seconds(self.world, name, t_arr, flops, wall)
+            ready[name] = t_arr + compute_s[name]
+            replies[s.index] = reply
+
+        # uplink: each reply from its node's compute end, the round closing at the deadline
+        c = time.perf_counter()
+        wires, extras = {}, {}
+        for i, reply in replies.items():
+            rest, extra = (reply, []) if self.codec is None else self.codec.split(i, reply)
+            wires[i] = self._wire(serialize(rest), w[i], server, reply, extra)
+            extras[i] = (rest, len(wires[i].packets) - len(extra))
+        self.wall["serde"] += time.perf_counter() - c
+        c = time.perf_counter()
+        self.transport.begin(it, down.clock, ready, present=[w[i] for i in replies],
+                             deadline=deadline)
+        up_got = carry_all([ph.Uplink(wires)], self.transport)[0]
+        up = self.transport.end()
+        self.wall["emulation"] += time.perf_counter() - c
+
+        out = []
+        for s in sent:
+            name = w[s.index]
+            if s.index not in replies:
+                continue
+            if up.left_out.get(name) == "deadline":
+                left[name] = "deadline"
+                continue
+            packets = up_got.get(s.index, [])
+            rest, n_rest = extras[s.index]
+            if len(packets) < n_rest or packets[:n_rest] != wires[s.index].packets[:n_rest]:
+                left[name] = "lost"   # the reply's own bytes are incomplete: it is lost
+                continue
+            c = time.perf_counter()
+            reply = deserialize(b"".join(packets[:n_rest]))
+            self.wall["serde"] += time.perf_counter() - c
+            if self.codec is not None:
+                reply = self.codec.join(s.index, reply, packets[n_rest:])
+            losses.append(metric(reply.content, "loss"))
+            out.append(reply)
+
+        self.messages += len(wires) + sum(1 for s in sent if w[s.index] in present)
+        report = down.merge(up)
+        end = report.clock
+        if left and deadline is not None:
+            end = max(end, deadline)   # the strategy waits for the missing replies until then
+        report.timing.uplink_s += end - report.clock
+        report.clock = end
+        report.left_out = {n: why for n, why in left.items()}
+        self.world.clock = end
+        rnd = Round(index=it, start=t0, report=report,
+                    losses=[x for x in losses if x is not None],
+                    ready={n: (ready[n] if n in compute_s else t0) for n in w},
+                    taking_part=present, participants=len(out), compute=compute_s)
+        self.index += 1
+        if self.on_round is not None:
+            self.on_round(rnd, sent[0].message.metadata.message_type, out)
+        return out

@@ -1,0 +1,60 @@
+"""One Flower run, end to end: the app, the world, the codec, the driver, the one loop."""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+from testbed.flower.app import load_app
+from testbed.flower.compress import GridCodec
+from testbed.flower.driver import FlowerDriver
+from testbed.flower.world import flower_config, flower_world
+from testbed.loop import Loop
+
+
+@dataclass
+class FlowerSpec:
+    app_dir: str
+    store: str
+    network: str | None = None          # an experiment file ([network], [run], [compression])
+    name: str | None = None
+    overrides: list[str] = field(default_factory=list)     # --set key.path=value
+    run_config: list[str] = field(default_factory=list)    # --run-config key=value
+    federation: str | None = None
+    quiet: bool = False
+    verbose: bool = False               # Flower's own log lines
+    run_id: int | None = None           # set once the run's row exists
+
+
+def prepare(spec: FlowerSpec, store) -> Loop:
+    """The run's loop over its Flower driver, everything checked (no row written yet)."""
+    app = load_app(spec.app_dir, spec.run_config, spec.federation)
+    name = spec.name or app.app_dir.resolve().name
+    overrides = list(spec.overrides) + ([f"run.name={spec.name!r}".replace("'", '"')]
+                                        if spec.name else [])
+    cfg = flower_config(spec.network, overrides, app.num_nodes, name=name)
+    world = flower_world(cfg, store, app.num_nodes)
+    codec = None
+    if cfg.compression.method != "none":
+        payload = min(world.network.payload_bytes(w, world.server) for w in world.workers)
+        codec = GridCodec(cfg.compression.method, cfg.compression.options, app.num_nodes,
+                          payload, cfg.run.seed)
+    driver = FlowerDriver(app, world, codec=codec, quiet_flower=not spec.verbose)
+    return Loop(world, driver, progress=None if spec.quiet else _progress)
+
+
+def _progress(p) -> None:
+    acc = "" if p.accuracy is None else f"  accuracy {p.accuracy:.4f}"
+    print(f"round {p.iteration - 1:>4}  virtual {p.virtual_time_s:9.3f} s  "
+          f"{p.bits / 8e3:9.1f} kB{acc}", file=sys.stderr)
+
+
+def run_flower(spec: FlowerSpec, store) -> tuple[int, Loop]:
+    """The run `spec` asks for, into `store`: (run id, its loop)."""
+    loop = prepare(spec, store)
+    spec.run_id = loop.start()
+    loop.run()
+    codec = loop.driver.codec
+    if codec is not None and not codec.used:
+        print(f"note: compression.method = {codec.method!r}, but no reply came compressed: the "
+              "ClientApp has no testbed.flower.compress mod", file=sys.stderr)
+    return spec.run_id, loop

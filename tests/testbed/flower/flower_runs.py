@@ -1,0 +1,73 @@
+"""Helpers of the Flower tests: apps, experiment files and runs without the CLI."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from flwr.app import Context, RecordDict
+
+from testbed.flower.app import load_app
+from testbed.flower.driver import FlowerDriver, flower_identity, seed_everything
+from testbed.flower.grid import LocalGrid
+from testbed.flower.world import flower_config, flower_world
+from testbed.loop import Loop
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "experiments" / "flower_app"
+ECHO = Path(__file__).resolve().parent / "echo"
+
+
+def write_file(folder: Path, text: str, trace: dict | None = None) -> str:
+    if trace is not None:
+        (folder / "trace.json").write_text(json.dumps(trace))
+    path = folder / "edge.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def driver(app_dir, network: str | None = None, *, run_config=(), overrides=(), codec=None,
+           store=None):
+    app = load_app(app_dir, list(run_config))
+    cfg = flower_config(network, list(overrides), app.num_nodes, name="test")
+    world = flower_world(cfg, store, app.num_nodes)
+    return FlowerDriver(app, world, codec=codec)
+
+
+def loop_run(d: FlowerDriver) -> int:
+    """`d`'s rounds through the one loop into its world's store; the run id."""
+    loop = Loop(d.world, d)
+    loop.start()
+    return loop.run()
+
+
+def plain_run(app_dir, *, run_config=(), seed: int = 0, record=None) -> LocalGrid:
+    """The app over the plain in-process grid (no network); `record(messages, replies)`
+    sees every round."""
+    app = load_app(app_dir, list(run_config))
+    grid = LocalGrid(app.client_app, app.num_nodes, app.run_config)
+    if record is not None:
+        round_trip = grid.round_trip
+
+        def recorded(messages, timeout):
+            replies = round_trip(messages, timeout)
+            record(messages, replies)
+            return replies
+        grid.round_trip = recorded
+    context = Context(run_id=1, node_id=0, node_config={}, state=RecordDict(),
+                      run_config=dict(app.run_config))
+    seed_everything(seed)
+    with flower_identity(1):
+        app.server_app(grid, context)
+    return grid
+
+
+def arrays_of(messages) -> list[dict]:
+    """Each message's arrays as {name: numpy}, in order (empty for messages without)."""
+    out = []
+    for m in messages:
+        d = {}
+        for key, rec in m.content.array_records.items():
+            for name, arr in rec.items():
+                d[f"{key}.{name}"] = arr.numpy()
+        out.append(d)
+    return out
