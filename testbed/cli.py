@@ -14,6 +14,7 @@ import sys
 
 from nodes.errors import DatasetError, DatasetFileError
 from lgc_schema import OptionError
+from testbed.commands import check_listen, listen_error
 from testbed.controls import ControlError
 from testbed.errors import RunFailed, Stopped, UserError, stop_on_sigterm
 
@@ -32,8 +33,6 @@ def serve_dashboard(store: str, host: str, port: int, access_log: bool = False,
     `starting`: the run about to start (`testbed demo`), which the page waits for while the
     store has none."""
     from dashboards.app import make_dashboard_server
-
-    from testbed.commands import check_listen, listen_error
 
     busy = check_listen(host, port)  # werkzeug itself would print a paragraph and exit 1
     if busy is not None:

@@ -84,6 +84,15 @@ class Experiment:
         self.loop.progress = fn
 
     @property
+    def should_stop(self):
+        return self.loop.should_stop
+
+    @should_stop.setter
+    def should_stop(self, fn) -> None:
+        """Asked before every round; under torchrun rank 0 decides for every rank."""
+        self.loop.should_stop = self.rank.stop_decision(fn) if self.rank is not None else fn
+
+    @property
     def checkpoints(self) -> bool:
         """Whether the run writes checkpoints (`run.checkpoint_every`, `testbed resume`)."""
         return self.rank is None or self.rank.checkpoints

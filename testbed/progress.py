@@ -6,6 +6,7 @@ so neither imports the other for it.
 from __future__ import annotations
 
 import sys
+import time
 
 from tqdm import tqdm
 
@@ -52,8 +53,6 @@ def control_reporter(store, run_id_of, write=None, every_s: float = 0.0):
     the last call: "control 3 applied at iteration 121: ..." (`run_id_of()`: the run's id, None
     until it has one; `every_s`: at most one look into the store per so many seconds, unless
     `force`; a look is one small indexed query, cheap beside an iteration)."""
-    import time
-
     write = write or (lambda line: tqdm.write(line, file=sys.stderr))
     seen: set[int] = set()
     last = [float("-inf")]

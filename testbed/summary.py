@@ -11,6 +11,8 @@ line and `testbed runs`, the dashboard's runs table and live message, and `testb
 """
 from __future__ import annotations
 
+import json
+
 # What one iteration of the store is in a federated run (testbed/federated.py), by its mode
 ITERATION_UNITS = {"sync": "round", "fedbuff": "server step"}
 
@@ -54,8 +56,6 @@ def participants(run: dict, fed: dict | None = None) -> str:
 
 def federated_tables(db) -> dict[int, dict]:
     """{run id: its config's [federated] table} of the federated runs (one query)."""
-    import json
-
     rows = db.execute("SELECT id, json_extract(config_json, '$.federated') FROM runs "
                       "WHERE json_extract(config_json, '$.federated') IS NOT NULL").fetchall()
     return {int(r[0]): json.loads(r[1]) for r in rows}

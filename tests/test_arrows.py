@@ -42,6 +42,9 @@ CASES = {
 # loads a HEAVY package (checked below, so that an entry cannot go stale); every other import is
 # at the top of its module.
 LAZY = {
+    # plotly and a headless Chromium: only `make validate-ns3 FIGURE=...` draws the walk
+    ("validation/ns3/walk.py", "plotly"): "plotly: only the figure",
+    ("validation/ns3/walk.py", "dashboards.export"): "plotly, Chromium: only the figure",
     ("testbed/cli.py", "dashboards.app"): "dash: only `testbed dashboard` serves it",
     ("testbed/cli.py", "dashboards.export"): "plotly: only `testbed export --format html|png`",
     ("testbed/commands/methods.py", "nodes.compression.registry"):

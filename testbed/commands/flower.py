@@ -6,7 +6,7 @@ import time
 
 from channels.errors import DeliveryError
 from testbed.commands import add_store_arg
-from testbed.commands.run import opened_store
+from testbed.api import opened_store
 from testbed.errors import RunFailed
 from testbed.progress import summary_line
 

@@ -199,6 +199,8 @@ def test_every_subcommand_into_a_closed_pipe_ends_quietly(stopped_run, tmp_path,
         "dashboard": ["dashboard", *store, "--port", str(free_port())],
         "control": ["control", str(live), *store, "--bandwidth-mbps", "2", "--wait", "0"],
         "methods": ["methods"],
+        "flower": ["flower", "run", str(ROOT / "tests" / "testbed" / "flower" / "echo"), *store,
+                   "--quiet", "--run-config", "timeout=5"],
     }
     assert set(COMMANDS) <= set(cases), "a subcommand without a closed-pipe case"
     for name, argv in cases.items():

@@ -21,13 +21,9 @@ default currents, the source of channels/data/energy_profiles.toml's `ns3_wifi` 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -37,35 +33,12 @@ from channels import csma
 from channels.config import validate_network
 from testbed.network import build_network
 
-HERE = Path(__file__).resolve().parent
+from validation.ns3 import walk
+from validation.ns3.build import HERE, LIBS, available, build  # noqa: F401 (re-exported)
+
 SOURCE = HERE / "cell.cc"
-LIBS = ["ns3-wifi", "ns3-core", "ns3-network", "ns3-mobility", "ns3-propagation", "ns3-point-to-point"]
-HEADER = Path("/usr/include/ns3/wifi-module.h")
 RATE_MBPS, MPDU, PAYLOAD = 54.0, 1536, 1500
 NS = (1, 2, 5, 10, 20, 50)
-
-
-def available() -> str | None:
-    """None when ns-3 and a compiler are here, else one line saying what is missing."""
-    if shutil.which("g++") is None:
-        return "ns-3 check skipped: no g++ (apt-get install g++)"
-    if not HEADER.exists():
-        return "ns-3 check skipped: ns-3 is not installed (apt-get install libns3-dev)"
-    return None
-
-
-def build(source: Path = SOURCE, libs=LIBS) -> Path:
-    """A compiled program of ours against ns-3, cached by the hash of its source and the header
-    they share (a few seconds to build once)."""
-    digest = hashlib.sha256(source.read_bytes() + (HERE / "cell_common.h").read_bytes()).hexdigest()[:12]
-    out = Path(os.environ.get("NS3_CELL_CACHE", Path(tempfile.gettempdir()) / "lgc-ns3-cell")) / digest / source.stem
-    if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".tmp")
-        subprocess.run(["g++", "-O2", "-std=c++17", "-I/usr/include", "-o", str(tmp), str(source),
-                        *(f"-l{lib}" for lib in libs)], check=True)
-        tmp.replace(out)
-    return out
 
 
 def radio_energy_defaults() -> dict[str, float]:
@@ -191,8 +164,6 @@ def print_dcf(rows: list[dict], title: str) -> None:
 
 
 def main(argv=None) -> int:
-    from validation.ns3 import walk
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", default=",".join(map(str, NS)), help="station counts, comma-separated")
     ap.add_argument("--seconds", type=float, default=4.0, help="ns-3's measured window (simulated s)")

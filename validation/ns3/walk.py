@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import json
 import math
+import tomllib
+from importlib import resources
 import subprocess
 import tempfile
 import time
@@ -37,6 +39,7 @@ from channels import csma
 from channels.config import validate_network
 from channels.energy import radio_seconds
 from testbed.network import build_network
+from validation.ns3.build import build as build_cc
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "walk.cc"
@@ -48,7 +51,6 @@ COHERENCE_MS = 10.0
 
 
 def build() -> Path:
-    from validation.ns3.run import build as build_cc
     return build_cc(SOURCE, LIBS)
 
 
@@ -231,8 +233,6 @@ def _rate_in(schedule: list, w: int) -> float:
 
 
 def _ns3_wifi_watts() -> dict:
-    import tomllib
-    from importlib import resources
     radio = tomllib.loads(resources.files("channels").joinpath("data/energy_profiles.toml").read_text())["radios"]["ns3_wifi"]
     return {k: radio[f"{k}_w"] for k in STATES}
 

@@ -11,7 +11,7 @@ from nodes.compression.registry import build_scheme
 from testbed.errors import ConfigError
 from testbed.flower.compress import GridCodec
 from testbed.flower.grid import NODE_IDS, serialize
-from tests.nodes.compression.memory_spy import record_compensated
+from nodes.compression.testing import record_compensated
 from tests.testbed.flower.flower_runs import EXAMPLE, arrays_of, driver
 
 RATIO = 0.05
