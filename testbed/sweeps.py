@@ -1,0 +1,356 @@
+"""The sweep engine: the points of a grid run one at a time, N at once (`--jobs N`, a process
+of its own per point) or as Ray tasks (`--ray`), each into a store of its own; this process,
+the one writer of the sweep's store, copies each point's run in (`Store.import_run`: one
+transaction, ids renumbered, sweep membership set) as soon as the point ends.
+
+- `run_point` is the one place a point is run: the entry `testbed run` uses
+  (`testbed.commands.run.run` with a `RunSpec`), into the store it is given.
+- A sweep is identified by `sweep_key` (its file's content, grid, overrides and seeds), recorded
+  in the store with its members: running the same sweep again skips the points that completed
+  and runs the failed, stopped and missing ones again.
+- A point's store lives beside the sweep's store (`STORE.points/`) while its process runs; a
+  Ray task writes it in a folder of its own on its node and returns the file's bytes. A point
+  whose process is killed leaves no rows in the sweep's store unless its store holds a run,
+  which is then recorded as failed; a Ray task whose worker dies is retried by Ray, afresh.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from testbed.errors import RunFailed, UserError, stop_on_sigterm
+from testbed.lifeline import die_with_parent
+from testbed.progress import summary_line
+from testbed.store import Store
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_RUNNER = "testbed.sweeps:run_point"
+RAY_INSTALL = "pip install 'lgc-testbed[cluster]'"
+RAY_RETRIES = 3          # a Ray task whose worker or node dies is run again, up to this often
+
+
+@dataclass
+class Point:
+    """One run of a sweep: its file, its name, its grid values and every override it gets."""
+    index: int                                   # 1-based, in grid order
+    name: str                                    # BASE[key=value,...]
+    file: str                                    # absolute path
+    overrides: list[str] = field(default_factory=list)   # the sweep's --set, then the grid's
+    params: dict[str, str] = field(default_factory=dict)  # {short key: value}, the membership
+    threads: int = 1                             # run.threads as the point's config says (0 -> 1)
+    device: str = "cpu"                          # run.device: a Ray task of "cuda" gets a GPU
+    runner: str = DEFAULT_RUNNER                 # module:function that runs it (run_point's shape)
+    extra: dict = field(default_factory=dict)    # what another runner needs (JSON)
+
+
+def sweep_key(file: str, grid: list[tuple[str, list[str]]], overrides: list[str],
+              seeds: str | None) -> str:
+    """The identity of a sweep command: its file's content, grid, overrides and seeds."""
+    content = hashlib.sha256(Path(file).read_bytes()).hexdigest()
+    spec = {"file": content, "grid": [[k, list(v)] for k, v in grid],
+            "overrides": list(overrides), "seeds": seeds}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def run_point(point: Point, store: str, quiet: bool = True) -> dict:
+    """Run `point` into the store at `store` through `testbed run`'s entry; never raises for a
+    run that fails or is refused. {"status": completed | failed | refused, "line": one line}."""
+    from testbed.commands import run as run_cmd
+    from testbed.launcher import RunSpec
+
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out) if quiet else contextlib.nullcontext():
+            run_cmd.run(RunSpec(store=store, file=point.file, name=point.name,
+                                overrides=tuple(point.overrides), quiet=quiet))
+    except RunFailed as e:
+        return {"status": "failed", "line": _one_line(e)}
+    except UserError as e:
+        return {"status": "refused", "line": _one_line(e)}
+    lines = out.getvalue().strip().splitlines()
+    return {"status": "completed", "line": lines[-1] if lines else "completed"}
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def resolve(runner: str) -> Callable:
+    module, _, name = runner.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+# ----------------------------------------------------------------------------- the driver
+@dataclass
+class Outcome:
+    point: Point
+    status: str          # completed | failed | refused | stopped | skipped
+    line: str = ""
+    run_id: int | None = None    # in the sweep's store
+    result: dict = field(default_factory=dict)   # what the runner returned
+
+
+def run_sweep(points: list[Point], store: str, *, sweep: str, key: str, spec: dict | None = None,
+              jobs: int = 1, ray: str | None = None, quiet: bool = False,
+              log: Callable[[str], None] = print) -> list[Outcome]:
+    """Run the points not yet completed in sweep `key` of `store`, `jobs` at once (or on Ray
+    when `ray` is given: "local", "auto" or an address), and copy each into `store` as it ends.
+    One Outcome per point, in grid order. A Ctrl-C or SIGTERM stops the points running (their
+    runs are kept, marked stopped) and is raised again."""
+    with Store(store) as db:
+        db.record_sweep(key, sweep, spec or {})
+        members = db.sweep_members(key)
+    outcomes = {p.index: Outcome(p, "skipped", "completed before", members[p.name]["id"])
+                for p in points if members.get(p.name, {}).get("status") == "completed"}
+    todo = [p for p in points if p.index not in outcomes]
+    if outcomes:
+        log(f"sweep {sweep}: {len(outcomes)} of {len(points)} points completed before; "
+            f"running the other {len(todo)}")
+    work = Path(f"{store}.points")
+    pool = RayPool(ray, jobs) if ray is not None else LocalPool(jobs, quiet)
+    done = len(outcomes)
+
+    def land(point: Point, result: dict, point_store: Path | None) -> None:
+        nonlocal done
+        outcome = Outcome(point, result.get("status", "failed"), result.get("line", ""),
+                          result=result)
+        if point_store is not None and _holds_run(point_store):
+            with Store(store) as db:
+                outcome.run_id = db.import_run(point_store, sweep=sweep, params=point.params,
+                                               sweep_key=key)
+                if outcome.status == "completed":
+                    outcome.line = summary_line(db, outcome.run_id, point.name)
+            _remove_store(point_store)
+        outcomes[point.index] = outcome
+        done += outcome.status == "completed"
+        line = outcome.line if outcome.status == "completed" else f"{point.name} {outcome.status}: {outcome.line}"
+        log(f"[{done}/{len(points)} done] {line}")
+
+    try:
+        for finished in pool.run(todo, work):
+            land(*finished)
+    except KeyboardInterrupt:
+        for finished in pool.stop():
+            land(*finished)
+        raise
+    finally:
+        with contextlib.suppress(OSError):
+            work.rmdir()  # only when empty: what a point left that could not be copied stays
+    return [outcomes.get(p.index) or Outcome(p, "stopped") for p in points]
+
+
+def _holds_run(path: Path) -> bool:
+    if not path.exists():
+        return False
+    try:
+        with Store(path, readonly=True) as s:
+            return bool(s.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+    except UserError:
+        return False
+
+
+def _remove_store(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+# ----------------------------------------------------------------------------- local processes
+class LocalPool:
+    """`jobs` points at once, each in a new process (`python -m testbed.sweeps POINT.json`)
+    with `run.threads` CPU threads; it dies with this one (PR_SET_PDEATHSIG)."""
+
+    def __init__(self, jobs: int, quiet: bool):
+        self.jobs = max(1, jobs)
+        self.quiet = quiet
+
+    def run(self, points: list[Point], work: Path) -> Iterator[tuple[Point, dict, Path | None]]:
+        work.mkdir(parents=True, exist_ok=True)
+        pending = list(points)
+        self.running: dict[int, tuple[Point, subprocess.Popen, Path]] = {}
+        while pending or self.running:
+            while pending and len(self.running) < self.jobs:
+                point = pending.pop(0)
+                self.running[point.index] = (point, *self._start(point, work))
+            time.sleep(0.1)
+            for index, (point, proc, stem) in list(self.running.items()):
+                if proc.poll() is None:
+                    continue
+                del self.running[index]
+                yield point, self._result(proc, stem), Path(f"{stem}.db")
+
+    def stop(self) -> Iterator[tuple[Point, dict, Path | None]]:
+        """Stop the points running (SIGTERM: each run is marked stopped) and hand them back."""
+        running = getattr(self, "running", {})
+        for point, proc, stem in running.values():
+            _stop(proc)
+        for point, proc, stem in running.values():
+            yield point, self._result(proc, stem, stopped=True), Path(f"{stem}.db")
+        running.clear()
+
+    def _start(self, point: Point, work: Path) -> tuple[subprocess.Popen, Path]:
+        stem = work / f"{point.index:04d}"
+        for old in (f"{stem}.db", f"{stem}.db-wal", f"{stem}.db-shm", f"{stem}.result.json"):
+            Path(old).unlink(missing_ok=True)  # what a stopped or killed earlier try left
+        Path(f"{stem}.json").write_text(json.dumps(asdict(point)))
+        env = dict(os.environ)
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = str(point.threads)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        inherit = self.jobs == 1 and not self.quiet  # one at a time: its progress bar shows
+        log = None if inherit else open(f"{stem}.log", "w")
+        cmd = [sys.executable, "-m", "testbed.sweeps", f"{stem}.json"] + ([] if inherit else ["--quiet"])
+        try:
+            proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                                    preexec_fn=_child_preexec)
+        finally:
+            if log is not None:
+                log.close()
+        return proc, stem
+
+    @staticmethod
+    def _result(proc: subprocess.Popen, stem: Path, stopped: bool = False) -> dict:
+        try:
+            result = json.loads(Path(f"{stem}.result.json").read_text())
+        except (OSError, ValueError):
+            code = proc.returncode
+            how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
+                   else f"exit code {code}")
+            log = Path(f"{stem}.log")
+            result = {"status": "stopped" if stopped else "failed",
+                      "line": f"its process ended without a result ({how})"
+                              + (f"; its output: {log}" if log.exists() else "")}
+        for suffix in (".json", ".result.json"):
+            Path(f"{stem}{suffix}").unlink(missing_ok=True)
+        if result["status"] == "completed":
+            Path(f"{stem}.log").unlink(missing_ok=True)
+        return result
+
+
+def _child_preexec() -> None:
+    die_with_parent(signal.SIGTERM)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM (the run is marked stopped, its rows flushed), then a kill after 60 s."""
+    try:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    except (KeyboardInterrupt, subprocess.TimeoutExpired):
+        proc.kill()
+        proc.wait()
+
+
+def child_main(argv: list[str]) -> int:
+    """`python -m testbed.sweeps POINT.json [--quiet]`: run one point, into POINT.db beside it,
+    and write its result to POINT.result.json."""
+    stop_on_sigterm()
+    path = Path(argv[0])
+    point = Point(**json.loads(path.read_text()))
+    stem = path.with_suffix("")
+    try:
+        result = resolve(point.runner)(point, f"{stem}.db", quiet="--quiet" in argv)
+    except KeyboardInterrupt:
+        result = {"status": "stopped", "line": "stopped"}
+    tmp = Path(f"{stem}.result.tmp")
+    tmp.write_text(json.dumps(result, default=str))
+    tmp.replace(Path(f"{stem}.result.json"))
+    return 0
+
+
+# ----------------------------------------------------------------------------- Ray
+def import_ray():
+    """Ray, or the one line saying how to install it (exit 2)."""
+    try:
+        import ray
+    except ImportError:
+        raise UserError(f"--ray: Ray is not installed; install it with {RAY_INSTALL}") from None
+    return ray
+
+
+class RayPool:
+    """Each point a Ray task with `run.threads` CPUs (and one GPU where `run.device` asks for
+    CUDA), on whatever node has them. `address`: "local" starts a Ray of `jobs` CPUs in this
+    process's machine, "auto" joins the cluster this machine is part of, else a cluster's
+    address. The task runs the point into a store in a temporary folder of its node and
+    returns the file's bytes; a task whose worker or node dies is run again by Ray."""
+
+    def __init__(self, address: str, jobs: int):
+        self.ray = import_ray()
+        self.address = address
+        self.jobs = jobs
+
+    def run(self, points: list[Point], work: Path) -> Iterator[tuple[Point, dict, Path | None]]:
+        ray = self.ray
+        local = self.address == "local"
+        ray.init(address=None if local else self.address, num_cpus=self.jobs if local else None,
+                 include_dashboard=False, log_to_driver=False, configure_logging=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(
+                     filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}} if local else None)
+        try:
+            task = ray.remote(ray_task)
+            gpus = ray.cluster_resources().get("GPU", 0)   # "auto" takes one where there are some
+            refs = {task.options(num_cpus=p.threads, num_gpus=1 if p.device == "cuda" or (
+                                     p.device == "auto" and gpus) else 0,
+                                 max_retries=RAY_RETRIES, name=f"testbed-point-{p.index}").remote(p): p
+                    for p in points}
+            work.mkdir(parents=True, exist_ok=True)
+            while refs:
+                ready, _ = ray.wait(list(refs), num_returns=1)
+                point = refs.pop(ready[0])
+                try:
+                    result, blob = ray.get(ready[0])
+                except ray.exceptions.RayError as e:
+                    yield point, {"status": "failed", "line": f"its Ray task failed: {_one_line(e)}"}, None
+                    continue
+                path = None
+                if blob:
+                    path = work / f"{point.index:04d}.db"
+                    _remove_store(path)
+                    path.write_bytes(blob)
+                yield point, result, path
+        finally:
+            ray.shutdown()
+
+    def stop(self) -> Iterator[tuple[Point, dict, Path | None]]:
+        """End the tasks in flight with this driver's Ray job; their points run again next time."""
+        self.ray.shutdown()
+        return iter(())
+
+
+def ray_task(point: Point) -> tuple[dict, bytes | None]:
+    """A point on a Ray worker: the thread policy of `run.threads` set here (Ray's worker is
+    shared by tasks), the run into a store of its own, that store's bytes returned."""
+    from testbed.experiment import apply_threads
+
+    os.environ["OMP_NUM_THREADS"] = str(point.threads)
+    apply_threads(point.threads)
+    folder = tempfile.mkdtemp(prefix="testbed-point-")
+    try:
+        path = os.path.join(folder, "point.db")
+        result = resolve(point.runner)(point, path, quiet=True)
+        blob = None
+        if os.path.exists(path):
+            with Store(path) as s:   # everything in the main file, no -wal beside it
+                s.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            blob = Path(path).read_bytes()
+        return result, blob
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(child_main(sys.argv[1:]))
