@@ -73,7 +73,7 @@ def run_point(point: Point, store: str, quiet: bool = True) -> dict:
 
     out = io.StringIO()
     try:
-        with contextlib.redirect_stdout(out) if quiet else contextlib.nullcontext():
+        with contextlib.redirect_stdout(out):   # its summary names the point's store: ours says it
             run_cmd.run(RunSpec(store=store, file=point.file, name=point.name,
                                 overrides=tuple(point.overrides), quiet=quiet))
     except RunFailed as e:
@@ -105,10 +105,11 @@ class Outcome:
 
 def run_sweep(points: list[Point], store: str, *, sweep: str, key: str, spec: dict | None = None,
               jobs: int = 1, ray: str | None = None, quiet: bool = False,
-              log: Callable[[str], None] = print) -> list[Outcome]:
+              log: Callable[[str], None] = print,
+              each: Callable[[Outcome], None] | None = None) -> list[Outcome]:
     """Run the points not yet completed in sweep `key` of `store`, `jobs` at once (or on Ray
-    when `ray` is given: "local", "auto" or an address), and copy each into `store` as it ends.
-    One Outcome per point, in grid order. A Ctrl-C or SIGTERM stops the points running (their
+    when `ray` is given: "local", "auto" or an address), and copy each into `store` as it ends
+    (then `each(outcome)` is called). One Outcome per point, in grid order. A Ctrl-C or SIGTERM stops the points running (their
     runs are kept, marked stopped) and is raised again."""
     with Store(store) as db:
         db.record_sweep(key, sweep, spec or {})
@@ -120,7 +121,8 @@ def run_sweep(points: list[Point], store: str, *, sweep: str, key: str, spec: di
         log(f"sweep {sweep}: {len(outcomes)} of {len(points)} points completed before; "
             f"running the other {len(todo)}")
     work = Path(f"{store}.points")
-    pool = RayPool(ray, jobs) if ray is not None else LocalPool(jobs, quiet)
+    pool = (RayPool(ray, jobs) if ray is not None else LocalPool(jobs) if jobs > 1
+            else InlinePool(quiet))
     done = len(outcomes)
 
     def land(point: Point, result: dict, point_store: Path | None) -> None:
@@ -133,11 +135,14 @@ def run_sweep(points: list[Point], store: str, *, sweep: str, key: str, spec: di
                                                sweep_key=key)
                 if outcome.status == "completed":
                     outcome.line = summary_line(db, outcome.run_id, point.name)
+        if point_store is not None:   # copied, or it holds no run
             _remove_store(point_store)
         outcomes[point.index] = outcome
         done += outcome.status == "completed"
         line = outcome.line if outcome.status == "completed" else f"{point.name} {outcome.status}: {outcome.line}"
         log(f"[{done}/{len(points)} done] {line}")
+        if each is not None:
+            each(outcome)
 
     try:
         for finished in pool.run(todo, work):
@@ -168,13 +173,37 @@ def _remove_store(path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- local processes
+class InlinePool:
+    """One point at a time, in this process (`--jobs 1`), with its progress bar."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.current: tuple[Point, Path] | None = None
+
+    def run(self, points: list[Point], work: Path) -> Iterator[tuple[Point, dict, Path | None]]:
+        work.mkdir(parents=True, exist_ok=True)
+        for point in points:
+            path = work / f"{point.index:04d}.db"
+            _remove_store(path)
+            self.current = (point, path)
+            result = resolve(point.runner)(point, str(path), quiet=self.quiet)
+            self.current = None
+            yield point, result, path
+
+    def stop(self) -> Iterator[tuple[Point, dict, Path | None]]:
+        """The point that was running when the stop came: its run is marked stopped."""
+        if self.current is not None:
+            point, path = self.current
+            self.current = None
+            yield point, {"status": "stopped", "line": "stopped"}, path
+
+
 class LocalPool:
     """`jobs` points at once, each in a new process (`python -m testbed.sweeps POINT.json`)
     with `run.threads` CPU threads; it dies with this one (PR_SET_PDEATHSIG)."""
 
-    def __init__(self, jobs: int, quiet: bool):
+    def __init__(self, jobs: int):
         self.jobs = max(1, jobs)
-        self.quiet = quiet
 
     def run(self, points: list[Point], work: Path) -> Iterator[tuple[Point, dict, Path | None]]:
         work.mkdir(parents=True, exist_ok=True)
@@ -209,15 +238,10 @@ class LocalPool:
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             env[var] = str(point.threads)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-        inherit = self.jobs == 1 and not self.quiet  # one at a time: its progress bar shows
-        log = None if inherit else open(f"{stem}.log", "w")
-        cmd = [sys.executable, "-m", "testbed.sweeps", f"{stem}.json"] + ([] if inherit else ["--quiet"])
-        try:
-            proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+        with open(f"{stem}.log", "w") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "testbed.sweeps", f"{stem}.json"],
+                                    env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                                     preexec_fn=_child_preexec)
-        finally:
-            if log is not None:
-                log.close()
         return proc, stem
 
     @staticmethod
@@ -255,14 +279,14 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def child_main(argv: list[str]) -> int:
-    """`python -m testbed.sweeps POINT.json [--quiet]`: run one point, into POINT.db beside it,
-    and write its result to POINT.result.json."""
+    """`python -m testbed.sweeps POINT.json`: run one point, into POINT.db beside it, and write
+    its result to POINT.result.json."""
     stop_on_sigterm()
     path = Path(argv[0])
     point = Point(**json.loads(path.read_text()))
     stem = path.with_suffix("")
     try:
-        result = resolve(point.runner)(point, f"{stem}.db", quiet="--quiet" in argv)
+        result = resolve(point.runner)(point, f"{stem}.db", quiet=True)
     except KeyboardInterrupt:
         result = {"status": "stopped", "line": "stopped"}
     tmp = Path(f"{stem}.result.tmp")
