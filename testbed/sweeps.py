@@ -100,17 +100,22 @@ class Outcome:
     status: str          # completed | failed | refused | stopped | skipped
     line: str = ""
     run_id: int | None = None    # in the sweep's store
+    merge_s: float = 0.0         # wall seconds this process spent copying the run in
     result: dict = field(default_factory=dict)   # what the runner returned
 
 
 def run_sweep(points: list[Point], store: str, *, sweep: str, key: str, spec: dict | None = None,
-              jobs: int = 1, ray: str | None = None, quiet: bool = False,
-              log: Callable[[str], None] = print,
+              jobs: int = 1, ray: str | None = None, ray_env: dict | None = None,
+              quiet: bool = False, log: Callable[[str], None] = print,
               each: Callable[[Outcome], None] | None = None) -> list[Outcome]:
     """Run the points not yet completed in sweep `key` of `store`, `jobs` at once (or on Ray
-    when `ray` is given: "local", "auto" or an address), and copy each into `store` as it ends
+    when `ray` is given: "local", "auto" or an address, with Ray's runtime environment
+    `ray_env`), and copy each into `store` as it ends
     (then `each(outcome)` is called). One Outcome per point, in grid order. A Ctrl-C or SIGTERM stops the points running (their
     runs are kept, marked stopped) and is raised again."""
+    # first: without Ray, --ray is refused before the store is touched
+    pool = (RayPool(ray, jobs, ray_env) if ray is not None else LocalPool(jobs) if jobs > 1
+            else InlinePool(quiet))
     with Store(store) as db:
         db.record_sweep(key, sweep, spec or {})
         members = db.sweep_members(key)
@@ -121,8 +126,6 @@ def run_sweep(points: list[Point], store: str, *, sweep: str, key: str, spec: di
         log(f"sweep {sweep}: {len(outcomes)} of {len(points)} points completed before; "
             f"running the other {len(todo)}")
     work = Path(f"{store}.points")
-    pool = (RayPool(ray, jobs) if ray is not None else LocalPool(jobs) if jobs > 1
-            else InlinePool(quiet))
     done = len(outcomes)
 
     def land(point: Point, result: dict, point_store: Path | None) -> None:
@@ -130,9 +133,11 @@ def run_sweep(points: list[Point], store: str, *, sweep: str, key: str, spec: di
         outcome = Outcome(point, result.get("status", "failed"), result.get("line", ""),
                           result=result)
         if point_store is not None and _holds_run(point_store):
-            with Store(store) as db:
+            t0 = time.perf_counter()
+            with Store(store) as db:   # opened per run: a reader of the store never waits long
                 outcome.run_id = db.import_run(point_store, sweep=sweep, params=point.params,
                                                sweep_key=key)
+                outcome.merge_s = time.perf_counter() - t0
                 if outcome.status == "completed":
                     outcome.line = summary_line(db, outcome.run_id, point.name)
         if point_store is not None:   # copied, or it holds no run
@@ -312,18 +317,22 @@ class RayPool:
     address. The task runs the point into a store in a temporary folder of its node and
     returns the file's bytes; a task whose worker or node dies is run again by Ray."""
 
-    def __init__(self, address: str, jobs: int):
+    def __init__(self, address: str, jobs: int, runtime_env: dict | None = None):
         self.ray = import_ray()
         self.address = address
         self.jobs = jobs
+        self.runtime_env = dict(runtime_env or {})
 
     def run(self, points: list[Point], work: Path) -> Iterator[tuple[Point, dict, Path | None]]:
         ray = self.ray
         local = self.address == "local"
+        env = dict(self.runtime_env)
+        if local:   # this machine's workers import this checkout, as the --jobs processes do
+            env.setdefault("env_vars", {})["PYTHONPATH"] = os.pathsep.join(
+                filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
         ray.init(address=None if local else self.address, num_cpus=self.jobs if local else None,
                  include_dashboard=False, log_to_driver=False, configure_logging=False,
-                 runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(
-                     filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}} if local else None)
+                 runtime_env=env or None)
         try:
             task = ray.remote(ray_task)
             gpus = ray.cluster_resources().get("GPU", 0)   # "auto" takes one where there are some

@@ -32,6 +32,9 @@ def register(sub) -> None:
     p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                    help="run each point as a Ray task: alone, on a Ray started here with --jobs "
                         "CPUs; 'auto' or an address: on that cluster (pip install 'lgc-testbed[cluster]')")
+    p.add_argument("--ray-working-dir", default=None, metavar="DIR",
+                   help="with --ray: upload DIR (holding FILE and your own modules) to every node "
+                        "and run each point there (Ray's runtime_env working_dir)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=main)
 
@@ -73,6 +76,22 @@ def default_jobs(points: list[Point]) -> int:
     return max(1, (os.cpu_count() or 1) // threads)
 
 
+def working_dir(points: list[Point], args) -> dict:
+    """Ray's runtime environment for --ray-working-dir; each point's file becomes its path
+    inside DIR (a task runs in its node's copy of DIR)."""
+    folder = Path(args.ray_working_dir).resolve()
+    if args.ray is None:
+        raise OptionError("--ray-working-dir", args.ray_working_dir, "given with --ray")
+    if not folder.is_dir():
+        raise OptionError("--ray-working-dir", args.ray_working_dir, "an existing folder")
+    if not Path(args.file).resolve().is_relative_to(folder):
+        raise OptionError("--ray-working-dir", args.ray_working_dir,
+                          f"a folder that holds the experiment file {args.file}")
+    for point in points:
+        point.file = str(Path(point.file).relative_to(folder))
+    return {"working_dir": str(folder)}
+
+
 def main(args) -> int:
     grid = parse_grid(args.grid + ([f"run.seed={args.seeds}"] if args.seeds else []))
     if not grid:
@@ -83,8 +102,10 @@ def main(args) -> int:
     key = sweep_key(args.file, parse_grid(args.grid), args.overrides, args.seeds)
     spec = {"file": str(Path(args.file).resolve()), "grid": args.grid,
             "overrides": args.overrides, "seeds": args.seeds}
+    ray_env = working_dir(points, args) if args.ray_working_dir else None
     outcomes = run_sweep(points, args.store, sweep=base, key=key, spec=spec,
-                         jobs=args.jobs or default_jobs(points), ray=args.ray, quiet=args.quiet)
+                         jobs=args.jobs or default_jobs(points), ray=args.ray, ray_env=ray_env,
+                         quiet=args.quiet)
     completed = sum(o.status in ("completed", "skipped") for o in outcomes)
     print(f"sweep done: {completed} of {len(outcomes)} runs completed -> {args.store}")
     return 0 if completed == len(outcomes) else 1

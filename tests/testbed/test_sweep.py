@@ -1,6 +1,7 @@
 """`testbed sweep` records each run's membership in the store's sweep columns, and a store made
 before those columns gets them from its runs' names once, when opened for writing."""
 import sqlite3
+import sys
 from pathlib import Path
 
 from testbed.cli import main
@@ -51,3 +52,19 @@ def test_a_store_made_before_the_sweep_columns_migrates_them_from_the_names(tmp_
     with Store(old) as s:                  # a second open leaves the recorded values alone
         assert s.run(2)["sweep"] == "other" and s.run(2)["sweep_params"] == {"k": "v"}
         assert s.run(1)["sweep_params"] == {"bandwidth_mbps": "2", "seed": "0"}
+
+
+def test_ray_missing_jobs_zero_and_a_working_dir_without_the_file_are_refused_in_one_line(
+        tmp_path, capsys, monkeypatch):
+    db = tmp_path / "never.db"
+    base = ["sweep", str(QUICK), "--store", str(db), "--seeds", "0", *sum((["--set", s] for s in TINY), [])]
+    monkeypatch.setitem(sys.modules, "ray", None)          # import ray -> ImportError
+    assert main([*base, "--ray"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == ("testbed: error: --ray: Ray is not installed; install it with "
+                       "pip install 'lgc-testbed[cluster]'")
+    assert main([*base, "--jobs", "0"]) == 2
+    assert "--jobs" in capsys.readouterr().err
+    assert main([*base, "--ray", "auto", "--ray-working-dir", str(tmp_path)]) == 2
+    assert "a folder that holds the experiment file" in capsys.readouterr().err
+    assert not db.exists() and not list(tmp_path.iterdir())   # nothing written

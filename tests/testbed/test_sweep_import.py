@@ -20,9 +20,8 @@ def write_point(path, name="p[seed=0]", *, finish="completed", iterations=3):
         s.flush()
         if finish:
             s.finish_run(rid, finish, None if finish == "completed" else "boom")
-        else:  # left running by a process that is gone: pid of no process
-            s.db.execute("UPDATE runs SET pid=? WHERE id=?", (2 ** 22 + 12345, rid))
-            s.db.commit()
+        # else: left `running` by its writer, this very process (so no open of the store marks
+        # it dead): the caller of import_run says the writer has ended
 
 
 def rows(store, run_id):
