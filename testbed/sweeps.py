@@ -1,17 +1,18 @@
-"""The sweep engine: the points of a grid run one at a time, N at once (`--jobs N`, a process
-of its own per point) or as Ray tasks (`--ray`), each into a store of its own; this process,
-the one writer of the sweep's store, copies each point's run in (`Store.import_run`: one
-transaction, ids renumbered, sweep membership set) as soon as the point ends.
+"""The sweep engine: the points of a grid run one at a time, N at once (`--jobs N`: N worker
+processes, each running one point after another) or as Ray tasks (`--ray`), each point into a
+store of its own; this process, the one writer of the sweep's store, copies each point's run in
+(`Store.import_run`: one transaction, ids renumbered, sweep membership set) as soon as the
+point ends.
 
 - `run_point` is the one place a point is run: the entry `testbed run` uses
   (`testbed.commands.run.run` with a `RunSpec`), into the store it is given.
 - A sweep is identified by `sweep_key` (its file's content, grid, overrides and seeds), recorded
   in the store with its members: running the same sweep again skips the points that completed
   and runs the failed, stopped and missing ones again.
-- A point's store lives beside the sweep's store (`STORE.points/`) while its process runs; a
-  Ray task writes it in a folder of its own on its node and returns the file's bytes. A point
-  whose process is killed leaves no rows in the sweep's store unless its store holds a run,
-  which is then recorded as failed; a Ray task whose worker dies is retried by Ray, afresh.
+- A point's store lives beside the sweep's store (`STORE.points/`) while it runs; a Ray task
+  writes it in a folder of its own on its node and returns the file's bytes. A point whose
+  process is killed leaves no rows in the sweep's store unless its store holds a run, which is
+  then recorded as failed; a Ray task whose worker dies is retried by Ray, afresh.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -32,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from testbed.errors import RunFailed, UserError, stop_on_sigterm
+from testbed.launcher import _end as end_process
 from testbed.lifeline import die_with_parent
 from testbed.progress import summary_line
 from testbed.store import Store
@@ -110,9 +113,9 @@ def run_sweep(points: list[Point], store: str, *, sweep: str, key: str, spec: di
               each: Callable[[Outcome], None] | None = None) -> list[Outcome]:
     """Run the points not yet completed in sweep `key` of `store`, `jobs` at once (or on Ray
     when `ray` is given: "local", "auto" or an address, with Ray's runtime environment
-    `ray_env`), and copy each into `store` as it ends
-    (then `each(outcome)` is called). One Outcome per point, in grid order. A Ctrl-C or SIGTERM stops the points running (their
-    runs are kept, marked stopped) and is raised again."""
+    `ray_env`), and copy each into `store` as it ends (then `each(outcome)` is called). One
+    Outcome per point, in grid order. A Ctrl-C or SIGTERM stops the points running (their runs
+    are kept, marked stopped) and is raised again."""
     # first: without Ray, --ray is refused before the store is touched
     pool = (RayPool(ray, jobs, ray_env) if ray is not None else LocalPool(jobs) if jobs > 1
             else InlinePool(quiet))
@@ -144,7 +147,8 @@ def run_sweep(points: list[Point], store: str, *, sweep: str, key: str, spec: di
             _remove_store(point_store)
         outcomes[point.index] = outcome
         done += outcome.status == "completed"
-        line = outcome.line if outcome.status == "completed" else f"{point.name} {outcome.status}: {outcome.line}"
+        line = (outcome.line if outcome.status == "completed"
+                else f"{point.name} {outcome.status}: {outcome.line}")
         log(f"[{done}/{len(points)} done] {line}")
         if each is not None:
             each(outcome)
@@ -163,12 +167,14 @@ def run_sweep(points: list[Point], store: str, *, sweep: str, key: str, spec: di
 
 
 def _holds_run(path: Path) -> bool:
+    """Whether a point's store holds its run (a point stopped while it opened the store
+    leaves a file without tables)."""
     if not path.exists():
         return False
     try:
         with Store(path, readonly=True) as s:
             return bool(s.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
-    except UserError:
+    except (UserError, sqlite3.Error):
         return False
 
 
@@ -204,100 +210,136 @@ class InlinePool:
 
 
 class LocalPool:
-    """`jobs` points at once, each in a new process (`python -m testbed.sweeps POINT.json`)
-    with `run.threads` CPU threads; it dies with this one (PR_SET_PDEATHSIG)."""
+    """`jobs` worker processes (`python -m testbed.sweeps --worker`), each running the points
+    handed to it one after another with `run.threads` CPU threads, so that a worker pays the
+    imports and compiled code once, not once per point. A worker that dies takes only its own
+    point with it (recorded as failed) and is replaced; workers die with this process
+    (PR_SET_PDEATHSIG)."""
 
     def __init__(self, jobs: int):
         self.jobs = max(1, jobs)
+        self.workers: list[_Worker] = []
 
     def run(self, points: list[Point], work: Path) -> Iterator[tuple[Point, dict, Path | None]]:
         work.mkdir(parents=True, exist_ok=True)
         pending = list(points)
-        self.running: dict[int, tuple[Point, subprocess.Popen, Path]] = {}
-        while pending or self.running:
-            while pending and len(self.running) < self.jobs:
-                point = pending.pop(0)
-                self.running[point.index] = (point, *self._start(point, work))
-            time.sleep(0.1)
-            for index, (point, proc, stem) in list(self.running.items()):
-                if proc.poll() is None:
-                    continue
-                del self.running[index]
-                yield point, self._result(proc, stem), Path(f"{stem}.db")
+        threads = max((p.threads for p in points), default=1)
+        try:
+            while pending or any(w.current for w in self.workers):
+                for w in self.workers:
+                    if pending and w.current is None and w.proc.poll() is None:
+                        w.give(pending.pop(0), work)
+                while pending and len(self.workers) < self.jobs:
+                    w = _Worker(work, len(self.workers), threads)
+                    self.workers.append(w)
+                    w.give(pending.pop(0), work)
+                time.sleep(0.1)
+                for w in self.workers:
+                    if w.current is not None and (w.done() or w.proc.poll() is not None):
+                        yield w.take()
+                self.workers = [w for w in self.workers if w.proc.poll() is None]
+        finally:
+            for w in self.workers:
+                w.close()
 
     def stop(self) -> Iterator[tuple[Point, dict, Path | None]]:
-        """Stop the points running (SIGTERM: each run is marked stopped) and hand them back."""
-        running = getattr(self, "running", {})
-        for point, proc, stem in running.values():
-            _stop(proc)
-        for point, proc, stem in running.values():
-            yield point, self._result(proc, stem, stopped=True), Path(f"{stem}.db")
-        running.clear()
+        """Stop the workers (SIGTERM: a run is marked stopped) and hand back their points."""
+        for w in self.workers:
+            end_process(w.proc)
+        for w in self.workers:
+            if w.current is not None:
+                yield w.take(stopped=True)
+        self.workers = []
 
-    def _start(self, point: Point, work: Path) -> tuple[subprocess.Popen, Path]:
+
+class _Worker:
+    """One `python -m testbed.sweeps --worker` process: a point's JSON file's path on its
+    stdin runs that point into STEM.db and writes STEM.result.json."""
+
+    def __init__(self, work: Path, number: int, threads: int):
+        env = dict(os.environ)
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = str(threads)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        self.log = work / f"worker-{number}.log"
+        with open(self.log, "a") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "testbed.sweeps", "--worker"],
+                                         env=env, stdout=log, stderr=log, stdin=subprocess.PIPE,
+                                         text=True, preexec_fn=_child_preexec)
+        self.current: tuple[Point, Path] | None = None
+
+    def give(self, point: Point, work: Path) -> None:
         stem = work / f"{point.index:04d}"
         for old in (f"{stem}.db", f"{stem}.db-wal", f"{stem}.db-shm", f"{stem}.result.json"):
             Path(old).unlink(missing_ok=True)  # what a stopped or killed earlier try left
         Path(f"{stem}.json").write_text(json.dumps(asdict(point)))
-        env = dict(os.environ)
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[var] = str(point.threads)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-        with open(f"{stem}.log", "w") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "testbed.sweeps", f"{stem}.json"],
-                                    env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                                    preexec_fn=_child_preexec)
-        return proc, stem
+        self.current = (point, stem)
+        try:
+            self.proc.stdin.write(f"{stem}.json\n")
+            self.proc.stdin.flush()
+        except OSError:       # it died: `take` says so
+            pass
 
-    @staticmethod
-    def _result(proc: subprocess.Popen, stem: Path, stopped: bool = False) -> dict:
+    def done(self) -> bool:
+        return self.current is not None and Path(f"{self.current[1]}.result.json").exists()
+
+    def take(self, stopped: bool = False) -> tuple[Point, dict, Path]:
+        point, stem = self.current
+        self.current = None
         try:
             result = json.loads(Path(f"{stem}.result.json").read_text())
         except (OSError, ValueError):
-            code = proc.returncode
+            code = self.proc.poll()
             how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
                    else f"exit code {code}")
-            log = Path(f"{stem}.log")
             result = {"status": "stopped" if stopped else "failed",
-                      "line": f"its process ended without a result ({how})"
-                              + (f"; its output: {log}" if log.exists() else "")}
+                      "line": f"its process ended without a result ({how}); its output: {self.log}"}
         for suffix in (".json", ".result.json"):
             Path(f"{stem}{suffix}").unlink(missing_ok=True)
-        if result["status"] == "completed":
-            Path(f"{stem}.log").unlink(missing_ok=True)
-        return result
+        return point, result, Path(f"{stem}.db")
+
+    def close(self) -> None:
+        """No more points: the worker ends at the end of its input."""
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            end_process(self.proc)
+        if self.proc.returncode == 0:
+            self.log.unlink(missing_ok=True)
 
 
 def _child_preexec() -> None:
     die_with_parent(signal.SIGTERM)
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM (the run is marked stopped, its rows flushed), then a kill after 60 s."""
-    try:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-    except (KeyboardInterrupt, subprocess.TimeoutExpired):
-        proc.kill()
-        proc.wait()
-
-
-def child_main(argv: list[str]) -> int:
-    """`python -m testbed.sweeps POINT.json`: run one point, into POINT.db beside it, and write
-    its result to POINT.result.json."""
+def worker_main() -> int:
+    """`python -m testbed.sweeps --worker`: run the point of each JSON file named on stdin,
+    into STEM.db beside it, and write its result to STEM.result.json; end at the end of stdin
+    or on SIGTERM (a run going on is marked stopped)."""
     stop_on_sigterm()
-    path = Path(argv[0])
-    point = Point(**json.loads(path.read_text()))
-    stem = path.with_suffix("")
     try:
-        result = resolve(point.runner)(point, f"{stem}.db", quiet=True)
+        for line in sys.stdin:
+            path = Path(line.strip())
+            point = Point(**json.loads(path.read_text()))
+            stem = path.with_suffix("")
+            try:
+                result = resolve(point.runner)(point, f"{stem}.db", quiet=True)
+            except KeyboardInterrupt:
+                _write_result(stem, {"status": "stopped", "line": "stopped"})
+                return 130
+            _write_result(stem, result)
     except KeyboardInterrupt:
-        result = {"status": "stopped", "line": "stopped"}
+        return 130
+    return 0
+
+
+def _write_result(stem: Path, result: dict) -> None:
     tmp = Path(f"{stem}.result.tmp")
     tmp.write_text(json.dumps(result, default=str))
-    tmp.replace(Path(f"{stem}.result.json"))
-    return 0
+    tmp.replace(Path(f"{stem}.result.json"))   # whole or not at all
+
 
 
 # ----------------------------------------------------------------------------- Ray
@@ -386,4 +428,4 @@ def ray_task(point: Point) -> tuple[dict, bytes | None]:
 
 
 if __name__ == "__main__":
-    sys.exit(child_main(sys.argv[1:]))
+    sys.exit(worker_main())
