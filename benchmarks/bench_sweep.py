@@ -85,7 +85,7 @@ def main(quick: bool = True) -> None:
     iterations = 100 if quick else 400
     overrides = [f"run.iterations={iterations}", f"run.eval_every={iterations // 2}", "run.device=cpu"]
     ways = [("serial (--jobs 1, in this process)", 1, None),
-            ("--jobs 2 (a process per point)", 2, None),
+            ("--jobs 2 (2 worker processes)", 2, None),
             ("--ray --jobs 2 (local Ray, 2 CPUs)", 2, "local")]
     print(f"load before: {open('/proc/loadavg').read().split()[:3]}; {os.cpu_count()} CPUs; "
           f"8 points of {iterations} iterations")

@@ -1,5 +1,5 @@
-"""`testbed sweep` through its three engines: one point at a time, `--jobs 2` (a process per
-point) and a local Ray cluster of two 1-CPU nodes. The serial store is the reference: the
+"""`testbed sweep` through its three engines: one point at a time, `--jobs 2` (two worker
+processes) and a local Ray cluster of two 1-CPU nodes. The serial store is the reference: the
 other two must hold the same runs with the same rows (every column but wall time and the
 ids, pids and clocks of the process that ran them) and the same sweep membership. A Ray worker
 killed mid-run is retried and leaves whole rows equal to an undisturbed in-process run's; a
