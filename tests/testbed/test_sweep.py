@@ -16,7 +16,7 @@ def test_sweep_records_each_run_as_a_member_at_its_grid_values(tmp_path, capsys)
     db = tmp_path / "sweep.db"
     with Store(db) as s:  # a run named as a sweep's would be, made by `testbed run`: no member
         s.create_run("qs[seed=0]", {}, method="topk")
-    code = main(["sweep", str(QUICK), "--store", str(db), "--quiet", "--seeds", "3",
+    code = main(["sweep", str(QUICK), "--store", str(db), "--quiet", "--seeds", "3", "--jobs", "1",
                  "--grid", "compression.method=none,topk", *sum((["--set", s] for s in TINY), [])])
     assert code == 0, capsys.readouterr().err
     with Store(db, readonly=True) as s:
