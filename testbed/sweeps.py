@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from testbed.errors import RunFailed, UserError, stop_on_sigterm
+from testbed.errors import UserError, stop_on_sigterm
 from testbed.launcher import _end as end_process
 from testbed.lifeline import die_with_parent
 from testbed.progress import summary_line
@@ -50,7 +50,7 @@ class Point:
     """One run of a sweep: its file, its name, its grid values and every override it gets."""
     index: int                                   # 1-based, in grid order
     name: str                                    # BASE[key=value,...]
-    file: str                                    # absolute path
+    file: str                                    # absolute (in --ray-working-dir: relative)
     overrides: list[str] = field(default_factory=list)   # the sweep's --set, then the grid's
     params: dict[str, str] = field(default_factory=dict)  # {short key: value}, the membership
     threads: int = 1                             # run.threads as the point's config says (0 -> 1)
@@ -71,6 +71,7 @@ def sweep_key(file: str, grid: list[tuple[str, list[str]]], overrides: list[str]
 def run_point(point: Point, store: str, quiet: bool = True) -> dict:
     """Run `point` into the store at `store` through `testbed run`'s entry; never raises for a
     run that fails or is refused. {"status": completed | failed | refused, "line": one line}."""
+    from testbed.cli import exit_code
     from testbed.commands import run as run_cmd
     from testbed.launcher import RunSpec
 
@@ -79,10 +80,11 @@ def run_point(point: Point, store: str, quiet: bool = True) -> dict:
         with contextlib.redirect_stdout(out):   # its summary names the point's store: ours says it
             run_cmd.run(RunSpec(store=store, file=point.file, name=point.name,
                                 overrides=tuple(point.overrides), quiet=quiet))
-    except RunFailed as e:
-        return {"status": "failed", "line": _one_line(e)}
-    except UserError as e:
-        return {"status": "refused", "line": _one_line(e)}
+    except Exception as e:  # what the CLI turns into exit 1 or 2; anything else is a bug
+        code = exit_code(e)
+        if code is None:
+            raise
+        return {"status": "refused" if code == 2 else "failed", "line": _one_line(e)}
     lines = out.getvalue().strip().splitlines()
     return {"status": "completed", "line": lines[-1] if lines else "completed"}
 

@@ -4,6 +4,8 @@ import sqlite3
 import sys
 from pathlib import Path
 
+import pytest
+
 from testbed.cli import main
 from testbed.store import Store
 
@@ -68,3 +70,21 @@ def test_ray_missing_jobs_zero_and_a_working_dir_without_the_file_are_refused_in
     assert main([*base, "--ray", "auto", "--ray-working-dir", str(tmp_path)]) == 2
     assert "a folder that holds the experiment file" in capsys.readouterr().err
     assert not db.exists() and not list(tmp_path.iterdir())   # nothing written
+
+
+def test_a_refused_point_is_one_line_and_the_others_still_run(tmp_path, capsys):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without CUDA: run.device = cuda must be refused")
+    db = tmp_path / "s.db"
+    sets = [s for s in TINY if not s.startswith("run.device")]
+    code = main(["sweep", str(QUICK), "--store", str(db), "--quiet", "--jobs", "1",
+                 "--grid", "run.device=cuda,cpu", *sum((["--set", s] for s in sets), [])])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    refused = [line for line in out.splitlines() if " refused: " in line]
+    assert len(refused) == 1 and refused[0].startswith("[0/2 done] quickstart[device=cuda] refused: ")
+    assert "cuda" in refused[0].split("refused: ", 1)[1]
+    assert "sweep done: 1 of 2 runs completed" in out
+    with Store(db, readonly=True) as s:   # the refused point left no run
+        assert [(r["name"], r["status"]) for r in s.runs()] == [("quickstart[device=cpu]", "completed")]
