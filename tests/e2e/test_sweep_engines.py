@@ -28,8 +28,8 @@ GRID = ["--grid", "compression.method=none,topk", "--seeds", "0,1"]
 PROCESS_COLUMNS = {"id", "pid", "host", "started_at", "ended_at"}
 
 
-def sweep_args(store, *more, sets=TINY):
-    return ["sweep", str(QUICK), "--store", str(store), "--quiet", *GRID,
+def sweep_args(store, *more, sets=TINY, grid=GRID):
+    return ["sweep", str(QUICK), "--store", str(store), "--quiet", *grid,
             *sum((["--set", s] for s in sets), []), *more]
 
 
@@ -135,7 +135,11 @@ def test_a_ray_worker_killed_mid_run_is_retried_and_leaves_whole_rows(tmp_path):
 def test_a_sweep_stopped_after_two_points_runs_only_the_other_two_again(tmp_path, capsys):
     store = tmp_path / "s.db"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    driver = subprocess.Popen([sys.executable, "-m", "testbed.cli", *sweep_args(store, "--jobs", "1")],
+    # points 1 and 2 are 3 iterations, 3 and 4 are 300 (seconds, even on an idle machine): the
+    # stop, sent once 2 runs are in the store, lands in point 3
+    sets = [s for s in TINY if not s.startswith(("run.iterations", "run.eval_every"))] + ["run.eval_every=100"]
+    args = sweep_args(store, "--jobs", "1", sets=sets, grid=["--grid", "run.iterations=3,300", "--seeds", "0,1"])
+    driver = subprocess.Popen([sys.executable, "-m", "testbed.cli", *args],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and driver.poll() is None:
@@ -150,7 +154,7 @@ def test_a_sweep_stopped_after_two_points_runs_only_the_other_two_again(tmp_path
     first = membership(store)
     completed = {name for name, (_, _, status) in first.items() if status == "completed"}
     assert len(completed) == 2, out
-    assert main(sweep_args(store, "--jobs", "1")) == 0
+    assert main(args) == 0
     log = capsys.readouterr().out
     assert "2 of 4 points completed before; running the other 2" in log
     ran = [line.split("(", 1)[1].split(")", 1)[0] for line in log.splitlines() if " done] run " in line]
