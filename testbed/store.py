@@ -5,7 +5,11 @@ Schema (virtual-time columns end in `_s`; `wall_time_s` is this machine's clock)
        started_at, ended_at, pid, error, sweep, sweep_params)
            status: running | completed | failed | stopped
            sweep: the sweep the run belongs to (its base name) and sweep_params its grid values
-           as JSON {key: value}, written by `testbed sweep` (`set_sweep`); NULL for other runs
+           as JSON {key: value}, written by `testbed sweep` (`set_sweep`, `import_run`); NULL
+           for other runs; sweep_key: the sweep's identity (a row of `sweeps`), which a rerun
+           of the same sweep command reads to skip the points that completed
+  sweeps(key, name, spec_json, created_at)   one row per sweep command (file content, grid,
+       overrides, seeds: testbed/sweeps.py `sweep_key`)
   iterations(run_id, iteration, stage, virtual_time_s, wall_time_s, train_loss, bits_up,
        bits_down, compute_s, uplink_s, aggregation_s, downlink_s, left_out, participants,
        staleness)   bits summed over nodes; left_out: how many workers the aggregate went
@@ -112,6 +116,9 @@ CREATE TABLE IF NOT EXISTS controls (
     target TEXT NOT NULL, changes_json TEXT NOT NULL,
     status TEXT NOT NULL DEFAULT 'pending', applied_iteration INTEGER, message TEXT
 );
+CREATE TABLE IF NOT EXISTS sweeps (
+    key TEXT PRIMARY KEY, name TEXT NOT NULL, spec_json TEXT NOT NULL, created_at REAL
+);
 CREATE INDEX IF NOT EXISTS controls_pending ON controls (run_id, status);
 CREATE INDEX IF NOT EXISTS events_run ON events (run_id, iteration);
 """
@@ -133,7 +140,8 @@ ADDED_COLUMNS = {"links": {"snr_db": "REAL", "collisions": "INTEGER DEFAULT 0",
                  "node_iterations": {"left_out": "TEXT", "radio_j": "REAL", "compute_j": "REAL",
                                      "energy_j": "REAL", "drift_norm": "REAL",
                                      "staleness": "INTEGER"},
-                 "runs": {"energy_j": "REAL", "sweep": "TEXT", "sweep_params": "TEXT"},
+                 "runs": {"energy_j": "REAL", "sweep": "TEXT", "sweep_params": "TEXT",
+                          "sweep_key": "TEXT"},
                  "evals": {"lgc_beta": "REAL", "lgc_scalar_error": "REAL", "lgc_coder_error": "REAL"}}
 LINK_DEFAULTS = {"collisions": 0, "retries": 0}    # what a link row without them records
 EVAL_COLUMNS = ["iteration", "virtual_time_s", "test_loss", "test_accuracy", "lgc_beta",
@@ -141,7 +149,8 @@ EVAL_COLUMNS = ["iteration", "virtual_time_s", "test_loss", "test_accuracy", "lg
 SUMMARY_COLUMNS = ["last_iteration", "virtual_time_s", "total_bits", "best_accuracy", "energy_j"]
 ALLOWED_STORE = ("a SQLite store written by testbed, or a new file name, in a folder this user "
                  "can write")
-TABLES = {"runs", "iterations", "node_iterations", "links", "evals", "events", "controls"}
+TABLES = {"runs", "iterations", "node_iterations", "links", "evals", "events", "controls", "sweeps"}
+RUN_TABLES = ("iterations", "node_iterations", "links", "evals", "events", "controls")  # by run_id
 RUN_COLUMNS = ["id", "name", "method", "topology", "workers", "bandwidth_mbps", "status",
                "started_at", "ended_at", "pid", "host", "error"]
 SWEEP_COLUMNS = ["sweep", "sweep_params"]
@@ -443,6 +452,70 @@ class Store:
         with self.db:
             self.db.execute("UPDATE runs SET sweep=?, sweep_params=? WHERE id=?",
                             (sweep, json.dumps(params), run_id))
+
+    def import_run(self, path: str | os.PathLike, *, sweep: str | None = None,
+                   params: dict | None = None, sweep_key: str | None = None) -> int:
+        """Copy the one run of the store at `path` (a sweep point's own store, written by a
+        process that has ended) into this one with all its rows, in one transaction; its id
+        here is new (rows, events and controls follow it). With `sweep`, it is that sweep's
+        member at `params`; an earlier run of the same `sweep_key` and name that did not
+        complete stops being one (this run replaces it). A run still `running` there is
+        recorded as failed: its process ended without finishing. Returns the new id."""
+        Store(path).close()  # the source gains any missing column; a dead writer's run: failed
+        self.flush()
+        self.db.execute("ATTACH DATABASE ? AS src", (str(path),))
+        try:
+            src_ids = [r[0] for r in self.db.execute("SELECT id FROM src.runs")]
+            if len(src_ids) != 1:
+                raise RunNotFound(f"store {path} holds {len(src_ids)} runs; a sweep point's "
+                                  "store holds one")
+            with _signals_deferred(), self.db:
+                cols = self._shared_columns("runs", exclude={"id"})
+                cur = self.db.execute(f"INSERT INTO main.runs ({cols}) SELECT {cols} FROM src.runs")
+                new_id = int(cur.lastrowid)
+                for table in RUN_TABLES:
+                    cols = self._shared_columns(table, exclude={"id", "run_id"})
+                    order = "id" if table in ("events", "controls") else "rowid"
+                    self.db.execute(f"INSERT INTO main.{table} (run_id, {cols}) SELECT ?, {cols} "
+                                    f"FROM src.{table} ORDER BY {order}", (new_id,))
+                self.db.execute(
+                    "UPDATE runs SET status='failed', ended_at=COALESCE(ended_at, ?), "
+                    "error=COALESCE(error, ?) WHERE id=? AND status='running'",
+                    (time.time(), "the run's process ended without finishing (killed or crashed)",
+                     new_id))
+                if sweep is not None:
+                    if sweep_key is not None:
+                        self.db.execute(
+                            "UPDATE runs SET sweep=NULL, sweep_params=NULL, sweep_key=NULL "
+                            "WHERE sweep_key=? AND name=(SELECT name FROM runs WHERE id=?) "
+                            "AND status != 'completed'", (sweep_key, new_id))
+                    self.db.execute("UPDATE runs SET sweep=?, sweep_params=?, sweep_key=? "
+                                    "WHERE id=?", (sweep, json.dumps(params or {}), sweep_key,
+                                                   new_id))
+        finally:
+            self.db.execute("DETACH DATABASE src")
+        return new_id
+
+    def _shared_columns(self, table: str, exclude: set[str]) -> str:
+        """The columns of `table` that this store and the attached `src` both have."""
+        here = [r[1] for r in self.db.execute(f"PRAGMA main.table_info({table})")]
+        there = {r[1] for r in self.db.execute(f"PRAGMA src.table_info({table})")}
+        return ", ".join(c for c in here if c in there and c not in exclude)
+
+    def record_sweep(self, key: str, name: str, spec: dict) -> None:
+        """Remember sweep `key` (its command: file, grid, overrides, seeds) the first time."""
+        with self.db:
+            self.db.execute("INSERT OR IGNORE INTO sweeps (key, name, spec_json, created_at) "
+                            "VALUES (?,?,?,?)", (key, name, json.dumps(spec, sort_keys=True),
+                                                 time.time()))
+
+    def sweep_members(self, key: str) -> dict[str, dict]:
+        """The runs that are members of sweep `key`, by name: {name: {id, status}}."""
+        if ("runs", "sweep_key") in self._missing:
+            return {}
+        rows = self.db.execute("SELECT id, name, status FROM runs WHERE sweep_key=? ORDER BY id",
+                               (key,)).fetchall()
+        return {r["name"]: {"id": r["id"], "status": r["status"]} for r in rows}
 
     def set_graph(self, run_id: int, graph: dict) -> None:
         """The run's topology JSON after steering changed its links."""

@@ -11,8 +11,9 @@ density 1%) with `model.name = "resnet20"` and `run.device = "cuda"`, the three 
 assumed: each method first runs `--probe` iterations; the slowest one's wall seconds per
 iteration, with a margin, set the largest budget (a multiple of the evaluation interval, at most
 the protocol's 4,800) that ends inside `--seconds`. Every (method, seed) runs at once, one process
-each: the GPU is far from busy with one ResNet-20 at batch 32, so the runs share it. The table says the budget it used. Each
-run's SQLite store is kept beside its JSON (`--runs`), so a run cut short still shows its curve.
+each: the GPU is far from busy with one ResNet-20 at batch 32, so the runs share it. The table says the budget it used. Every
+run's rows are kept in `runs.db` beside the JSON files (`--runs`); a run cut short keeps its rows in
+`runs.db.points/`, so it still shows its curve.
 The probe is pessimistic: on an H200 (2026-12-04) it read 0.15 / 0.45 / 0.44 s per iteration for
 fp32 / DGC / LGC-PS over 30 iterations, and whole 1,000-iteration runs then took 0.15-0.19,
 0.15-0.17 and 0.26-0.28 s per iteration (the first iterations carry CUDA and numba warm-up), so
@@ -75,7 +76,7 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--methods", default=",".join(LABELS),
                     help=f"comma-separated table_fashion labels (default {','.join(LABELS)})")
-    ap.add_argument("--runs", default=str(RUNS), help="folder for the per-run JSON and SQLite stores")
+    ap.add_argument("--runs", default=str(RUNS), help="folder for the per-run JSON files and the runs' store")
     ap.add_argument("--out", default=str(DOCS_RESULTS), help="folder for the table")
     ap.add_argument("--report", action="store_true", help="only tabulate the runs on disk "
                                                           "(give --iterations and the seeds' runs)")

@@ -3,14 +3,18 @@
 `timed_experiment` is `testbed.experiment.Experiment` given a timer: the orchestrator reports the
 wall seconds of worker gradients and the optimizer step (compute), the scheme's `exchange()`
 steps and ring sums (compression), the link layer (emulation) and evaluation; the store is
-timed by wrapping its writes. It changes nothing the run computes. `run_many` runs a list of `RunSpec`s (optionally two at a time,
-one process each) and returns one `RunResult` per spec, with what the tables need: accuracy,
-bits per iteration, virtual time, wall-clock split.
+timed by wrapping its writes. It changes nothing the run computes. `run_many` runs a list of
+`RunSpec`s through the sweep engine (testbed/sweeps.py: one at a time in this process, `jobs`
+at once in processes of their own, or on Ray) and returns one `RunResult` per spec, with what the
+tables need: accuracy, bits per iteration, virtual time, wall-clock split. With a `store`, every
+run lands in it as it ends, and the same table run again skips the runs that completed there
+(their RunResult is read back from the store, without the wall-clock split).
 
 Wall-clock figures are this machine's (shared, 2 cores); virtual time is the emulated network's.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -18,14 +22,13 @@ import statistics
 import tempfile
 import time
 import traceback
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
-from multiprocessing import get_context
 from pathlib import Path
 
 from testbed.config import NoServerError, load_config
 from testbed.experiment import Experiment, ExperimentError
 from testbed.store import Store
+from testbed.sweeps import Outcome, Point, run_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENTS = ROOT / "experiments"
@@ -218,33 +221,91 @@ def _execute_safe(spec: RunSpec, store_path: str | None) -> RunResult:
                          note=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}")
 
 
-def run_many(specs: list[RunSpec], *, jobs: int = 1, store: str | None = None,
-             log=print, sink=None) -> list[RunResult]:
-    """Every spec, in order; `jobs` > 1 runs that many at once (one process each). `sink(result)`
-    is called as each run finishes (e.g. `jsonl_sink`: a long table keeps what it has)."""
-    results: list[RunResult | None] = [None] * len(specs)
+def run_point(point: Point, store: str, quiet: bool = True) -> dict:
+    """The sweep engine's runner for a table's run: `execute` (the orchestrator with its
+    timers) into the point's store; the RunResult travels back as JSON."""
+    r = _execute_safe(RunSpec(**point.extra["spec"]), store)
+    status = {"completed": "completed", "n/a": "refused"}.get(r.status, "failed")
+    return {"status": status, "line": (r.note.splitlines() or [r.status])[0],
+            "result": json.loads(json.dumps(asdict(r), default=str))}
 
-    def report(i, r):
+
+def result_of(row: dict) -> RunResult:
+    """A RunResult from its JSON form (`asdict`)."""
+    row = dict(row)
+    row.pop("final_accuracy", None)
+    row["spec"] = RunSpec(**row["spec"])
+    return RunResult(**row)
+
+
+def _config_path(spec: RunSpec) -> Path:
+    config = Path(spec.config)
+    return config if config.is_absolute() else ROOT / config
+
+
+def points_of(specs: list[RunSpec]) -> list[Point]:
+    return [Point(index=i, name=spec.label, file=str(_config_path(spec)),
+                  overrides=["run.threads=1", *spec.overrides],
+                  params={k: str(v) for k, v in spec.tags.items()}, threads=1,
+                  runner="experiments.results.harness:run_point", extra={"spec": asdict(spec)})
+            for i, spec in enumerate(specs, 1)]
+
+
+def key_of(specs: list[RunSpec]) -> str:
+    """The identity of a list of runs: their specs and their files' content."""
+    files = {str(_config_path(s)): hashlib.sha256(_config_path(s).read_bytes()).hexdigest()
+             for s in specs if _config_path(s).exists()}
+    text = json.dumps([[asdict(s) for s in specs], files], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _from_store(spec: RunSpec, store_path: str, run_id: int) -> RunResult:
+    """The RunResult of a run that completed in an earlier call (no wall-clock split)."""
+    with Store(store_path, readonly=True) as store:
+        result = RunResult(spec=spec, status="completed", method=store.run(run_id)["method"] or "",
+                           note="completed before; read from the store")
+        _collect(result, store, run_id, Timers())
+    return result
+
+
+def run_many(specs: list[RunSpec], *, jobs: int = 1, store: str | None = None,
+             log=print, sink=None, ray: str | None = None, sweep: str = "results") -> list[RunResult]:
+    """Every spec through the sweep engine, as sweep `sweep`: `jobs` at once (one process each;
+    1: in this process), or as Ray tasks with `ray` ("local", "auto" or an address). With a
+    `store`, each run is kept there and specs that completed there before are not run again.
+    `sink(result)` is called as each run finishes (e.g. `jsonl_sink`)."""
+    tmp = None
+    if store is None:
+        tmp = tempfile.TemporaryDirectory(prefix="results-")
+        store = os.path.join(tmp.name, "runs.db")
+    results: dict[int, RunResult] = {}
+
+    def landed(o: Outcome) -> None:
+        if o.result.get("result"):
+            r = result_of(o.result["result"])
+        else:               # its process ended without a result (killed, crashed)
+            r = RunResult(spec=specs[o.point.index - 1], status="failed", note=o.line)
+        results[o.point.index] = r
         if sink is not None:
             sink(r)
         acc = r.final_accuracy
-        log(f"[{i + 1}/{len(specs)}] {r.spec.label}: {r.status}"
+        log(f"[{len(results)}/{len(specs)}] {r.spec.label}: {r.status}"
             + (f", acc {acc:.4f}" if acc is not None else "")
             + (f", {r.iterations} it in {r.wall_s:.1f} s wall" if r.iterations else "")
             + (f" ({r.note.splitlines()[0]})" if r.note and r.status != "completed" else ""))
 
-    if jobs <= 1 or len(specs) <= 1:
-        for i, spec in enumerate(specs):
-            results[i] = _execute_safe(spec, store)
-            report(i, results[i])
-        return results  # type: ignore[return-value]
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(_execute_safe, spec, store): i for i, spec in enumerate(specs)}
-        for fut in futures:               # in submission order: the log reads like a serial run
-            i = futures[fut]
-            results[i] = fut.result()
-            report(i, results[i])
-    return results  # type: ignore[return-value]
+    try:
+        outcomes = run_sweep(points_of(specs), store, sweep=sweep, key=key_of(specs),
+                             spec={"runs": [asdict(s) for s in specs]}, jobs=jobs, ray=ray,
+                             quiet=True, log=lambda _line: None, each=landed)
+        for o in outcomes:
+            if o.status == "skipped":
+                results[o.point.index] = _from_store(specs[o.point.index - 1], store, o.run_id)
+                log(f"[{o.point.index}/{len(specs)}] {o.point.name}: completed before (from {store})")
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    return [results[i] for i in range(1, len(specs) + 1)]
 
 
 def jsonl_sink(path: str | Path):
@@ -270,9 +331,7 @@ def read_runs(path: str | Path) -> list[RunResult]:
             continue
         if not isinstance(row, dict) or "spec" not in row:
             continue
-        row.pop("final_accuracy", None)
-        row["spec"] = RunSpec(**row["spec"])
-        out.append(RunResult(**row))
+        out.append(result_of(row))
     return out
 
 

@@ -145,7 +145,7 @@ def main(argv=None) -> list[dict]:
                      log=lambda *_: None)
     _refused.update(r.spec.tags["method"] for r in probe if r.status == "n/a")
     sink = jsonl_sink(out / f"{stem}_runs.jsonl") if out is not None else None
-    results = run_many(specs(labels, seeds, iterations, topologies, data, args.evals), jobs=args.jobs,
+    results = run_many(specs(labels, seeds, iterations, topologies, data, args.evals), jobs=args.jobs, ray=args.ray,
                        store=args.store, sink=sink)
     return finish(args, results, labels, iterations, topologies, seeds, stem, out)
 

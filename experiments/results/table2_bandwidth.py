@@ -114,7 +114,7 @@ def main(argv=None) -> list[dict]:
                   else QUICK_BANDWIDTHS if args.quick else BANDWIDTHS)
     eval_every = max(1, min(5, iterations // 8))
     results = run_many(specs(labels, bandwidths, seed, iterations, target, eval_every),
-                       jobs=args.jobs, store=args.store)
+                       jobs=args.jobs, store=args.store, ray=args.ray, sweep="table2")
     rows = rows_of(results, labels, bandwidths, target)
     warmup, ae = stage_lengths(iterations)
     notes = [f"virtual seconds to the first evaluation (every {eval_every} iterations) with test "

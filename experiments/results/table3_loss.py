@@ -107,7 +107,7 @@ def main(argv=None) -> list[dict]:
     labels = pick(args.methods, M.LABELS, "methods") if args.methods else DEFAULT_METHODS
     rates = ([float(r) for r in args.rates.split(",")] if args.rates
              else QUICK_RATES if args.quick else RATES)
-    results = run_many(specs(labels, seeds, iterations, rates), jobs=args.jobs, store=args.store)
+    results = run_many(specs(labels, seeds, iterations, rates), jobs=args.jobs, store=args.store, ray=args.ray, sweep="table3")
     rows = rows_of(results, labels, rates)
     warmup, ae = stage_lengths(iterations)
     notes = [f"digits, cnn, 8 workers, {iterations} iterations, seeds {','.join(map(str, seeds))}, "

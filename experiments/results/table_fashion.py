@@ -1,6 +1,6 @@
 """Table 1 on Fashion-MNIST: fp32, top-k, DGC, LGC's ablation, LGC-PS, LGC-RAR, ScaleCom.
 
-    nice .venv/bin/python -m experiments.results.table_fashion [--jobs 2] [--seeds 0,1,2,3,4]
+    nice .venv/bin/python -m experiments.results.table_fashion [--jobs 2] [--seeds 0,1,2,3,4] [--ray auto]
     .venv/bin/python -m experiments.results.table_fashion --report     # table from finished runs
     ... --methods lgc_ps,dgc --set dense_below=3000 --runs DIR --out DIR   # an option on top
     nice .venv/bin/python -m experiments.results.table_fashion --protocol plateau   # at fp32's plateau
@@ -33,12 +33,10 @@ import json
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from multiprocessing import get_context
 from pathlib import Path
 
-from experiments.results.harness import DOCS_RESULTS, RunSpec, _execute_safe, mean_spread, stage_lengths
+from experiments.results.harness import DOCS_RESULTS, RunSpec, mean_spread, run_many, stage_lengths
 from experiments.results.tables import Column, emit, pick
 
 BASE = "experiments/fashion_star.toml"
@@ -139,35 +137,33 @@ def summary(result, iterations: int, final: int) -> dict:
             "finished_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
 
 
-def _one(spec_: RunSpec, iterations: int, final: int, path: str, store: str | None = None) -> str:
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    result = _execute_safe(spec_, store)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(summary(result, iterations, final), f, indent=1)
-    os.replace(tmp, path)   # a run is on disk whole or not at all
-    return f"{spec_.label}: {result.status}, acc {result.final_accuracy}, {result.wall_s:.0f} s"
-
-
 def run_missing(labels, seeds, iterations, jobs, runs: Path, extra: tuple[str, ...] = (),
                 protocol: Protocol = PROTOCOLS["early"], base: tuple[str, ...] = (),
-                stores: Path | None = None) -> None:
-    """Every (label, seed) without a finished run file in `runs`; `stores`: a folder that keeps
-    each run's SQLite store (its rows as they are written: a run cut short leaves its curve)."""
+                stores: Path | None = None, ray: str | None = None) -> None:
+    """Every (label, seed) without a finished run file in `runs`, through the sweep engine
+    (`jobs` at once, or on Ray with `ray`); each run's file is written as soon as it ends.
+    `stores`: a folder whose `runs.db` keeps every run's rows (a run cut short keeps its rows
+    in `runs.db.points/`)."""
     runs.mkdir(parents=True, exist_ok=True)
     todo = [(label, seed) for seed in seeds for label in labels  # seed-major: whole seeds first
             if not _finished(run_file(runs, label, seed), iterations)]
     print(f"{len(todo)} runs to do ({len(labels) * len(seeds) - len(todo)} already on disk)", flush=True)
     if not todo:
         return
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-        final = sum(protocol.stages(iterations))
-        futs = [pool.submit(_one, spec(label, seed, iterations, extra, protocol, base), iterations,
-                            final, str(run_file(runs, label, seed)),
-                            str(stores / f"{label}_s{seed}.db") if stores else None)
-                for label, seed in todo]
-        for fut in as_completed(futs):
-            print(time.strftime("%H:%M:%S", time.gmtime()), fut.result(), flush=True)
+    final = sum(protocol.stages(iterations))
+    specs = [spec(label, seed, iterations, extra, protocol, base) for label, seed in todo]
+    files = {s.label: run_file(runs, label, seed) for s, (label, seed) in zip(specs, todo)}
+
+    def write(result) -> None:
+        path = files[result.spec.label]
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(summary(result, iterations, final), indent=1))
+        os.replace(tmp, path)   # a run is on disk whole or not at all
+        print(time.strftime("%H:%M:%S", time.gmtime()), f"{result.spec.label}: {result.status}, "
+              f"acc {result.final_accuracy}, {result.wall_s:.0f} s", flush=True)
+
+    run_many(specs, jobs=jobs, store=str(stores / "runs.db") if stores else None, sink=write,
+             log=lambda _line: None, ray=ray, sweep="fashion")
 
 
 def _finished(path: Path, iterations: int) -> bool:
@@ -217,6 +213,9 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated seeds")
     ap.add_argument("--methods", default=None, help=f"comma-separated subset of: {', '.join(LABELS)}")
     ap.add_argument("--jobs", type=int, default=1, help="runs at once (one process each)")
+    ap.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                    help="run each run as a Ray task: alone, on a Ray started here with --jobs "
+                         "CPUs; 'auto' or an address: on that cluster")
     ap.add_argument("--runs", default=None, help="folder of the per-run JSON files "
                                                  "(default: the protocol's)")
     ap.add_argument("--out", default=str(DOCS_RESULTS), help="folder for the table's CSV/Markdown")
@@ -241,7 +240,7 @@ def main(argv=None) -> list[dict]:
     runs = Path(args.runs) if args.runs else protocol.runs
     if not args.report:
         run_missing(labels, seeds, iterations, args.jobs, runs, tuple(args.set), protocol,
-                    tuple(args.config))
+                    tuple(args.config), ray=args.ray)
     rows = rows_of(labels, seeds, iterations, runs)
     warmup, ae = protocol.stages(iterations)
     # the model the runs trained: the base file's, unless a --config replaced it

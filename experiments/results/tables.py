@@ -92,6 +92,9 @@ def common_args(parser: argparse.ArgumentParser, *, methods: list[str] | None = 
         parser.add_argument("--methods", default=None,
                             help=f"comma-separated subset of: {', '.join(methods)}")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (one process each)")
+    parser.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                        help="run each run as a Ray task: alone, on a Ray started here with --jobs "
+                             "CPUs; 'auto' or an address: on that cluster")
     parser.add_argument("--out", default=None,
                         help=f"folder for CSV/Markdown (default {DOCS_RESULTS.relative_to(DOCS_RESULTS.parents[1])}; "
                              "--quick writes nothing unless given)")

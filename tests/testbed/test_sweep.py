@@ -1,7 +1,10 @@
 """`testbed sweep` records each run's membership in the store's sweep columns, and a store made
 before those columns gets them from its runs' names once, when opened for writing."""
 import sqlite3
+import sys
 from pathlib import Path
+
+import pytest
 
 from testbed.cli import main
 from testbed.store import Store
@@ -15,7 +18,7 @@ def test_sweep_records_each_run_as_a_member_at_its_grid_values(tmp_path, capsys)
     db = tmp_path / "sweep.db"
     with Store(db) as s:  # a run named as a sweep's would be, made by `testbed run`: no member
         s.create_run("qs[seed=0]", {}, method="topk")
-    code = main(["sweep", str(QUICK), "--store", str(db), "--quiet", "--seeds", "3",
+    code = main(["sweep", str(QUICK), "--store", str(db), "--quiet", "--seeds", "3", "--jobs", "1",
                  "--grid", "compression.method=none,topk", *sum((["--set", s] for s in TINY), [])])
     assert code == 0, capsys.readouterr().err
     with Store(db, readonly=True) as s:
@@ -51,3 +54,37 @@ def test_a_store_made_before_the_sweep_columns_migrates_them_from_the_names(tmp_
     with Store(old) as s:                  # a second open leaves the recorded values alone
         assert s.run(2)["sweep"] == "other" and s.run(2)["sweep_params"] == {"k": "v"}
         assert s.run(1)["sweep_params"] == {"bandwidth_mbps": "2", "seed": "0"}
+
+
+def test_ray_missing_jobs_zero_and_a_working_dir_without_the_file_are_refused_in_one_line(
+        tmp_path, capsys, monkeypatch):
+    db = tmp_path / "never.db"
+    base = ["sweep", str(QUICK), "--store", str(db), "--seeds", "0", *sum((["--set", s] for s in TINY), [])]
+    monkeypatch.setitem(sys.modules, "ray", None)          # import ray -> ImportError
+    assert main([*base, "--ray"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == ("testbed: error: --ray: Ray is not installed; install it with "
+                       "pip install 'lgc-testbed[cluster]'")
+    assert main([*base, "--jobs", "0"]) == 2
+    assert "--jobs" in capsys.readouterr().err
+    assert main([*base, "--ray", "auto", "--ray-working-dir", str(tmp_path)]) == 2
+    assert "a folder that holds the experiment file" in capsys.readouterr().err
+    assert not db.exists() and not list(tmp_path.iterdir())   # nothing written
+
+
+def test_a_refused_point_is_one_line_and_the_others_still_run(tmp_path, capsys):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without CUDA: run.device = cuda must be refused")
+    db = tmp_path / "s.db"
+    sets = [s for s in TINY if not s.startswith("run.device")]
+    code = main(["sweep", str(QUICK), "--store", str(db), "--quiet", "--jobs", "1",
+                 "--grid", "run.device=cuda,cpu", *sum((["--set", s] for s in sets), [])])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    refused = [line for line in out.splitlines() if " refused: " in line]
+    assert len(refused) == 1 and refused[0].startswith("[0/2 done] quickstart[device=cuda] refused: ")
+    assert "cuda" in refused[0].split("refused: ", 1)[1]
+    assert "sweep done: 1 of 2 runs completed" in out
+    with Store(db, readonly=True) as s:   # the refused point left no run
+        assert [(r["name"], r["status"]) for r in s.runs()] == [("quickstart[device=cpu]", "completed")]

@@ -1,0 +1,433 @@
+"""The sweep engine: the points of a grid run one at a time, N at once (`--jobs N`: N worker
+processes, each running one point after another) or as Ray tasks (`--ray`), each point into a
+store of its own; this process, the one writer of the sweep's store, copies each point's run in
+(`Store.import_run`: one transaction, ids renumbered, sweep membership set) as soon as the
+point ends.
+
+- `run_point` is the one place a point is run: the entry `testbed run` uses
+  (`testbed.commands.run.run` with a `RunSpec`), into the store it is given.
+- A sweep is identified by `sweep_key` (its file's content, grid, overrides and seeds), recorded
+  in the store with its members: running the same sweep again skips the points that completed
+  and runs the failed, stopped and missing ones again.
+- A point's store lives beside the sweep's store (`STORE.points/`) while it runs; a Ray task
+  writes it in a folder of its own on its node and returns the file's bytes. A point whose
+  process is killed leaves no rows in the sweep's store unless its store holds a run, which is
+  then recorded as failed; a Ray task whose worker dies is retried by Ray, afresh.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import io
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from testbed.errors import UserError, stop_on_sigterm
+from testbed.distributed.launcher import _end as end_process
+from testbed.distributed.lifeline import die_with_parent
+from testbed.progress import summary_line
+from testbed.store import Store
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_RUNNER = "testbed.sweeps:run_point"
+RAY_INSTALL = "pip install 'lgc-testbed[cluster]'"
+RAY_RETRIES = 3          # a Ray task whose worker or node dies is run again, up to this often
+
+
+@dataclass
+class Point:
+    """One run of a sweep: its file, its name, its grid values and every override it gets."""
+    index: int                                   # 1-based, in grid order
+    name: str                                    # BASE[key=value,...]
+    file: str                                    # absolute (in --ray-working-dir: relative)
+    overrides: list[str] = field(default_factory=list)   # the sweep's --set, then the grid's
+    params: dict[str, str] = field(default_factory=dict)  # {short key: value}, the membership
+    threads: int = 1                             # run.threads as the point's config says (0 -> 1)
+    device: str = "cpu"                          # run.device: a Ray task of "cuda" gets a GPU
+    runner: str = DEFAULT_RUNNER                 # module:function that runs it (run_point's shape)
+    extra: dict = field(default_factory=dict)    # what another runner needs (JSON)
+
+
+def sweep_key(file: str, grid: list[tuple[str, list[str]]], overrides: list[str],
+              seeds: str | None) -> str:
+    """The identity of a sweep command: its file's content, grid, overrides and seeds."""
+    content = hashlib.sha256(Path(file).read_bytes()).hexdigest()
+    spec = {"file": content, "grid": [[k, list(v)] for k, v in grid],
+            "overrides": list(overrides), "seeds": seeds}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def run_point(point: Point, store: str, quiet: bool = True) -> dict:
+    """Run `point` into the store at `store` through `testbed run`'s entry; never raises for a
+    run that fails or is refused. {"status": completed | failed | refused, "line": one line}."""
+    from testbed.cli import exit_code
+    from testbed.commands import run as run_cmd
+    from testbed.distributed.launcher import RunSpec
+
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):   # its summary names the point's store: ours says it
+            run_cmd.run(RunSpec(store=store, file=point.file, name=point.name,
+                                overrides=tuple(point.overrides), quiet=quiet))
+    except Exception as e:  # what the CLI turns into exit 1 or 2; anything else is a bug
+        code = exit_code(e)
+        if code is None:
+            raise
+        return {"status": "refused" if code == 2 else "failed", "line": _one_line(e)}
+    lines = out.getvalue().strip().splitlines()
+    return {"status": "completed", "line": lines[-1] if lines else "completed"}
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def resolve(runner: str) -> Callable:
+    module, _, name = runner.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+# ----------------------------------------------------------------------------- the driver
+@dataclass
+class Outcome:
+    point: Point
+    status: str          # completed | failed | refused | stopped | skipped
+    line: str = ""
+    run_id: int | None = None    # in the sweep's store
+    merge_s: float = 0.0         # wall seconds this process spent copying the run in
+    result: dict = field(default_factory=dict)   # what the runner returned
+
+
+def run_sweep(points: list[Point], store: str, *, sweep: str, key: str, spec: dict | None = None,
+              jobs: int = 1, ray: str | None = None, ray_env: dict | None = None,
+              quiet: bool = False, log: Callable[[str], None] = print,
+              each: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """Run the points not yet completed in sweep `key` of `store`, `jobs` at once (or on Ray
+    when `ray` is given: "local", "auto" or an address, with Ray's runtime environment
+    `ray_env`), and copy each into `store` as it ends (then `each(outcome)` is called). One
+    Outcome per point, in grid order. A Ctrl-C or SIGTERM stops the points running (their runs
+    are kept, marked stopped) and is raised again."""
+    # first: without Ray, --ray is refused before the store is touched
+    pool = (RayPool(ray, jobs, ray_env) if ray is not None else LocalPool(jobs) if jobs > 1
+            else InlinePool(quiet))
+    with Store(store) as db:
+        db.record_sweep(key, sweep, spec or {})
+        members = db.sweep_members(key)
+    outcomes = {p.index: Outcome(p, "skipped", "completed before", members[p.name]["id"])
+                for p in points if members.get(p.name, {}).get("status") == "completed"}
+    todo = [p for p in points if p.index not in outcomes]
+    if outcomes:
+        log(f"sweep {sweep}: {len(outcomes)} of {len(points)} points completed before; "
+            f"running the other {len(todo)}")
+    work = Path(f"{store}.points")
+    done = len(outcomes)
+
+    def land(point: Point, result: dict, point_store: Path | None) -> None:
+        nonlocal done
+        outcome = Outcome(point, result.get("status", "failed"), result.get("line", ""),
+                          result=result)
+        if point_store is not None and _holds_run(point_store):
+            t0 = time.perf_counter()
+            with Store(store) as db:   # opened per run: a reader of the store never waits long
+                outcome.run_id = db.import_run(point_store, sweep=sweep, params=point.params,
+                                               sweep_key=key)
+                outcome.merge_s = time.perf_counter() - t0
+                if outcome.status == "completed":
+                    outcome.line = summary_line(db, outcome.run_id, point.name)
+        if point_store is not None:   # copied, or it holds no run
+            _remove_store(point_store)
+        outcomes[point.index] = outcome
+        done += outcome.status == "completed"
+        line = (outcome.line if outcome.status == "completed"
+                else f"{point.name} {outcome.status}: {outcome.line}")
+        log(f"[{done}/{len(points)} done] {line}")
+        if each is not None:
+            each(outcome)
+
+    try:
+        for finished in pool.run(todo, work):
+            land(*finished)
+    except KeyboardInterrupt:
+        for finished in pool.stop():
+            land(*finished)
+        raise
+    finally:
+        with contextlib.suppress(OSError):
+            work.rmdir()  # only when empty: what a point left that could not be copied stays
+    return [outcomes.get(p.index) or Outcome(p, "stopped") for p in points]
+
+
+def _holds_run(path: Path) -> bool:
+    """Whether a point's store holds its run (a point stopped while it opened the store
+    leaves a file without tables)."""
+    if not path.exists():
+        return False
+    try:
+        with Store(path, readonly=True) as s:
+            return bool(s.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+    except (UserError, sqlite3.Error):
+        return False
+
+
+def _remove_store(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+# ----------------------------------------------------------------------------- local processes
+class InlinePool:
+    """One point at a time, in this process (`--jobs 1`), with its progress bar."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.current: tuple[Point, Path] | None = None
+
+    def run(self, points: list[Point], work: Path) -> Iterator[tuple[Point, dict, Path | None]]:
+        work.mkdir(parents=True, exist_ok=True)
+        for point in points:
+            path = work / f"{point.index:04d}.db"
+            _remove_store(path)
+            self.current = (point, path)
+            result = resolve(point.runner)(point, str(path), quiet=self.quiet)
+            self.current = None
+            yield point, result, path
+
+    def stop(self) -> Iterator[tuple[Point, dict, Path | None]]:
+        """The point that was running when the stop came: its run is marked stopped."""
+        if self.current is not None:
+            point, path = self.current
+            self.current = None
+            yield point, {"status": "stopped", "line": "stopped"}, path
+
+
+class LocalPool:
+    """`jobs` worker processes (`python -m testbed.sweeps --worker`), each running the points
+    handed to it one after another with `run.threads` CPU threads, so that a worker pays the
+    imports and compiled code once, not once per point. A worker that dies takes only its own
+    point with it (recorded as failed) and is replaced; workers die with this process
+    (PR_SET_PDEATHSIG)."""
+
+    def __init__(self, jobs: int):
+        self.jobs = max(1, jobs)
+        self.workers: list[_Worker] = []
+
+    def run(self, points: list[Point], work: Path) -> Iterator[tuple[Point, dict, Path | None]]:
+        work.mkdir(parents=True, exist_ok=True)
+        pending = list(points)
+        threads = max((p.threads for p in points), default=1)
+        try:
+            while pending or any(w.current for w in self.workers):
+                for w in self.workers:
+                    if pending and w.current is None and w.proc.poll() is None:
+                        w.give(pending.pop(0), work)
+                while pending and len(self.workers) < self.jobs:
+                    w = _Worker(work, len(self.workers), threads)
+                    self.workers.append(w)
+                    w.give(pending.pop(0), work)
+                time.sleep(0.1)
+                for w in self.workers:
+                    if w.current is not None and (w.done() or w.proc.poll() is not None):
+                        yield w.take()
+                self.workers = [w for w in self.workers if w.proc.poll() is None]
+        finally:
+            for w in self.workers:
+                w.close()
+
+    def stop(self) -> Iterator[tuple[Point, dict, Path | None]]:
+        """Stop the workers (SIGTERM: a run is marked stopped) and hand back their points."""
+        for w in self.workers:
+            end_process(w.proc)
+        for w in self.workers:
+            if w.current is not None:
+                yield w.take(stopped=True)
+        self.workers = []
+
+
+class _Worker:
+    """One `python -m testbed.sweeps --worker` process: a point's JSON file's path on its
+    stdin runs that point into STEM.db and writes STEM.result.json."""
+
+    def __init__(self, work: Path, number: int, threads: int):
+        env = dict(os.environ)
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = str(threads)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        self.log = work / f"worker-{number}.log"
+        with open(self.log, "a") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "testbed.sweeps", "--worker"],
+                                         env=env, stdout=log, stderr=log, stdin=subprocess.PIPE,
+                                         text=True, preexec_fn=_child_preexec)
+        self.current: tuple[Point, Path] | None = None
+
+    def give(self, point: Point, work: Path) -> None:
+        stem = work / f"{point.index:04d}"
+        for old in (f"{stem}.db", f"{stem}.db-wal", f"{stem}.db-shm", f"{stem}.result.json"):
+            Path(old).unlink(missing_ok=True)  # what a stopped or killed earlier try left
+        Path(f"{stem}.json").write_text(json.dumps(asdict(point)))
+        self.current = (point, stem)
+        try:
+            self.proc.stdin.write(f"{stem}.json\n")
+            self.proc.stdin.flush()
+        except OSError:       # it died: `take` says so
+            pass
+
+    def done(self) -> bool:
+        return self.current is not None and Path(f"{self.current[1]}.result.json").exists()
+
+    def take(self, stopped: bool = False) -> tuple[Point, dict, Path]:
+        point, stem = self.current
+        self.current = None
+        try:
+            result = json.loads(Path(f"{stem}.result.json").read_text())
+        except (OSError, ValueError):
+            code = self.proc.poll()
+            how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
+                   else f"exit code {code}")
+            result = {"status": "stopped" if stopped else "failed",
+                      "line": f"its process ended without a result ({how}); its output: {self.log}"}
+        for suffix in (".json", ".result.json"):
+            Path(f"{stem}{suffix}").unlink(missing_ok=True)
+        return point, result, Path(f"{stem}.db")
+
+    def close(self) -> None:
+        """No more points: the worker ends at the end of its input."""
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            end_process(self.proc)
+        if self.proc.returncode == 0:
+            self.log.unlink(missing_ok=True)
+
+
+def _child_preexec() -> None:
+    die_with_parent(signal.SIGTERM)
+
+
+def worker_main() -> int:
+    """`python -m testbed.sweeps --worker`: run the point of each JSON file named on stdin,
+    into STEM.db beside it, and write its result to STEM.result.json; end at the end of stdin
+    or on SIGTERM (a run going on is marked stopped)."""
+    stop_on_sigterm()
+    try:
+        for line in sys.stdin:
+            path = Path(line.strip())
+            point = Point(**json.loads(path.read_text()))
+            stem = path.with_suffix("")
+            try:
+                result = resolve(point.runner)(point, f"{stem}.db", quiet=True)
+            except KeyboardInterrupt:
+                _write_result(stem, {"status": "stopped", "line": "stopped"})
+                return 130
+            _write_result(stem, result)
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def _write_result(stem: Path, result: dict) -> None:
+    tmp = Path(f"{stem}.result.tmp")
+    tmp.write_text(json.dumps(result, default=str))
+    tmp.replace(Path(f"{stem}.result.json"))   # whole or not at all
+
+
+
+# ----------------------------------------------------------------------------- Ray
+def import_ray():
+    """Ray, or the one line saying how to install it (exit 2)."""
+    try:
+        import ray
+    except ImportError:
+        raise UserError(f"--ray: Ray is not installed; install it with {RAY_INSTALL}") from None
+    return ray
+
+
+class RayPool:
+    """Each point a Ray task with `run.threads` CPUs (and one GPU where `run.device` asks for
+    CUDA), on whatever node has them. `address`: "local" starts a Ray of `jobs` CPUs in this
+    process's machine, "auto" joins the cluster this machine is part of, else a cluster's
+    address. The task runs the point into a store in a temporary folder of its node and
+    returns the file's bytes; a task whose worker or node dies is run again by Ray."""
+
+    def __init__(self, address: str, jobs: int, runtime_env: dict | None = None):
+        self.ray = import_ray()
+        self.address = address
+        self.jobs = jobs
+        self.runtime_env = dict(runtime_env or {})
+
+    def run(self, points: list[Point], work: Path) -> Iterator[tuple[Point, dict, Path | None]]:
+        ray = self.ray
+        local = self.address == "local"
+        env = dict(self.runtime_env)
+        if local:   # this machine's workers import this checkout, as the --jobs processes do
+            env.setdefault("env_vars", {})["PYTHONPATH"] = os.pathsep.join(
+                filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+        ray.init(address=None if local else self.address, num_cpus=self.jobs if local else None,
+                 include_dashboard=False, log_to_driver=False, configure_logging=False,
+                 runtime_env=env or None)
+        try:
+            task = ray.remote(ray_task)
+            gpus = ray.cluster_resources().get("GPU", 0)   # "auto" takes one where there are some
+            refs = {task.options(num_cpus=p.threads, num_gpus=1 if p.device == "cuda" or (
+                                     p.device == "auto" and gpus) else 0,
+                                 max_retries=RAY_RETRIES, name=f"testbed-point-{p.index}").remote(p): p
+                    for p in points}
+            work.mkdir(parents=True, exist_ok=True)
+            while refs:
+                ready, _ = ray.wait(list(refs), num_returns=1)
+                point = refs.pop(ready[0])
+                try:
+                    result, blob = ray.get(ready[0])
+                except ray.exceptions.RayError as e:
+                    yield point, {"status": "failed", "line": f"its Ray task failed: {_one_line(e)}"}, None
+                    continue
+                path = None
+                if blob:
+                    path = work / f"{point.index:04d}.db"
+                    _remove_store(path)
+                    path.write_bytes(blob)
+                yield point, result, path
+        finally:
+            ray.shutdown()
+
+    def stop(self) -> Iterator[tuple[Point, dict, Path | None]]:
+        """End the tasks in flight with this driver's Ray job; their points run again next time."""
+        self.ray.shutdown()
+        return iter(())
+
+
+def ray_task(point: Point) -> tuple[dict, bytes | None]:
+    """A point on a Ray worker: the thread policy of `run.threads` set here (Ray's worker is
+    shared by tasks), the run into a store of its own, that store's bytes returned."""
+    from testbed.experiment import apply_threads
+
+    os.environ["OMP_NUM_THREADS"] = str(point.threads)
+    apply_threads(point.threads)
+    folder = tempfile.mkdtemp(prefix="testbed-point-")
+    try:
+        path = os.path.join(folder, "point.db")
+        result = resolve(point.runner)(point, path, quiet=True)
+        blob = None
+        if os.path.exists(path):
+            with Store(path) as s:   # everything in the main file, no -wal beside it
+                s.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            blob = Path(path).read_bytes()
+        return result, blob
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main())
