@@ -34,6 +34,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from testbed.errors import UserError, stop_on_sigterm
+from testbed.cli import exit_code
+from testbed.commands import run as run_cmd
+from testbed.distributed.launcher import RunSpec
 from testbed.distributed.launcher import _end as end_process
 from testbed.distributed.lifeline import die_with_parent
 from testbed.progress import summary_line
@@ -71,10 +74,6 @@ def sweep_key(file: str, grid: list[tuple[str, list[str]]], overrides: list[str]
 def run_point(point: Point, store: str, quiet: bool = True) -> dict:
     """Run `point` into the store at `store` through `testbed run`'s entry; never raises for a
     run that fails or is refused. {"status": completed | failed | refused, "line": one line}."""
-    from testbed.cli import exit_code
-    from testbed.commands import run as run_cmd
-    from testbed.distributed.launcher import RunSpec
-
     out = io.StringIO()
     try:
         with contextlib.redirect_stdout(out):   # its summary names the point's store: ours says it

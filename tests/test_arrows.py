@@ -25,7 +25,7 @@ PACKAGES = ("lgc_schema", "channels", "nodes", "testbed", "dashboards", "experim
             "validation")
 # What a path that must start quickly (the CLI's parser) must not load: each takes about a second
 # or more to import here (torch ~5 s, sklearn ~3 s, dash ~1.5 s, numba ~1 s; plotly is dash's).
-HEAVY = ("torch", "sklearn", "tensorboard", "dash", "plotly", "numba")
+HEAVY = ("torch", "sklearn", "tensorboard", "dash", "plotly", "numba", "ray", "flwr")
 
 CASES = {
     "lgc_schema": ("import lgc_schema", ["channels", "nodes", "testbed", "torch"]),
@@ -42,6 +42,9 @@ CASES = {
 # loads a HEAVY package (checked below, so that an entry cannot go stale); every other import is
 # at the top of its module.
 LAZY = {
+    # a sweep loads Ray only with --ray, and the orchestrator only inside a Ray task
+    ("testbed/sweeps.py", "ray"): "ray: only `testbed sweep --ray`",
+    ("testbed/sweeps.py", "testbed.experiment"): "torch: the thread policy inside a Ray task",
     # plotly and a headless Chromium: only `make validate-ns3 FIGURE=...` draws the walk
     ("validation/ns3/walk.py", "plotly"): "plotly: only the figure",
     ("validation/ns3/walk.py", "dashboards.export"): "plotly, Chromium: only the figure",
