@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 
+from experiments.results.provenance import provenance
 from testbed.config import NoServerError, load_config
 from testbed.experiment import ExperimentError
 from testbed.federated import experiment_class
@@ -256,6 +257,7 @@ def jsonl_sink(path: str | Path):
     def write(r: RunResult) -> None:
         row = asdict(r)
         row["final_accuracy"] = r.final_accuracy
+        row["provenance"] = provenance(r.spec)
         with open(path, "a") as f:
             f.write(json.dumps(row, default=str) + "\n")
     return write
@@ -271,7 +273,7 @@ def read_runs(path: str | Path) -> list[RunResult]:
             continue
         if not isinstance(row, dict) or "spec" not in row:
             continue
-        row.pop("final_accuracy", None)
+        row.pop("final_accuracy", None), row.pop("provenance", None)
         row["spec"] = RunSpec(**row["spec"])
         out.append(RunResult(**row))
     return out

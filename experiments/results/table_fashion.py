@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -39,12 +40,20 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from experiments.results.harness import DOCS_RESULTS, RunSpec, _execute_safe, mean_spread, stage_lengths
+from experiments.results.provenance import marks, provenance
 from experiments.results.tables import Column, emit, pick
+from testbed.store import Store
 
 BASE = "experiments/fashion_star.toml"
+PLATEAU_BASE = "experiments/fashion_plateau.toml"   # the named cell: 802.11 CSMA, 1% loss, 8 stations
 DENSITY = 0.01
+REFRESH_EVERY = 10    # the _refresh rows: the coder (or scalar) refreshed every 10th LGC iteration
 LABELS = ["fp32", "topk", "dgc", "lgc_ablation", "lgc_ps", "lgc_rar", "lgc_rar_ablation",
-          "scalecom", "dgc_nomask", "lgc_ablation_nomask", "lgc_ps_nomask", "lgc_rar_nomask"]
+          "scalecom", "dgc_nomask", "lgc_ablation_nomask", "lgc_ps_nomask", "lgc_rar_nomask",
+          "lgc_scaled", "lgc_scaled_refresh", "lgc_ps_refresh", "lgc_ps_paper", "lgc_rar_nl",
+          "dgc_ring", "topk_ring"]
+# rows whose messages travel on the ring (all-reduce or all-gather): compared with ring DGC
+RING = ("lgc_rar", "lgc_rar_ablation", "lgc_rar_nl", "scalecom", "dgc_ring", "topk_ring")
 EPOCH = 234   # iterations per epoch of Fashion-MNIST's 60k images at 8 workers x batch 32
 
 
@@ -58,6 +67,8 @@ class Protocol:
     labels: tuple[str, ...]               # the rows run when --methods is not given
     warmup: int | None = None
     ae: int | None = None
+    base: str = BASE                      # the experiment file every row runs
+    target: float = 0.85                  # the accuracy that time and joules are measured to
 
     def stages(self, iterations: int) -> tuple[int, int]:
         if self.warmup is None or self.ae is None:
@@ -68,11 +79,12 @@ class Protocol:
 PROTOCOLS = {
     # lgc_rar_ablation (f16 values on the ring) on request
     "early": Protocol(600, 200, DOCS_RESULTS / "table_fashion_runs", tuple(LABELS[:6])),
-    # fp32's plateau: measured 2026-12-04 (docs/results.md, "LGC at its plateau")
+    # fp32's plateau: measured 2026-12-04 (docs/results.md, "LGC at its plateau"), on the named
+    # cell (experiments/fashion_plateau.toml); time and joules to 90% test accuracy
     "plateau": Protocol(4800, 400, DOCS_RESULTS / "plateau_runs",
-                        ("fp32", "topk", "dgc", "dgc_nomask", "lgc_ablation", "lgc_ps", "lgc_rar",
-                         "scalecom", "lgc_ablation_nomask", "lgc_ps_nomask", "lgc_rar_nomask"),
-                        warmup=EPOCH, ae=EPOCH // 2),
+                        ("fp32", "topk", "dgc", "scalecom", "lgc_ablation", "lgc_scaled", "lgc_ps",
+                         "lgc_ps_paper", "lgc_rar", "lgc_rar_nl", "lgc_ps_refresh"),
+                        warmup=EPOCH, ae=EPOCH // 2, base=PLATEAU_BASE, target=0.90),
 }
 ITERATIONS = PROTOCOLS["early"].iterations
 RUNS = PROTOCOLS["early"].runs
@@ -82,12 +94,20 @@ COLUMNS = [
     Column("acc_mean", "acc mean %", lambda v: f"{100 * v:.2f}"),
     Column("acc_std", "acc sd", lambda v: f"{100 * v:.2f}"),
     Column("d_acc", "vs fp32 pts", lambda v: f"{100 * v:+.2f}"),
+    Column("d_acc_sd", "paired sd pts", lambda v: f"{100 * v:.2f}"),
     Column("last_gain", "last eval gain pts", lambda v: f"{100 * v:+.2f}"),
-    Column("up_final", "up bits/it", "{:,.0f}"), Column("total_final", "up+down bits/it", "{:,.0f}"),
-    Column("up_x_fp32", "up x fp32", "{:.1f}"), Column("up_x_dgc", "up x DGC", "{:.2f}"),
-    Column("up_x_abl", "up x abl", "{:.2f}"),
-    Column("tot_x_fp32", "total x fp32", "{:.1f}"), Column("tot_x_dgc", "total x DGC", "{:.2f}"),
-    Column("tot_x_abl", "total x abl", "{:.2f}"),
+    Column("window_gain", "gain over >=10% pts", lambda v: f"{100 * v:+.2f}"),
+    Column("up_final", "up bits/it LGC stage", "{:,.0f}"),
+    Column("up_run", "up bits/it whole run", "{:,.0f}"),
+    Column("total_run", "up+down bits/it whole run", "{:,.0f}"),
+    Column("up_x_dgc", "up x DGC LGC stage", "{:.2f}"), Column("run_up_x_dgc", "up x DGC whole run", "{:.2f}"),
+    Column("run_tot_x_dgc", "up+down x DGC whole run", "{:.2f}"),
+    Column("up_x_scaled", "up x scaled LGC stage", "{:.2f}"),
+    Column("run_up_x_scaled", "up x scaled whole run", "{:.2f}"),
+    Column("run_tot_x_scaled", "up+down x scaled whole run", "{:.2f}"),
+    Column("run_up_x_coll", "up x DGC same collective whole run", "{:.2f}"),
+    Column("t_target", "virtual s to target", "{:,.1f}"), Column("j_target", "J to target", "{:,.1f}"),
+    Column("commit", "commit"),
 ]
 
 
@@ -104,6 +124,17 @@ def options(label: str, warmup: int, ae_iters: int) -> dict:
         "lgc_rar": {"method": "lgc_rar", **lgc},
         "lgc_rar_ablation": {"method": "lgc_rar", **lgc, "coder": "none"},
         "scalecom": {"method": "scalecom", "ratio": DENSITY},
+        # LGC-PS's protocol, the leader's values times one fitted scalar (the coder's baseline)
+        "lgc_scaled": {"method": "lgc_scaled", **lgc},
+        "lgc_scaled_refresh": {"method": "lgc_scaled", **lgc, "ae_refresh_every": REFRESH_EVERY},
+        "lgc_ps_refresh": {"method": "lgc_ps", **lgc, "ae_refresh_every": REFRESH_EVERY},
+        # the reference's structure: one decoder per node, latents pulled together 1:1
+        "lgc_ps_paper": {"method": "lgc_ps", **lgc, "decoders": "per_node", "latent_pull": 1.0},
+        "lgc_rar_nl": {"method": "lgc_rar", **lgc, "rar_decoder": "nonlinear"},
+        # DGC and top-k on the ring's collective: every node all-gathers every message
+        "dgc_ring": {"method": "dgc", "ratio": DENSITY, "warmup_iterations": warmup,
+                     "collective": "allgather"},
+        "topk_ring": {"method": "topk", "ratio": DENSITY, "collective": "allgather"},
     }
     return table[label]
 
@@ -122,29 +153,51 @@ def spec(label: str, seed: int, iterations: int, extra: tuple[str, ...] = (),
             value = f'"{value}"'
         sets.append(f"compression.{key}={value}")
     sets += [f"compression.{kv}" for kv in extra]
-    return RunSpec(f"fashion[{label},s{seed}]", BASE, sets, tags={"method": label, "seed": seed})
+    return RunSpec(f"fashion[{label},s{seed}]", protocol.base, sets, tags={"method": label, "seed": seed})
 
 
 def run_file(runs: Path, label: str, seed: int) -> Path:
     return runs / f"{label}_s{seed}.json"
 
 
-def summary(result, iterations: int, final: int) -> dict:
-    """What the table keeps of one run; bits averaged from iteration `final` (the final stage)."""
+def summary(result, iterations: int, final: int, energy: list[float] | None = None) -> dict:
+    """What the table keeps of one run: bits averaged from iteration `final` (the final stage)
+    and per iteration (the whole run), each evaluation's virtual time and (with `energy`, the
+    workers' joules per iteration) joules so far, and the run's provenance."""
+    evals = [dict(e) for e in result.evals]
+    if energy:
+        for e in evals:
+            e["energy_j"] = sum(energy[:e["iteration"] + 1])
     return {"status": result.status, "note": result.note, "iterations": result.iterations,
-            "evals": result.evals, "final_accuracy": result.final_accuracy,
+            "evals": evals, "final_accuracy": result.final_accuracy,
             "up_final": mean_spread(result.bits_up[final:])[0],
             "total_final": mean_spread(result.bits[final:])[0],
+            "bits_up": list(result.bits_up), "bits": list(result.bits), "final_from": final,
             "wall_s": result.wall_s, "overrides": result.spec.overrides,
+            "provenance": provenance(result.spec),
             "finished_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
+
+
+def energy_per_iteration(store: str) -> list[float]:
+    """The workers' joules per iteration from a finished run's store (its only run)."""
+    if not os.path.exists(store):
+        return []
+    with Store(store, readonly=True) as db:
+        runs = db.runs()
+        if not runs:
+            return []
+        return [float(r["energy_j"] or 0.0) for r in db.iterations(runs[-1]["id"])]
 
 
 def _one(spec_: RunSpec, iterations: int, final: int, path: str, store: str | None = None) -> str:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    result = _execute_safe(spec_, store)
+    with tempfile.TemporaryDirectory(prefix="fashion-") as tmpdir:
+        db = store or os.path.join(tmpdir, "runs.db")
+        result = _execute_safe(spec_, db)
+        energy = energy_per_iteration(db)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(summary(result, iterations, final), f, indent=1)
+        json.dump(summary(result, iterations, final, energy), f)
     os.replace(tmp, path)   # a run is on disk whole or not at all
     return f"{spec_.label}: {result.status}, acc {result.final_accuracy}, {result.wall_s:.0f} s"
 
@@ -177,23 +230,51 @@ def _finished(path: Path, iterations: int) -> bool:
     return s["status"] == "completed" and s["iterations"] == iterations
 
 
-def rows_of(labels, seeds, iterations, runs: Path) -> list[dict]:
-    rows = []
+def _first_at(evals: list[dict], target: float) -> dict | None:
+    """The first evaluation at or above the target accuracy (None: never)."""
+    return next((e for e in evals if e["test_accuracy"] >= target), None)
+
+
+def window_gain(evals: list[dict], iterations: int) -> float | None:
+    """Accuracy gained from the latest evaluation at least 10% of the budget before the last to
+    the last (a plateau: within 0.2 points)."""
+    if not evals:
+        return None
+    last = evals[-1]
+    before = [e for e in evals if e["iteration"] <= last["iteration"] - 0.1 * iterations]
+    return last["test_accuracy"] - before[-1]["test_accuracy"] if before else None
+
+
+def rows_of(labels, seeds, iterations, runs: Path, target: float = 0.85) -> list[dict]:
+    """One row per label over its finished seeds. Whole-run bits need the per-iteration bits
+    the run files keep (older run files have only the LGC stage's mean: '-')."""
+    rows, by_seed = [], {}
     for label in labels:
-        done = [json.loads(run_file(runs, label, s).read_text()) for s in seeds
-                if _finished(run_file(runs, label, s), iterations)]
         done_seeds = [s for s in seeds if _finished(run_file(runs, label, s), iterations)]
+        done = [json.loads(run_file(runs, label, s).read_text()) for s in done_seeds]
+        by_seed[label] = {s: d["final_accuracy"] for s, d in zip(done_seeds, done)}
         row = {"method": label, "n": len(done), "seeds": " ".join(map(str, done_seeds))}
         if done:
             row["acc_mean"], row["acc_std"] = mean_spread([d["final_accuracy"] for d in done])
             row["acc_per_seed"] = " ".join(f"{d['final_accuracy']:.4f}" for d in done)
             row["up_final"] = mean_spread([d["up_final"] for d in done])[0]
             row["total_final"] = mean_spread([d["total_final"] for d in done])[0]
+            if all("bits_up" in d for d in done):
+                row["up_run"] = mean_spread([mean_spread(d["bits_up"])[0] for d in done])[0]
+                row["total_run"] = mean_spread([mean_spread(d["bits"])[0] for d in done])[0]
             row["wall_s"] = sum(d["wall_s"] for d in done)
             # converged? the gain from the second-last to the last evaluation, mean over seeds
             steps = [d["evals"][-1]["test_accuracy"] - d["evals"][-2]["test_accuracy"]
                      for d in done if len(d["evals"]) >= 2]
             row["last_gain"] = mean_spread(steps)[0]
+            row["window_gain"] = mean_spread([window_gain(d["evals"], iterations) for d in done])[0]
+            hits = [_first_at(d["evals"], target) for d in done]
+            row["reached"] = f"{sum(h is not None for h in hits)}/{len(done)}"
+            if all(h is not None for h in hits):
+                row["t_target"] = mean_spread([h["virtual_time_s"] for h in hits])[0]
+                if all("energy_j" in h for h in hits):
+                    row["j_target"] = mean_spread([h["energy_j"] for h in hits])[0]
+            row["commit"] = " ".join(sorted({marks(d.get("provenance")) for d in done}))
         rows.append(row)
     ref = {r["method"]: r for r in rows if r.get("up_final")}
     for row in rows:
@@ -201,10 +282,21 @@ def rows_of(labels, seeds, iterations, runs: Path) -> list[dict]:
             continue
         if "fp32" in ref:
             row["d_acc"] = row["acc_mean"] - ref["fp32"]["acc_mean"]
-        for base, tag in (("fp32", "fp32"), ("dgc", "dgc"), ("lgc_ablation", "abl")):
-            if base in ref:
-                row[f"up_x_{tag}"] = ref[base]["up_final"] / row["up_final"]
-                row[f"tot_x_{tag}"] = ref[base]["total_final"] / row["total_final"]
+            pairs = [a - by_seed["fp32"][s] for s, a in by_seed[row["method"]].items()
+                     if s in by_seed["fp32"]]
+            row["d_acc_sd"] = mean_spread(pairs)[1]
+        for base, tag in (("fp32", "fp32"), ("dgc", "dgc"), ("lgc_ablation", "abl"),
+                          ("lgc_scaled", "scaled")):
+            if base not in ref:
+                continue
+            row[f"up_x_{tag}"] = ref[base]["up_final"] / row["up_final"]
+            row[f"tot_x_{tag}"] = ref[base]["total_final"] / row["total_final"]
+            if row.get("up_run") and ref[base].get("up_run"):
+                row[f"run_up_x_{tag}"] = ref[base]["up_run"] / row["up_run"]
+                row[f"run_tot_x_{tag}"] = ref[base]["total_run"] / row["total_run"]
+        coll = ref.get("dgc_ring" if row["method"] in RING else "dgc")
+        if coll and row.get("up_run") and coll.get("up_run"):
+            row["run_up_x_coll"] = coll["up_run"] / row["up_run"]
     return rows
 
 
@@ -242,23 +334,39 @@ def main(argv=None) -> list[dict]:
     if not args.report:
         run_missing(labels, seeds, iterations, args.jobs, runs, tuple(args.set), protocol,
                     tuple(args.config))
-    rows = rows_of(labels, seeds, iterations, runs)
+    rows = rows_of(labels, seeds, iterations, runs, protocol.target)
     warmup, ae = protocol.stages(iterations)
     # the model the runs trained: the base file's, unless a --config replaced it
     model = next((c.split("=", 1)[1].strip('"') for c in args.config
                   if c.split("=", 1)[0].strip() == "model.name"), "cnn_fc (139k weights)")
+    cell = ("one shared 20 Mbit/s 802.11 (CSMA) cell, 1% packet loss with retransmission, 8 stations"
+            if protocol.base == PLATEAU_BASE else "one shared 20 Mbit/s cell")
     notes = [
-        f"Fashion-MNIST (60k/10k), {model}, 8 workers, one shared 20 Mbit/s cell, "
+        f"Fashion-MNIST (60k/10k), {model}, 8 workers, {cell} ({protocol.base}), "
         f"{iterations} iterations of batch 32 per worker, SGD lr 0.1 cosine; DGC/LGC warm-up "
         f"{warmup}, LGC AE training {ae}, final stage from {warmup + ae}; density {DENSITY}.",
         "_nomask: momentum_masking = false (momentum kept where a coordinate is sent); "
-        "last eval gain: accuracy gained from the second-last to the last evaluation (converged "
-        "when within 0.2 points).",
+        f"_refresh: the coder (lgc_ps) or the scalar (lgc_scaled) refreshed every {REFRESH_EVERY}th "
+        "LGC iteration on the nodes' memories (their bytes counted); lgc_ps_paper: one decoder per "
+        "node and the latent pull (the third-party reference's structure); lgc_rar_nl: LGC-RAR "
+        "with a non-linear decoder; _ring: all-gathered on the ring's collective.",
         "acc: final test accuracy over the seeds that finished (sd: sample standard deviation); "
-        "vs fp32: mean difference in points.",
+        "vs fp32: mean difference in points, paired sd: sd of the per-seed differences.",
+        "last eval gain: accuracy gained from the second-last to the last evaluation; gain over "
+        ">=10%: from the latest evaluation at least 10% of the budget before the last (a plateau "
+        "when within 0.2 points).",
         "up bits/it: what the workers sent (all-reduce: the chunks each node sends); up+down adds "
-        "what every node received; both over the final stage; every header, index, latent byte.",
-        "x fp32 / x DGC / x abl: that method's bits per iteration over this row's.",
+        "what every node received; every header, index, latent byte. LGC stage: iterations "
+        f"{warmup + ae} on; whole run: every iteration (warm-up, coder training and the coder's "
+        "shipment included); '-': the run file predates per-iteration bits.",
+        "x DGC / x scaled: DGC's (lgc_scaled's) bits per iteration over this row's; same "
+        "collective: over DGC's on the parameter server, or (ring rows) all-gathered on the ring.",
+        f"to target: first evaluation (every {protocol.eval_every if iterations == protocol.iterations else max(1, iterations // 3)} "
+        f"iterations) at or above {100 * protocol.target:.0f}% test accuracy, mean over the seeds "
+        "(shown only when every seed reached it; 'reached' in the CSV): the cell's virtual "
+        "seconds and the 8 workers' joules (radio and compute) up to it.",
+        "commit: the code that made the rows (+dirty: uncommitted changes; older code: not the "
+        "current commit; unrecorded: a run file from before commits were recorded).",
     ]
     if args.config:   # the first note describes the base file; say what replaced part of it
         notes.insert(1, "Base file overridden for every run: " + ", ".join(args.config) + ".")
