@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -51,7 +51,7 @@ REFRESH_EVERY = 10    # the _refresh rows: the coder (or scalar) refreshed every
 LABELS = ["fp32", "topk", "dgc", "lgc_ablation", "lgc_ps", "lgc_rar", "lgc_rar_ablation",
           "scalecom", "dgc_nomask", "lgc_ablation_nomask", "lgc_ps_nomask", "lgc_rar_nomask",
           "lgc_scaled", "lgc_scaled_refresh", "lgc_ps_refresh", "lgc_ps_paper", "lgc_rar_nl",
-          "dgc_ring", "topk_ring"]
+          "dgc_ring", "topk_ring", "lgc_scaled_momentum"]
 # rows whose messages travel on the ring (all-reduce or all-gather): compared with ring DGC
 RING = ("lgc_rar", "lgc_rar_ablation", "lgc_rar_nl", "scalecom", "dgc_ring", "topk_ring")
 EPOCH = 234   # iterations per epoch of Fashion-MNIST's 60k images at 8 workers x batch 32
@@ -83,7 +83,7 @@ PROTOCOLS = {
     # cell (experiments/fashion_plateau.toml); time and joules to 90% test accuracy
     "plateau": Protocol(4800, 400, DOCS_RESULTS / "plateau_runs",
                         ("fp32", "topk", "dgc", "scalecom", "lgc_ablation", "lgc_scaled", "lgc_ps",
-                         "lgc_ps_paper", "lgc_rar", "lgc_rar_nl", "lgc_ps_refresh"),
+                         "lgc_ps_paper", "lgc_rar", "lgc_rar_nl", "lgc_scaled_momentum"),
                         warmup=EPOCH, ae=EPOCH // 2, base=PLATEAU_BASE, target=0.90),
 }
 ITERATIONS = PROTOCOLS["early"].iterations
@@ -131,6 +131,9 @@ def options(label: str, warmup: int, ae_iters: int) -> dict:
         # the reference's structure: one decoder per node, latents pulled together 1:1
         "lgc_ps_paper": {"method": "lgc_ps", **lgc, "decoders": "per_node", "latent_pull": 1.0},
         "lgc_rar_nl": {"method": "lgc_rar", **lgc, "rar_decoder": "nonlinear"},
+        # the shared part read from the leader's momentum, before error feedback drains it
+        "lgc_scaled_momentum": {"method": "lgc_scaled", **lgc, "ae_refresh_every": REFRESH_EVERY,
+                                "common_source": "momentum"},
         # DGC and top-k on the ring's collective: every node all-gathers every message
         "dgc_ring": {"method": "dgc", "ratio": DENSITY, "warmup_iterations": warmup,
                      "collective": "allgather"},
@@ -208,6 +211,8 @@ def run_missing(labels, seeds, iterations, jobs, runs: Path, extra: tuple[str, .
     """Every (label, seed) without a finished run file in `runs`; `stores`: a folder that keeps
     each run's SQLite store (its rows as they are written: a run cut short leaves its curve)."""
     runs.mkdir(parents=True, exist_ok=True)
+    if stores:
+        stores.mkdir(parents=True, exist_ok=True)
     todo = [(label, seed) for seed in seeds for label in labels  # seed-major: whole seeds first
             if not _finished(run_file(runs, label, seed), iterations)]
     print(f"{len(todo)} runs to do ({len(labels) * len(seeds) - len(todo)} already on disk)", flush=True)
@@ -313,6 +318,10 @@ def main(argv=None) -> list[dict]:
                                                  "(default: the protocol's)")
     ap.add_argument("--out", default=str(DOCS_RESULTS), help="folder for the table's CSV/Markdown")
     ap.add_argument("--report", action="store_true", help="only tabulate the runs on disk")
+    ap.add_argument("--scale-stages", action="store_true",
+                    help="warm-up and coder training scaled to --iterations as the protocol's are "
+                         "to its budget (a short smoke or timing run of the same grid)")
+    ap.add_argument("--stores", default=None, help="folder that keeps each run's SQLite store")
     ap.add_argument("--stem", default=None, help="file name of the table's CSV/Markdown "
                                                  "(default: table_fashion[_PROTOCOL])")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -325,6 +334,10 @@ def main(argv=None) -> list[dict]:
     args = ap.parse_args(argv)
     protocol = PROTOCOLS[args.protocol]
     iterations = args.iterations or protocol.iterations
+    if args.scale_stages and protocol.warmup is not None:
+        w, a = protocol.stages(protocol.iterations)
+        protocol = replace(protocol, warmup=max(1, round(w * iterations / protocol.iterations)),
+                           ae=max(1, round(a * iterations / protocol.iterations)))
     labels = pick(args.methods, LABELS, "methods") if args.methods else list(protocol.labels)
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
@@ -333,7 +346,7 @@ def main(argv=None) -> list[dict]:
     runs = Path(args.runs) if args.runs else protocol.runs
     if not args.report:
         run_missing(labels, seeds, iterations, args.jobs, runs, tuple(args.set), protocol,
-                    tuple(args.config))
+                    tuple(args.config), Path(args.stores) if args.stores else None)
     rows = rows_of(labels, seeds, iterations, runs, protocol.target)
     warmup, ae = protocol.stages(iterations)
     # the model the runs trained: the base file's, unless a --config replaced it

@@ -20,6 +20,15 @@ over the newest `ae_buffer` pairs p:
 beta goes down as one f32 scalar in every LGC-stage aggregate (4 bytes per packet, counted);
 every node credits itself with beta times the relayed leader's values, as the server does.
 Before the first fit (no pairs) beta is 1: the ablation's credit.
+
+`common_source = "momentum"` (a variant that codes the shared part before error feedback drains
+it): the nodes share more in their fresh gradients than in their error memories, whose shared
+part the aggregate has already taken out. The leader picks I as the top-k of its momentum u_L
+(DGC's corrected gradient, which v accumulates) and sends u_L at I (f16); every node is credited
+with beta u_L at I, taken out of its memory v (error feedback keeps the residual
+v_j - beta u_L); beta is fitted on momenta: the refresh's kept values are the nodes' u at I,
+pairs (u_L, mean_j u_j) (needs ae_refresh_every > 0). Until the first refresh beta is the
+fitting stage's fit on sent values.
 """
 from __future__ import annotations
 
@@ -29,12 +38,20 @@ import numpy as np
 import torch
 
 from nodes.compression.lgc_common import COMMON_OPTIONS, PROTOCOL_OPTIONS
-from nodes.compression.lgc_messages import rms
+from nodes.compression.lgc_messages import KIND_COMMON, rms, sparse_message
 from nodes.compression.lgc_ps import CODER_OPTIONS, LGCPS, PS_OPTIONS
 from nodes.compression.registry import register
+from lgc_schema import Field, Rule
 
 OPTIONS = {**{k: COMMON_OPTIONS[k] for k in (*PROTOCOL_OPTIONS, "ae_buffer")}, **PS_OPTIONS,
-           "ae_refresh_every": CODER_OPTIONS["ae_refresh_every"]}
+           "ae_refresh_every": CODER_OPTIONS["ae_refresh_every"],
+           "common_source": Field("memory", str, choices=("memory", "momentum"),
+                                  help="what the leader's shared values are: its error memory v at "
+                                       "its top-k of v, or its momentum u at its top-k of u (fitted "
+                                       "on the nodes' momenta: needs ae_refresh_every > 0)")}
+SOURCE_RULE = Rule("common_source", needs=("ae_refresh_every",),
+                   check=lambda t: None if t["common_source"] == "memory" or t["ae_refresh_every"]
+                   else "'memory' with ae_refresh_every = 0 (beta is fitted on momenta at refreshes)")
 
 
 def _f32(x: float) -> float:
@@ -42,9 +59,10 @@ def _f32(x: float) -> float:
     return float(np.float32(x))
 
 
-@register("lgc_scaled", wire_id=11, **OPTIONS)
+@register("lgc_scaled", wire_id=11, rules=(SOURCE_RULE,), **OPTIONS)
 class LGCScaled(LGCPS):
-    def __init__(self, **kw):
+    def __init__(self, *, common_source: str = "memory", **kw):
+        self.source = common_source
         # the coder's options it has not: their defaults (no AE is trained or shipped)
         unused = {k: f.default for k, f in {**COMMON_OPTIONS, **CODER_OPTIONS}.items() if k not in kw}
         super().__init__(coder="scaled", **unused, **kw)
@@ -77,6 +95,19 @@ class LGCScaled(LGCPS):
         yield  # a generator, as LGC-PS's (the fit costs no modelled time)
 
     # ---- the LGC stage: the credit at I is beta times the leader's values
+    def shared(self, w: int) -> torch.Tensor:
+        """What node w's shared values are read from: its memory v or its momentum u."""
+        return self.dgc.u[w] if self.source == "momentum" else self.dgc.v[w]
+
+    def _leader_parts(self, it, v):
+        if self.source == "memory":
+            return super()._leader_parts(it, v)
+        L = self.leader_of(it)
+        u = self.dgc.u[L]
+        idx = torch.sort(self.dgc.layers.topk(u, self.density, self.dgc.picker(L, it, 11))).values
+        return [sparse_message(idx.cpu(), u[idx].cpu(), self.numel, payload_bytes=self.payload_bytes,
+                               method=self.wire_id, iteration=it, kind=KIND_COMMON, dtype="f16")]
+
     def _lgc(self, it, vs):
         self.beta_use = self.beta()     # server side: the fitted scalar, as it goes on the wire
         return (yield from super()._lgc(it, vs))
@@ -101,7 +132,8 @@ class LGCScaled(LGCPS):
         if not self.refresh_due(it) or not ordered.numel():
             return
         self.pending = {"iteration": it, "leader": L, "scale": 1.0,
-                        "values": [v[ordered.to(v.device)].cpu().clone() for v in vs]}
+                        "values": [self.shared(w)[ordered.to(v.device)].cpu().clone()
+                                   for w, v in enumerate(vs)]}
 
     def _refit(self, leader: torch.Tensor, mean: torch.Tensor) -> float:
         if self.refreshes == 0:
