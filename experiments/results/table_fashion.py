@@ -4,6 +4,12 @@
     .venv/bin/python -m experiments.results.table_fashion --report     # table from finished runs
     ... --methods lgc_ps,dgc --set dense_below=3000 --runs DIR --out DIR   # an option on top
     nice .venv/bin/python -m experiments.results.table_fashion --protocol plateau   # at fp32's plateau
+    ... --protocol plateau --iterations 60 --scale-stages --runs DIR --out DIR   # its smoke run
+
+The plateau grid in the background (resumable: rerun the same line after a stop; each finished
+run is written at once, with its provenance, to docs/results/plateau_cell_runs/):
+    OMP_NUM_THREADS=1 nohup nice -n 15 .venv/bin/python -m experiments.results.table_fashion \
+        --protocol plateau --jobs 1 > plateau.log 2>&1 &
 
 Two protocols (`PROTOCOLS`): "early" (600 iterations, DGC/LGC warm-up a quarter of the budget
 and AE training an eighth: how fast each method converges) and "plateau" (the budget at which
@@ -20,11 +26,16 @@ optimizer and budget. Each finished run is written at once to
 docs/results/table_fashion_runs/<method>_s<seed>.json; rerunning skips those, so the script can
 be stopped and resumed, and --report builds the table from whatever has finished.
 
-Per method: final test accuracy (10k test images) mean and sample sd over the finished seeds,
-uplink bits per iteration (what the workers sent: every header, index, latent byte) and up +
-down bits per iteration, both averaged over the final stage (from the end of LGC's AE training
-on, the same iterations for every method), and ratios of those against fp32, DGC and the
-ablation (lgc_ablation: LGC-PS's protocol with the leader's f16 values instead of the latent).
+Per method: final test accuracy (10k test images) mean and sample sd over the finished seeds and
+the paired difference to fp32; uplink bits per iteration (what the workers sent: every header,
+index, latent byte) over the final stage (from the end of LGC's AE training on, the same
+iterations for every method) and over the whole run (warm-up, coder training and the coder's
+shipment included), up + down bits over the whole run, and ratios against DGC and against
+lgc_scaled (LGC-PS's protocol with the leader's values times one fitted scalar: the baseline the
+learned coder must beat at equal format) on both; ring rows also against DGC all-gathered on the
+ring; virtual time and the workers' joules to the protocol's target accuracy; the commit that
+made each row (rows made by older code are marked). The plateau protocol runs on
+experiments/fashion_plateau.toml: a 20 Mbit/s shared 802.11 (CSMA) cell, 1% loss, 8 stations.
 """
 from __future__ import annotations
 
@@ -81,7 +92,7 @@ PROTOCOLS = {
     "early": Protocol(600, 200, DOCS_RESULTS / "table_fashion_runs", tuple(LABELS[:6])),
     # fp32's plateau: measured 2026-12-04 (docs/results.md, "LGC at its plateau"), on the named
     # cell (experiments/fashion_plateau.toml); time and joules to 90% test accuracy
-    "plateau": Protocol(4800, 400, DOCS_RESULTS / "plateau_runs",
+    "plateau": Protocol(4800, 400, DOCS_RESULTS / "plateau_cell_runs",
                         ("fp32", "topk", "dgc", "scalecom", "lgc_ablation", "lgc_scaled", "lgc_ps",
                          "lgc_ps_paper", "lgc_rar", "lgc_rar_nl", "lgc_scaled_momentum"),
                         warmup=EPOCH, ae=EPOCH // 2, base=PLATEAU_BASE, target=0.90),
