@@ -3,7 +3,8 @@ the seeds and the library versions. Every run file the result scripts write carr
 `provenance(spec)` under the key "provenance"; the tables print each row's commit and mark rows
 made by other code than the current commit (`marks`).
 
-`clean` looks at the code only: a run file that another run of the same grid has just written
+The commit and `clean` are read once per process, when its first run starts (the code a
+process runs is what it loaded then). `clean` looks at the code only: a run file that another run of the same grid has just written
 (docs/) does not make the tree dirty.
 """
 from __future__ import annotations

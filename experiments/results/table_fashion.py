@@ -51,7 +51,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from experiments.results.harness import DOCS_RESULTS, RunSpec, _execute_safe, mean_spread, stage_lengths
-from experiments.results.provenance import marks, provenance
+from experiments.results.provenance import code_state, marks, provenance
 from experiments.results.tables import Column, emit, pick
 from testbed.store import Store
 
@@ -205,6 +205,7 @@ def energy_per_iteration(store: str) -> list[float]:
 
 def _one(spec_: RunSpec, iterations: int, final: int, path: str, store: str | None = None) -> str:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    code_state()   # the code as this process loads it (cached: a later commit does not relabel it)
     with tempfile.TemporaryDirectory(prefix="fashion-") as tmpdir:
         db = store or os.path.join(tmpdir, "runs.db")
         result = _execute_safe(spec_, db)
