@@ -94,7 +94,7 @@ PROTOCOLS = {
     # cell (experiments/fashion_plateau.toml); time and joules to 90% test accuracy
     "plateau": Protocol(4800, 400, DOCS_RESULTS / "plateau_cell_runs",
                         ("fp32", "topk", "dgc", "scalecom", "lgc_ablation", "lgc_scaled", "lgc_ps",
-                         "lgc_ps_paper", "lgc_rar", "lgc_rar_nl", "lgc_scaled_momentum"),
+                         "lgc_ps_paper", "lgc_rar", "lgc_rar_nl", "lgc_scaled_momentum", "dgc_ring"),
                         warmup=EPOCH, ae=EPOCH // 2, base=PLATEAU_BASE, target=0.90),
 }
 ITERATIONS = PROTOCOLS["early"].iterations
