@@ -4,9 +4,9 @@
     python -m experiments.results.gpu_plateau --iterations 1000 --seeds 2,3 --methods fp32,dgc,lgc_ps,lgc_ablation
     python -m experiments.results.gpu_plateau --report --iterations 1000 --seeds 0,1,2,3   # table of runs on disk
 
-The runs are table_fashion's plateau protocol (experiments/fashion_star.toml: Fashion-MNIST
-28x28, 8 workers in one shared 20 Mbit/s cell; warm-up one epoch, AE training half an epoch,
-density 1%) with `model.name = "resnet20"` and `run.device = "cuda"`, the three methods at once
+The runs are table_fashion's plateau protocol (experiments/fashion_plateau.toml: Fashion-MNIST
+28x28, 8 workers in one shared 20 Mbit/s 802.11 cell with 1% loss; warm-up one epoch, AE
+training half an epoch, density 1%; the table's whole-run bits, time and joules to target) with `model.name = "resnet20"` and `run.device = "cuda"`, the three methods at once
 (one process each, one GPU). A GPU session is short, so the budget is measured rather than
 assumed: each method first runs `--probe` iterations; the slowest one's wall seconds per
 iteration, with a margin, set the largest budget (a multiple of the evaluation interval, at most

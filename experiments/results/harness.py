@@ -25,6 +25,7 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from experiments.results.provenance import provenance
 from testbed.config import NoServerError, load_config
 from testbed.experiment import Experiment, ExperimentError
 from testbed.store import Store
@@ -60,6 +61,7 @@ class RunResult:
     stages: list[str] = field(default_factory=list)
     virtual_time_s: float = 0.0                          # the clock at the end of the run
     virtual_s: list[float] = field(default_factory=list)  # per iteration: virtual seconds it took
+    energy_j: list[float] = field(default_factory=list)   # per iteration: the workers' joules
     codec_s: list[float] = field(default_factory=list)   # wall s per iteration in exchange()
     timers: dict = field(default_factory=dict)           # wall s per piece, whole run
     wall_s: float = 0.0                                  # wall s of the training loop
@@ -201,6 +203,7 @@ def _collect(result: RunResult, store, run_id, timers: Timers) -> None:
     result.virtual_time_s = float(its[-1]["virtual_time_s"]) if its else 0.0
     ends = [float(r["virtual_time_s"]) for r in its]
     result.virtual_s = [b - a for a, b in zip([0.0] + ends[:-1], ends)]
+    result.energy_j = [float(r["energy_j"] or 0.0) for r in its]
     result.evals = [{"iteration": e["iteration"], "virtual_time_s": e["virtual_time_s"],
                      "test_accuracy": e["test_accuracy"]} for e in store.evals(run_id)]
     result.codec_s = [timers.codec.get(r["iteration"], 0.0) for r in its]
@@ -316,6 +319,7 @@ def jsonl_sink(path: str | Path):
     def write(r: RunResult) -> None:
         row = asdict(r)
         row["final_accuracy"] = r.final_accuracy
+        row["provenance"] = provenance(r.spec)
         with open(path, "a") as f:
             f.write(json.dumps(row, default=str) + "\n")
     return write
@@ -331,6 +335,7 @@ def read_runs(path: str | Path) -> list[RunResult]:
             continue
         if not isinstance(row, dict) or "spec" not in row:
             continue
+        row.pop("provenance", None)
         out.append(result_of(row))
     return out
 

@@ -150,17 +150,23 @@ class LGCPS(LGCBase):
         arrived = yield Uplink(self.dgc_messages(it, grads))
         decoded = [codec.decode(arrived.get(w, []), n) for w in range(N)]
         avg = sum(d.values for d in decoded) / N
-        if self.stage(it) == "ae_train" and self.uses_coder():
-            self._collect(decoded, k, it)
-            flops = self.trainer.train(self.ae_steps)
-            yield ServerCompute(self._seconds(flops, self.ae_gflops), "lgc_ps: autoencoder training")
-            if self.sched.ships_after(it):
-                # the whole AE: the leader encodes, every node decodes the relayed common code
-                msg = weights_message(self.ae.full_bytes(), payload_bytes=self.payload_bytes,
-                                      method=self.wire_id, iteration=it)
-                yield Downlink(msg)
-                self._deploy(self.received_bytes(msg.packets), encoder_only=False)
+        if self.stage(it) == "ae_train":
+            yield from self._fit(it, decoded, k)
         return avg.to(self.device)
+
+    def _fit(self, it, decoded, k):
+        """The AE-training stage's server work on the arrived messages (none for the ablation)."""
+        if not self.uses_coder():
+            return
+        self._collect(decoded, k, it)
+        flops = self.trainer.train(self.ae_steps)
+        yield ServerCompute(self._seconds(flops, self.ae_gflops), "lgc_ps: autoencoder training")
+        if self.sched.ships_after(it):
+            # the whole AE: the leader encodes, every node decodes the relayed common code
+            msg = weights_message(self.ae.full_bytes(), payload_bytes=self.payload_bytes,
+                                  method=self.wire_id, iteration=it)
+            yield Downlink(msg)
+            self._deploy(self.received_bytes(msg.packets), encoder_only=False)
 
     def _collect(self, decoded, k, it):
         """Training pairs: a node's normalised top-k values -> the nodes' mean at those positions,
@@ -285,13 +291,13 @@ class LGCPS(LGCBase):
         down = join(Message(list(common_pk)),
                     sparse_message(ridx, resid[ridx], n, payload_bytes=self.payload_bytes,
                                    method=self.wire_id, iteration=it, kind=KIND_AGGREGATE,
-                                   scalars=tuple(flags)))
+                                   scalars=(*self._down_scalars(), *flags)))
         yield Downlink(down)
 
         # --- every node, from the downlink's bytes: the aggregate and its own credit
         parts = by_kind(down.packets)
         r = codec.decode(parts[KIND_AGGREGATE], n)
-        flags = [int(f) for f in r.scalars]
+        flags = [int(f) for f in self._read_down_scalars(r.scalars)]
         cpk = [p for kind in (KIND_INDICES, KIND_LATENT, KIND_COMMON) for p in parts.get(kind, [])]
         cidx, cval = self._common(cpk, self.worker_ae)
         common = torch.zeros(n)
@@ -314,7 +320,7 @@ class LGCPS(LGCBase):
     # ------------------------------------------------------------------ coder refresh
     def refresh_due(self, it: int) -> bool:
         """Every R-th LGC iteration, counted from the first, keeps the memories for a refresh."""
-        return (self.refresh_every > 0 and self.uses_coder() and self.stage(it) == "lgc"
+        return (self.refresh_every > 0 and self.refits() and self.stage(it) == "lgc"
                 and (it - self.sched.lgc_start) % self.refresh_every == 0)
 
     def _keep_for_refresh(self, it, vs, L, ordered, position_packets) -> None:
@@ -348,13 +354,30 @@ class LGCPS(LGCBase):
             return False
         vals = torch.stack([codec.decode(pk).values for pk in got])
         s = p["scale"]
+        flops = self._refit(vals[p["leader"]] / s, vals.mean(0) / s)
+        self.refreshes += 1
+        yield ServerCompute(self._seconds(flops, self.ae_gflops), f"{self.name}: coder refresh")
+        return self.uses_coder()   # a changed AE ships; a refitted scalar rides every aggregate
+
+    def refits(self) -> bool:
+        """Whether the LGC stage's coder is refreshed on what it serves (ae_refresh_every)."""
+        return self.uses_coder()
+
+    def _refit(self, leader: torch.Tensor, mean: torch.Tensor) -> float:
+        """One refresh pair (the leader's values -> the nodes' mean memory, over the leader's
+        scale): the AE's fine-tuning; returns the FLOPs spent."""
         if self.refreshes == 0:
             self.trainer.clear()   # AE training's pairs had another target
-        self.trainer.add(vals[p["leader"]] / s, vals.mean(0) / s)
-        flops = self.trainer.train(self.refresh_steps)
-        self.refreshes += 1
-        yield ServerCompute(self._seconds(flops, self.ae_gflops), "lgc_ps: coder refresh")
-        return True
+        self.trainer.add(leader, mean)
+        return self.trainer.train(self.refresh_steps)
+
+    def _down_scalars(self) -> tuple[float, ...]:
+        """Scalars the LGC stage's aggregate carries before the innovation flags (lgc_scaled: beta)."""
+        return ()
+
+    def _read_down_scalars(self, scalars) -> list[float]:
+        """Node side: the innovation flags of the aggregate's scalars (what _down_scalars adds, read)."""
+        return list(scalars)
 
     def state_dict(self) -> dict:
         p = self.pending

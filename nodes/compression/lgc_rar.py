@@ -30,6 +30,13 @@ With `dense_below`, the small layers' values ride the ring whole after the laten
 stage (in latent_dtype), credited as they travel.
 With `coder = "none"` the LGC stage sends every node's values at I in f16 on the ring instead of
 latents (ScaleCom's exchange): the ablation of LGC-RAR.
+
+`rar_decoder = "nonlinear"`: the encoder stays linear (the ring must sum codes), the decoder gets
+biases and LeakyReLU as LGC-PS's (the paper's coder is non-linear). D(sum z_j) is then not the
+sum of the nodes' shares, so no node can tell its own: every node that took part is credited with
+the decoded mean at I (as LGC-PS credits every node with the common part), which still takes out
+of the memories, summed, exactly N times what is applied there; the small layers sent whole stay
+credited per node as they travelled.
 """
 from __future__ import annotations
 
@@ -48,15 +55,20 @@ from lgc_schema import Field
 
 @register("lgc_rar", wire_id=10, rules=LGC_RULES, **COMMON_OPTIONS,
           coder=Field("ae", str, choices=("ae", "none"),
-                       help="'none': f16 values on the ring instead of latents (the ablation)"))
+                       help="'none': f16 values on the ring instead of latents (the ablation)"),
+          rar_decoder=Field("linear", str, choices=("linear", "nonlinear"),
+                            help="'nonlinear': biases and LeakyReLU in the decoder (the encoder "
+                                 "stays linear for the ring's sum); every node is then credited "
+                                 "with the decoded mean at the shared positions"))
 class LGCRAR(LGCBase):
     collectives = ("allreduce",)
     linear_encoder = True
     linear = True
     trainer_node = 0  # the node that trains the AE and broadcasts it
 
-    def __init__(self, **kw):
-        # one shared linear decoder, no latent pull: the ring sums the codes
+    def __init__(self, *, rar_decoder: str = "linear", **kw):
+        # one shared decoder, no latent pull: the ring sums the codes
+        self.linear = rar_decoder == "linear"
         super().__init__(decoders="shared", latent_pull=0.0, **kw)
 
     def exchange(self, iteration, grads):
@@ -91,7 +103,8 @@ class LGCRAR(LGCBase):
                 sent = on_wire(ring, self.latent_dtype)            # what travels, as it travels
                 nz = codes.shape[1]
                 credits = torch.cat([s * ae.decode(sent[:, :nz], k), sent[:, nz:]], dim=1)
-            yield WorkerCompute(self._seconds(ae.encode_flops(k) + 2 * ae.decode_flops(k),
+            decodes = 2 if self.linear else 1   # its own share (linear only) and the sum
+            yield WorkerCompute(self._seconds(ae.encode_flops(k) + decodes * ae.decode_flops(k),
                                               self.worker_gflops),
                                 "lgc_rar: every node encodes its values, decodes its share and the sum")
             summed = yield AllReduce({w: wire[w] for w in members}, self.latent_dtype)
@@ -104,9 +117,13 @@ class LGCRAR(LGCBase):
             credits = torch.stack([on_wire(v[both].cpu(), "f16") for v in vs])
             mean_vals = yield from ring_mean({w: credits[w] for w in members}, "f16", both.numel())
         self.in_use.observe([vs[w] for w in members], vs[L], idx, mean_vals[:idx.numel()])
+        shared_mean = self.coder == "ae" and not self.linear   # no node can tell its share
+        if shared_mean:
+            credits[:, :idx.numel()] = mean_vals[:idx.numel()]
         idx = torch.cat([idx, dense])
         for w in range(N):
-            self.dgc_state.credit(w, idx, credits[w])
+            if not shared_mean or w in members:
+                self.dgc_state.credit(w, idx, credits[w])
         avg = torch.zeros(n)
         avg[idx.cpu()] = mean_vals
         return avg.to(out_device)

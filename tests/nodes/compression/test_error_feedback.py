@@ -68,11 +68,20 @@ REFERENCE = {"decoders": "per_node", "latent_pull": 1.0}
 UNMASKED = {"momentum_masking": False}
 # LGC-PS's coder refreshed every LGC iteration (its memories at the leader's positions sent along).
 REFRESH = {"ae_refresh_every": 1, "ae_refresh_steps": 2}
+# lgc_scaled's scalar refitted every LGC iteration on the same kept memories.
+REFIT = {"ae_refresh_every": 1}
+# LGC-RAR with a non-linear decoder: every node credited with the decoded mean.
+NONLINEAR = {"rar_decoder": "nonlinear"}
+# lgc_scaled over the leader's momentum (beta refitted on the nodes' momenta every iteration).
+MOMENTUM = {"ae_refresh_every": 1, "common_source": "momentum"}
 CASES = ([(m, {}) for m in WITH_MEMORY]
          + [(m, LAYER_OPTIONS) for m in WITH_MEMORY if "dense_below" in methods()[m]]
          + [(m, REFERENCE) for m in WITH_MEMORY if "decoders" in methods()[m]]
          + [(m, UNMASKED) for m in WITH_MEMORY if "momentum_masking" in methods()[m]]
-         + [(m, REFRESH) for m in WITH_MEMORY if "ae_refresh_every" in methods()[m]])
+         + [(m, REFRESH if "ae_refresh_steps" in methods()[m] else REFIT) for m in WITH_MEMORY
+            if "ae_refresh_every" in methods()[m]]
+         + [(m, NONLINEAR) for m in WITH_MEMORY if "rar_decoder" in methods()[m]]
+         + [(m, MOMENTUM) for m in WITH_MEMORY if "common_source" in methods()[m]])
 
 
 def test_the_layer_options_are_covered():
@@ -81,13 +90,17 @@ def test_the_layer_options_are_covered():
     assert {m for m, extra in CASES if extra == REFRESH} == {"lgc_ps"}
     assert {m for m, extra in CASES if extra == REFERENCE} == {"lgc_ps"}
     assert {m for m, extra in CASES if extra == UNMASKED} == {"dgc", "lgc_ps", "lgc_rar",
-                                                              "lgc_ablation"}
+                                                              "lgc_ablation", "lgc_scaled"}
     assert {m for m, extra in CASES if extra == REFRESH} == {"lgc_ps"}
+    assert {m for m, extra in CASES if extra is REFIT} == {"lgc_scaled"}
+    assert {m for m, extra in CASES if extra is NONLINEAR} == {"lgc_rar"}
+    assert {m for m, extra in CASES if extra is MOMENTUM} == {"lgc_scaled"}
 
 
 def case_id(method, extra):
     names = {id(LAYER_OPTIONS): "+layers", id(REFERENCE): "+reference", id(UNMASKED): "+unmasked",
-             id(REFRESH): "+refresh"}
+             id(REFRESH): "+refresh", id(REFIT): "+refit",
+             id(NONLINEAR): "+nonlinear", id(MOMENTUM): "+momentum"}
     return method + names.get(id(extra), "")
 
 

@@ -1,0 +1,65 @@
+"""The LGC table's whole-run accounting and the run files' provenance, on hand-made run files."""
+import json
+import subprocess
+
+import pytest
+
+from experiments.results import table_fashion as T
+from experiments.results.harness import ROOT, RunSpec
+from experiments.results.provenance import marks, provenance
+
+
+def write(runs, label, seed, bits_up, bits, evals, final=2, commit="c" * 40):
+    run = {"status": "completed", "note": "", "iterations": len(bits_up), "evals": evals,
+           "final_accuracy": evals[-1]["test_accuracy"],
+           "up_final": sum(bits_up[final:]) / len(bits_up[final:]),
+           "total_final": sum(bits[final:]) / len(bits[final:]),
+           "bits_up": bits_up, "bits": bits, "wall_s": 1.0, "overrides": [],
+           "provenance": {"commit": commit, "clean": True}}
+    (runs / f"{label}_s{seed}.json").write_text(json.dumps(run))
+
+
+def ev(it, acc, t, j):
+    return {"iteration": it, "test_accuracy": acc, "virtual_time_s": t, "energy_j": j}
+
+
+def test_whole_run_and_stage_ratios_time_and_joules_from_hand_made_runs(tmp_path):
+    """DGC: 4 iterations, a costly warm-up (100, 100) then 10 a iteration; the LGC row: the same
+    warm-up, then 2. LGC stage ratio 10/2 = 5; whole run (100+100+10+10)/4 = 55 against
+    (100+100+2+2)/4 = 51: 55/51. Time to 0.9: the first evaluation at or above it."""
+    evals_dgc = [ev(1, 0.85, 10.0, 5.0), ev(3, 0.91, 20.0, 9.0)]
+    evals_lgc = [ev(1, 0.90, 7.0, 4.0), ev(3, 0.92, 9.0, 6.0)]
+    write(tmp_path, "dgc", 0, [100, 100, 10, 10], [200, 200, 20, 20], evals_dgc)
+    write(tmp_path, "lgc_scaled", 0, [100, 100, 2, 2], [300, 100, 4, 4], evals_lgc)
+    write(tmp_path, "fp32", 0, [50] * 4, [100] * 4, [ev(1, 0.90, 1.0, 1.0), ev(3, 0.93, 2.0, 2.0)],
+          commit=None)
+    rows = {r["method"]: r for r in T.rows_of(["fp32", "dgc", "lgc_scaled"], [0], 4, tmp_path, 0.9)}
+    lgc = rows["lgc_scaled"]
+    assert lgc["up_x_dgc"] == pytest.approx(5.0)
+    assert lgc["up_run"] == pytest.approx(51.0) and lgc["total_run"] == pytest.approx(102.0)
+    assert lgc["run_up_x_dgc"] == pytest.approx(55 / 51)
+    assert lgc["run_tot_x_dgc"] == pytest.approx(110 / 102)
+    assert lgc["run_up_x_scaled"] == pytest.approx(1.0)
+    assert rows["dgc"]["run_up_x_scaled"] == pytest.approx(51 / 55)
+    assert (lgc["t_target"], lgc["j_target"]) == (7.0, 4.0)
+    assert (rows["dgc"]["t_target"], rows["dgc"]["j_target"]) == (20.0, 9.0)
+    assert lgc["d_acc"] == pytest.approx(-0.01) and lgc["window_gain"] == pytest.approx(0.02)
+    assert lgc["commit"] == "ccccccc (older code)"
+    assert rows["fp32"]["commit"] == "unrecorded (older code)"
+
+
+def test_a_run_file_records_the_commit_the_tree_and_the_effective_options():
+    """The commit is git's own; an old option name (density) is recorded under its new one
+    (ratio), with every default filled in; the seed as the run reads it."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                          cwd=ROOT).stdout.strip()
+    p = provenance(RunSpec("x", T.PLATEAU_BASE, ['compression.method="lgc_scaled"',
+                                                 "compression.density=0.02", "run.seed=3"]))
+    assert p["commit"] == head and p["clean"] in (True, False)
+    eff = p["effective"]
+    assert eff["seed"] == 3 and eff["method"] == "lgc_scaled"
+    assert eff["options"]["ratio"] == 0.02 and "density" not in eff["options"]
+    assert eff["options"]["common_source"] == "memory"
+    assert eff["network"]["sharing"] == "csma" and eff["network"]["loss"]["p"] == 0.01
+    assert p["versions"]["torch"] and p["versions"]["numpy"]
+    assert marks(p, head).startswith(head[:7]) and "older" not in marks(p, head)
