@@ -42,6 +42,8 @@ CASES = {
 # loads a HEAVY package (checked below, so that an entry cannot go stale); every other import is
 # at the top of its module.
 LAZY = {
+    ("experiments/results/provenance.py", "nodes.compression.registry"):
+        "torch: a run file's effective options only when one is written",
     # a sweep loads Ray only with --ray, and the orchestrator only inside a Ray task
     ("testbed/sweeps.py", "ray"): "ray: only `testbed sweep --ray`",
     ("testbed/sweeps.py", "testbed.experiment"): "torch: the thread policy inside a Ray task",

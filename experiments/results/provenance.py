@@ -15,6 +15,9 @@ import platform
 import subprocess
 from pathlib import Path
 
+from lgc_schema import defaults
+from testbed.config import load_config
+
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARIES = ("torch", "numpy", "scipy", "simpy", "networkx")
 OUTPUTS = ("docs",)   # where runs are written: not part of the code a run is made by
@@ -51,9 +54,7 @@ def versions() -> dict:
 def effective(config: str | Path, overrides: list[str]) -> dict:
     """The run's seed, budget and compression options as the testbed reads them: old option
     names mapped to the current ones, every default filled in."""
-    from lgc_schema import defaults
     from nodes.compression.registry import methods
-    from testbed.config import load_config
     path = Path(config)
     cfg = load_config(path if path.is_absolute() else ROOT / path, list(overrides))
     method = cfg.compression.method
