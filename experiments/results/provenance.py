@@ -77,11 +77,25 @@ def provenance(spec) -> dict:
     return out
 
 
+# what a run is made by: a row made at another commit whose files here are the same is current
+CODE = ("channels", "nodes", "testbed", "lgc_schema", "experiments")
+
+
+def same_code(commit: str, current: str) -> bool:
+    """Whether `commit` and `current` hold the same code (CODE, run files under docs/ aside)."""
+    if commit == current:
+        return True
+    out = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", commit, current, "--", *CODE],
+                         capture_output=True, timeout=30)
+    return out.returncode == 0
+
+
 def marks(prov: dict | None, current: str | None = None) -> str:
     """A row's provenance as the tables print it: the short commit, '+dirty' if the tree was
-    not clean, 'old' if it is not the current commit, 'unrecorded' if the run file has none."""
+    not clean, 'older code' if the code differs from the current commit's (a commit that
+    changed only documents or run files keeps a row current), 'unrecorded' if it has none."""
     if not prov or not prov.get("commit"):
         return "unrecorded (older code)"
     current = current if current is not None else code_state()["commit"]
     text = prov["commit"][:7] + ("" if prov.get("clean") else "+dirty")
-    return text if prov["commit"] == current else text + " (older code)"
+    return text if current and same_code(prov["commit"], current) else text + " (older code)"

@@ -63,3 +63,15 @@ def test_a_run_file_records_the_commit_the_tree_and_the_effective_options():
     assert eff["network"]["sharing"] == "csma" and eff["network"]["loss"]["p"] == 0.01
     assert p["versions"]["torch"] and p["versions"]["numpy"]
     assert marks(p, head).startswith(head[:7]) and "older" not in marks(p, head)
+
+
+def test_a_row_stays_current_across_commits_that_leave_the_code_alone():
+    """d641f0a changed only pyproject.toml and the Makefile after 4cae26c (same code: current);
+    4cae26c renamed the option schema's package after 5b737c3 (other code: older)."""
+    if any(subprocess.run(["git", "cat-file", "-e", c], cwd=ROOT).returncode for c in
+           ("5b737c3", "4cae26c", "d641f0a")):
+        pytest.skip("the history of this checkout does not reach the commits compared")
+    full = {c: subprocess.run(["git", "rev-parse", c], capture_output=True, text=True,
+                              cwd=ROOT).stdout.strip() for c in ("5b737c3", "4cae26c", "d641f0a")}
+    assert "older" not in marks({"commit": full["4cae26c"], "clean": True}, full["d641f0a"])
+    assert marks({"commit": full["5b737c3"], "clean": True}, full["4cae26c"]).endswith("(older code)")
