@@ -361,7 +361,8 @@ def test_the_readme_says_how_to_reach_the_testbed_command():
 # How the README's opening names each registered method (the ablation is a study, not a method)
 README_NAMES = {"none": "fp32", "fp16": "fp16", "topk": "top-k", "randomk": "random-k", "dgc": "DGC",
                 "qsgd": "QSGD", "terngrad": "TernGrad", "signsgd": "signSGD-EF", "powersgd": "PowerSGD",
-                "lgc_ps": "LGC-PS", "lgc_rar": "LGC-RAR", "scalecom": "ScaleCom", "lgc_ablation": None}
+                "lgc_ps": "LGC-PS", "lgc_rar": "LGC-RAR", "scalecom": "ScaleCom", "lgc_ablation": None,
+                "lgc_scaled": "lgc_scaled"}
 
 
 def test_the_readme_lists_every_method_it_ships():
