@@ -3,7 +3,8 @@
 module's own argument parser, which is stopped before anything runs), every file and figure it
 links exists (the figures are ones `python -m experiments.results.figures` draws), every
 in-page anchor has its heading, every table has a source line (command, date, commit, seeds),
-it has no issue numbers and no account of how the work was organised, and it stays short.
+it has no issue numbers and no account of how the work was organised, it stays short, and the
+LGC plateau tables state what their stored run files hold (recomputed without the report's code).
 
 The commands are read from the document itself: code spans and fenced lines that start with
 `python -m MODULE`, `testbed COMMAND` or `make TARGET`. They are checked in one fresh
@@ -235,3 +236,60 @@ def test_the_figures_plot_the_numbers_the_report_states():
     cell = figures.ns3_cell()
     ns3 = next(t for t in cell.data if t.name == "ns-3.37" and t.xaxis == "x")
     assert list(ns3.x) == [1, 2, 5, 10, 20, 50] and ns3.y[-1] == pytest.approx(21.810)
+
+
+def test_the_plateau_table_states_what_the_run_files_hold():
+    """Section 2's table against the stored runs, recomputed here without the report's code:
+    seeds, accuracy mean ± sd, paired difference to fp32 over the seeds both rows have, and the
+    whole-run uplink and up+down bits per iteration."""
+    import statistics as st
+    runs: dict[str, dict[int, dict]] = {}
+    for p in sorted((ROOT / "docs" / "results" / "plateau_cell_runs").glob("*_s*.json")):
+        method, seed = p.stem.rsplit("_s", 1)
+        runs.setdefault(method, {})[int(seed)] = json.loads(p.read_text())
+    labels = {"fp32": "fp32", "top-k 1%": "topk", "DGC": "dgc", "ScaleCom": "scalecom",
+              "LGC ablation (leader's values)": "lgc_ablation",
+              "`lgc_scaled` (leader × fitted scalar)": "lgc_scaled", "**LGC-PS**": "lgc_ps",
+              "LGC-PS, paper-faithful coder": "lgc_ps_paper", "**LGC-RAR** (ring)": "lgc_rar",
+              "LGC-RAR, non-linear decoder (ring)": "lgc_rar_nl",
+              "`lgc_scaled` on the momenta": "lgc_scaled_momentum",
+              "DGC all-gathered on the ring": "dgc_ring"}
+    section = text().split("## 2. ")[1]
+    table = section[section.index("| method | seeds |"):].split("\n\n")[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+    assert {labels[r[0]] for r in rows} == set(runs), "every stored method has its row"
+
+    def num(s):
+        return float(s.replace(",", ""))
+
+    fp = {s: r["final_accuracy"] for s, r in runs["fp32"].items()}
+    for r in rows:
+        by = runs[labels[r[0]]]
+        acc = [100 * by[s]["final_accuracy"] for s in sorted(by)]
+        assert int(r[1]) == len(by), r[0]
+        mean, sd = (num(x) for x in r[2].split("±"))
+        assert (mean, sd) == (pytest.approx(st.mean(acc), abs=0.006), pytest.approx(st.stdev(acc), abs=0.006)), r[0]
+        if r[0] != "fp32":
+            d = [100 * (by[s]["final_accuracy"] - fp[s]) for s in sorted(by) if s in fp]
+            pm, psd = (num(x) for x in r[3].split("±"))
+            assert (pm, psd) == (pytest.approx(st.mean(d), abs=0.006), pytest.approx(st.stdev(d), abs=0.006)), r[0]
+        up = st.mean(st.mean(by[s]["bits_up"]) for s in by)
+        total = st.mean(st.mean(by[s]["bits"]) for s in by)
+        assert num(r[5]) == pytest.approx(up, abs=0.6) and num(r[6]) == pytest.approx(total, abs=0.6), r[0]
+
+    # the made-of table: each step's whole-run ratio and its paired difference to the step before
+    steps = {"the leader-only format": ("lgc_ablation", "dgc"), "the scalar": ("lgc_scaled", "lgc_ablation"),
+             "learning": ("lgc_ps", "lgc_scaled")}
+    made_of = section[section.index("| step from DGC"):].split("\n\n")[0].splitlines()[2:]
+    assert len(made_of) == len(steps)
+    for line in made_of:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        method, before = steps[cells[0].split(" (")[0]]
+        a, b = runs[method], runs[before]
+        ratio = st.mean(st.mean(b[s]["bits_up"]) for s in b) / st.mean(st.mean(a[s]["bits_up"]) for s in a)
+        assert num(cells[2].split("x")[0]) == pytest.approx(ratio, abs=0.006), cells[0]
+        common = sorted(set(a) & set(b))
+        d = [100 * (a[s]["final_accuracy"] - b[s]["final_accuracy"]) for s in common]
+        m = re.match(r"([+-]?[\d.]+) ± ([\d.]+) points \((\d) seeds\)", cells[3])
+        assert m and int(m[3]) == len(common), cells[3]
+        assert (num(m[1]), num(m[2])) == (pytest.approx(st.mean(d), abs=0.006), pytest.approx(st.stdev(d), abs=0.006)), cells[0]
