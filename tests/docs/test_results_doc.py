@@ -255,12 +255,21 @@ def test_the_plateau_table_states_what_the_run_files_hold():
               "`lgc_scaled` on the momenta": "lgc_scaled_momentum",
               "DGC all-gathered on the ring": "dgc_ring"}
     section = text().split("## 2. ")[1]
-    table = section[section.index("| method | seeds |"):].split("\n\n")[0]
-    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
-    assert {labels[r[0]] for r in rows} == set(runs), "every stored method has its row"
+
+    def table_rows(header: str) -> list[list[str]]:
+        """The cells of each body row of the section's table that starts with `header`."""
+        table = section[section.index(header):].split("\n\n")[0]
+        return [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
 
     def num(s):
         return float(s.replace(",", ""))
+
+    def per_iteration(by: dict[int, dict], key: str) -> float:
+        """Bits per iteration over the whole run, mean over the seeds."""
+        return st.mean(st.mean(r[key]) for r in by.values())
+
+    rows = table_rows("| method | seeds |")
+    assert {labels[r[0]] for r in rows} == set(runs), "every stored method has its row"
 
     fp = {s: r["final_accuracy"] for s, r in runs["fp32"].items()}
     for r in rows:
@@ -273,20 +282,18 @@ def test_the_plateau_table_states_what_the_run_files_hold():
             d = [100 * (by[s]["final_accuracy"] - fp[s]) for s in sorted(by) if s in fp]
             pm, psd = (num(x) for x in r[3].split("±"))
             assert (pm, psd) == (pytest.approx(st.mean(d), abs=0.006), pytest.approx(st.stdev(d), abs=0.006)), r[0]
-        up = st.mean(st.mean(by[s]["bits_up"]) for s in by)
-        total = st.mean(st.mean(by[s]["bits"]) for s in by)
-        assert num(r[5]) == pytest.approx(up, abs=0.6) and num(r[6]) == pytest.approx(total, abs=0.6), r[0]
+        assert num(r[5]) == pytest.approx(per_iteration(by, "bits_up"), abs=0.6), r[0]
+        assert num(r[6]) == pytest.approx(per_iteration(by, "bits"), abs=0.6), r[0]
 
     # the made-of table: each step's whole-run ratio and its paired difference to the step before
     steps = {"the leader-only format": ("lgc_ablation", "dgc"), "the scalar": ("lgc_scaled", "lgc_ablation"),
              "learning": ("lgc_ps", "lgc_scaled")}
-    made_of = section[section.index("| step from DGC"):].split("\n\n")[0].splitlines()[2:]
+    made_of = table_rows("| step from DGC")
     assert len(made_of) == len(steps)
-    for line in made_of:
-        cells = [c.strip() for c in line.strip("|").split("|")]
+    for cells in made_of:
         method, before = steps[cells[0].split(" (")[0]]
         a, b = runs[method], runs[before]
-        ratio = st.mean(st.mean(b[s]["bits_up"]) for s in b) / st.mean(st.mean(a[s]["bits_up"]) for s in a)
+        ratio = per_iteration(b, "bits_up") / per_iteration(a, "bits_up")
         assert num(cells[2].split("x")[0]) == pytest.approx(ratio, abs=0.006), cells[0]
         common = sorted(set(a) & set(b))
         d = [100 * (a[s]["final_accuracy"] - b[s]["final_accuracy"]) for s in common]
