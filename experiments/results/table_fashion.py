@@ -17,7 +17,8 @@ fp32 has converged, its last two evaluations within 0.2 points; warm-up and AE t
 one epoch each, a few percent of the budget, as in DGC's paper and reference code). Each has its
 own folder of runs, so both columns are kept. Rows ending `_nomask` run the method with
 `momentum_masking = false` (momentum kept where a coordinate is sent); the others are faithful
-to DGC (masked).
+to DGC (masked). Rows ending `_nowarmup` skip DGC's sparsity warm-up (`warmup_iterations = 0`):
+the final density from the first iteration, LGC's coder trained from there.
 
 Every method runs experiments/fashion_star.toml (Debian's Fashion-MNIST, the 139k-weight cnn_fc,
 8 workers in one shared 20 Mbit/s cell, the parameter server at the access point; LGC-RAR's ring
@@ -58,7 +59,8 @@ REFRESH_EVERY = 10    # the _refresh rows: the coder (or scalar) refreshed every
 LABELS = ["fp32", "topk", "dgc", "lgc_ablation", "lgc_ps", "lgc_rar", "lgc_rar_ablation",
           "scalecom", "dgc_nomask", "lgc_ablation_nomask", "lgc_ps_nomask", "lgc_rar_nomask",
           "lgc_scaled", "lgc_scaled_refresh", "lgc_ps_refresh", "lgc_ps_paper", "lgc_rar_nl",
-          "dgc_ring", "topk_ring", "lgc_scaled_momentum"]
+          "dgc_ring", "topk_ring", "lgc_scaled_momentum",
+          "dgc_nowarmup", "lgc_ps_nowarmup", "lgc_scaled_nowarmup"]
 # rows whose messages travel on the ring (all-reduce or all-gather): compared with ring DGC
 RING = ("lgc_rar", "lgc_rar_ablation", "lgc_rar_nl", "scalecom", "dgc_ring", "topk_ring")
 EPOCH = 234   # iterations per epoch of Fashion-MNIST's 60k images at 8 workers x batch 32
@@ -121,6 +123,8 @@ COLUMNS = [
 def options(label: str, warmup: int, ae_iters: int) -> dict:
     if label.endswith("_nomask"):
         return {**options(label[:-len("_nomask")], warmup, ae_iters), "momentum_masking": False}
+    if label.endswith("_nowarmup"):   # no sparsity ramp: the final density from the first iteration
+        return {**options(label[:-len("_nowarmup")], warmup, ae_iters), "warmup_iterations": 0}
     lgc = {"ratio": DENSITY, "warmup_iterations": warmup, "ae_iterations": ae_iters}
     table = {
         "fp32": {"method": "none"},
@@ -354,6 +358,8 @@ def main(argv=None) -> list[dict]:
         f"{iterations} iterations of batch 32 per worker, SGD lr 0.1 cosine; DGC/LGC warm-up "
         f"{warmup}, LGC AE training {ae}, final stage from {warmup + ae}; density {DENSITY}.",
         "_nomask: momentum_masking = false (momentum kept where a coordinate is sent); "
+        "_nowarmup: warmup_iterations = 0 (no sparsity ramp: the final density from the first "
+        "iteration); "
         f"_refresh: the coder (lgc_ps) or the scalar (lgc_scaled) refreshed every {REFRESH_EVERY}th "
         "LGC iteration on the nodes' memories (their bytes counted); lgc_ps_paper: one decoder per "
         "node and the latent pull (the third-party reference's structure); lgc_rar_nl: LGC-RAR "
