@@ -25,8 +25,9 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from compare import without_wall   # this folder's: what a fixture keeps of an export
+
 ROOT = Path(__file__).resolve().parents[3]
-WALL = {"iterations": ("wall_time_s",), "run": ("started_at", "ended_at")}
 
 E2E = ROOT / "tests" / "e2e"
 # The torchrun equivalence tests' files, which they run in process as the reference
@@ -91,13 +92,6 @@ def export(db: Path, out: Path) -> None:
                           capture_output=True, text=True)
     out.write_bytes(lzma.compress(json.dumps(without_wall(json.loads(proc.stdout))).encode(),
                                   preset=9 | lzma.PRESET_EXTREME))
-
-
-def without_wall(data: dict) -> dict:
-    data["run"] = {k: v for k, v in data["run"].items() if k not in WALL["run"]}
-    data["iterations"] = [{k: v for k, v in r.items() if k not in WALL["iterations"]}
-                          for r in data["iterations"]]
-    return data
 
 
 def record_run(name: str, file: Path, sets: list[str], out: Path, tmp: Path) -> None:
