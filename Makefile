@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PORT ?= 8050
 BENCH ?=
 
-.PHONY: venv data demo test bench validate-ns3 clean
+.PHONY: venv data demo test test-kernels gpu-check bench validate-ns3 clean
 
 # Real data the experiments and tests read: Debian's Fashion-MNIST idx files
 # (/usr/share/datasets/fashion-mnist). Installed with apt when missing and apt can (root or sudo);
@@ -36,6 +36,19 @@ demo: venv
 test: venv
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
+
+# The tests that compare with rows recorded on one machine (marker `recorded`), again on torch's
+# default CPU kernels: a fixture that only one CPU's rounding reproduces fails here, on any CPU
+# (docs/development.md).
+test-kernels: venv
+	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest -q -m recorded
+
+# On a machine with a CUDA GPU, at most 8 minutes: the CUDA tests (tests/gpu: "auto" picks the
+# GPU, the quickstart trains there as on the CPU, NCCL ranks give the in-process rows where two
+# GPUs are there), then the shipped quickstart on the GPU.
+gpu-check: venv
+	TESTBED_TEST_CUDA=1 timeout 360 $(BIN)/python -m pytest -q -m cuda tests/gpu
+	timeout 120 $(BIN)/testbed run experiments/quickstart.toml --set run.device=cuda --store /tmp/gpu-check.db
 
 bench: venv
 	$(BIN)/python -m benchmarks $(if $(FULL),--full,) $(BENCH)

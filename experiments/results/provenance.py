@@ -1,7 +1,12 @@
 """What made a stored run: the code's commit, whether the tree was clean, the effective options,
-the seeds and the library versions. Every run file the result scripts write carries
-`provenance(spec)` under the key "provenance"; the tables print each row's commit and mark rows
-made by other code than the current commit (`marks`).
+the seeds, the library versions and the project's source files the run imported. Every run file
+the result scripts write carries `provenance(spec)` under the key "provenance"; the tables print
+each row's commit and mark rows that the current code would not make the same way (`marks`).
+
+A row made at another commit is current when the files its run imported are the same at both
+commits (older run files, which do not list them: every file of RUN_CODE) and its experiment
+file reads the same there, overrides applied (comments and layout aside). Report code, documents
+and other experiment files can change without rerunning anything.
 
 The commit and `clean` are read once per process, when its first run starts (the code a
 process runs is what it loaded then). `clean` looks at the code only: a run file that another run of the same grid has just written
@@ -9,14 +14,17 @@ process runs is what it loaded then). `clean` looks at the code only: a run file
 """
 from __future__ import annotations
 
+import copy
 import functools
 import importlib.metadata
 import platform
 import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 from lgc_schema import defaults
-from testbed.config import load_config
+from testbed.config import apply_overrides, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARIES = ("torch", "numpy", "scipy", "simpy", "networkx")
@@ -66,10 +74,28 @@ def effective(config: str | Path, overrides: list[str]) -> dict:
                         **{k: link.get(k) for k in ("bandwidth_mbps", "delivery", "loss")}}}
 
 
+def loaded_files() -> list[str]:
+    """The project's source files imported by this process, relative to the repository: what a
+    run made in it was made by (the report's own modules, REPORT, aside)."""
+    out = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if not path:
+            continue
+        try:
+            rel = Path(path).resolve().relative_to(ROOT).as_posix()
+        except ValueError:
+            continue
+        if rel.split("/")[0] in CODE_ROOTS and not (rel.startswith(REPORT) and rel not in RUN_CODE):
+            out.add(rel)
+    return sorted(out)
+
+
 def provenance(spec) -> dict:
-    """What a run file records of how its run was made (spec: a harness.RunSpec)."""
+    """What a run file records of how its run was made (spec: a harness.RunSpec), called when
+    the run has ended in this process (the sweep engine's one-at-a-time mode)."""
     out = {**code_state(), "versions": versions(), "config": str(spec.config),
-           "overrides": list(spec.overrides)}
+           "overrides": list(spec.overrides), "files": loaded_files()}
     try:
         out["effective"] = effective(spec.config, ["run.threads=1", *spec.overrides])
     except Exception as e:   # a refused configuration is recorded as such, the run file still written
@@ -77,25 +103,54 @@ def provenance(spec) -> dict:
     return out
 
 
-# what a run is made by: a row made at another commit whose files here are the same is current
-CODE = ("channels", "nodes", "testbed", "lgc_schema", "experiments")
+# what a run is made by, for run files that do not list the files their run imported
+RUN_CODE = ("channels", "nodes", "testbed", "lgc_schema", "experiments/__init__.py",
+            "experiments/results/harness.py")
+CODE_ROOTS = ("channels", "nodes", "testbed", "lgc_schema", "experiments")
+REPORT = "experiments/results/"   # tabulates runs and makes none (harness.py, which runs them, aside)
 
 
-def same_code(commit: str, current: str) -> bool:
-    """Whether `commit` and `current` hold the same code (CODE, run files under docs/ aside)."""
+def same_code(commit: str, current: str, files=RUN_CODE) -> bool:
+    """Whether `commit` and `current` hold the same `files` (paths or folders)."""
     if commit == current:
         return True
-    out = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", commit, current, "--", *CODE],
+    out = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", commit, current, "--", *files],
                          capture_output=True, timeout=30)
     return out.returncode == 0
 
 
+def settings(text: str, overrides) -> dict:
+    """An experiment file's tables with the run's overrides applied: what the file says,
+    whatever its comments and layout."""
+    return apply_overrides(copy.deepcopy(tomllib.loads(text)), list(overrides))
+
+
+@functools.lru_cache(maxsize=256)
+def _settings_at(commit: str, config: str, overrides: tuple) -> str | None:
+    out = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{config}"],
+                         capture_output=True, text=True, timeout=30)
+    return None if out.returncode else repr(settings(out.stdout, overrides))
+
+
+def same_settings(prov: dict, current: str) -> bool:
+    """Whether the run's experiment file reads the same at its commit and at `current`."""
+    config = prov.get("config")
+    if not config or prov["commit"] == current:
+        return True
+    overrides = tuple(prov.get("overrides") or ())
+    before = _settings_at(prov["commit"], config, overrides)
+    return before is not None and before == _settings_at(current, config, overrides)
+
+
 def marks(prov: dict | None, current: str | None = None) -> str:
     """A row's provenance as the tables print it: the short commit, '+dirty' if the tree was
-    not clean, 'older code' if the code differs from the current commit's (a commit that
-    changed only documents or run files keeps a row current), 'unrecorded' if it has none."""
+    not clean, 'older code' if the files its run imported or its experiment file's settings
+    differ at the current commit (changes to report code, documents or run files keep a row
+    current), 'unrecorded' if it has none."""
     if not prov or not prov.get("commit"):
         return "unrecorded (older code)"
     current = current if current is not None else code_state()["commit"]
     text = prov["commit"][:7] + ("" if prov.get("clean") else "+dirty")
-    return text if current and same_code(prov["commit"], current) else text + " (older code)"
+    same = current and same_code(prov["commit"], current, prov.get("files") or RUN_CODE) \
+        and same_settings(prov, current)
+    return text if same else text + " (older code)"

@@ -75,3 +75,40 @@ def test_a_row_stays_current_across_commits_that_leave_the_code_alone():
                               cwd=ROOT).stdout.strip() for c in ("5b737c3", "4cae26c", "d641f0a")}
     assert "older" not in marks({"commit": full["4cae26c"], "clean": True}, full["d641f0a"])
     assert marks({"commit": full["5b737c3"], "clean": True}, full["4cae26c"]).endswith("(older code)")
+
+
+def test_a_run_file_lists_the_files_its_run_imported_and_not_the_report():
+    """The files a run is made by: the testbed's modules it loaded, the harness that ran it;
+    not the table scripts that tabulate it."""
+    import testbed.experiment  # noqa: F401  (what every run imports)
+    p = provenance(RunSpec("x", T.PLATEAU_BASE, []))
+    assert "testbed/experiment.py" in p["files"] and "experiments/results/harness.py" in p["files"]
+    assert "experiments/results/table_fashion.py" not in p["files"]
+    assert "experiments/results/provenance.py" not in p["files"]
+    assert all((ROOT / f).is_file() for f in p["files"])
+
+
+def test_an_experiment_file_reads_the_same_whatever_its_comments_but_not_its_values():
+    from experiments.results.provenance import settings
+    text = (ROOT / T.PLATEAU_BASE).read_text()
+    overrides = ["run.seed=3", 'compression.method="dgc"']
+    commented = "# a comment changed\n" + text.replace("iterations = 4800", "iterations = 4800   # more")
+    assert settings(commented, overrides) == settings(text, overrides)
+    assert settings(text.replace("iterations = 4800", "iterations = 4801"), overrides) != \
+        settings(text, overrides)
+    assert settings(text, overrides)["run"]["seed"] == 3   # the run's overrides applied
+
+
+def test_a_row_whose_run_files_changed_is_older_and_one_whose_report_changed_is_not():
+    """Between 4883b71 and 1f8f9ca only report code, documents and tests changed (current);
+    a row listing a file that changed between 5b737c3 and 4883b71 is older."""
+    if any(subprocess.run(["git", "cat-file", "-e", c], cwd=ROOT).returncode for c in
+           ("5b737c3", "4883b71", "1f8f9ca")):
+        pytest.skip("the history of this checkout does not reach the commits compared")
+    full = {c: subprocess.run(["git", "rev-parse", c], capture_output=True, text=True,
+                              cwd=ROOT).stdout.strip() for c in ("5b737c3", "4883b71", "1f8f9ca")}
+    prov = {"commit": full["4883b71"], "clean": True, "config": T.PLATEAU_BASE,
+            "overrides": ["run.seed=0"], "files": ["testbed/loop.py", "nodes/compression/dgc.py"]}
+    assert "older" not in marks(prov, full["1f8f9ca"])
+    assert "older" not in marks({**prov, "files": None}, full["1f8f9ca"])   # the RUN_CODE rule
+    assert marks({**prov, "commit": full["5b737c3"]}, full["4883b71"]).endswith("(older code)")

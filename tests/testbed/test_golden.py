@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.recorded
+
 sys.path.insert(0, str(Path(__file__).parent / "golden"))
 import compare  # noqa: E402  (tests/testbed/golden/compare.py)
 
