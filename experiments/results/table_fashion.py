@@ -63,6 +63,9 @@ LABELS = ["fp32", "topk", "dgc", "lgc_ablation", "lgc_ps", "lgc_rar", "lgc_rar_a
           "dgc_nowarmup", "lgc_ps_nowarmup", "lgc_scaled_nowarmup"]
 # rows whose messages travel on the ring (all-reduce or all-gather): compared with ring DGC
 RING = ("lgc_rar", "lgc_rar_ablation", "lgc_rar_nl", "scalecom", "dgc_ring", "topk_ring")
+# the per-node baselines (each node's own top-k): LGC's ratios are also stated against the one
+# of these that sends the fewest uplink bits over the whole run
+PER_NODE = ("topk", "dgc", "dgc_nowarmup")
 EPOCH = 234   # iterations per epoch of Fashion-MNIST's 60k images at 8 workers x batch 32
 
 
@@ -115,6 +118,7 @@ COLUMNS = [
     Column("run_up_x_scaled", "up x scaled whole run", "{:.2f}"),
     Column("run_tot_x_scaled", "up+down x scaled whole run", "{:.2f}"),
     Column("run_up_x_coll", "up x DGC same collective whole run", "{:.2f}"),
+    Column("run_up_x_best", "up x best per-node whole run", "{:.2f}"),
     Column("t_target", "virtual s to target", "{:,.1f}"), Column("j_target", "J to target", "{:,.1f}"),
     Column("commit", "commit"),
 ]
@@ -298,7 +302,18 @@ def rows_of(labels, seeds, iterations, runs: Path, target: float = 0.85) -> list
         coll = ref.get("dgc_ring" if row["method"] in RING else "dgc")
         if coll and row.get("up_run") and coll.get("up_run"):
             row["run_up_x_coll"] = coll["up_run"] / row["up_run"]
+    best = best_per_node(ref)
+    for row in rows:
+        if best and row.get("up_run"):
+            row["run_up_x_best"] = best["up_run"] / row["up_run"]
+            row["best_per_node"] = best["method"]
     return rows
+
+
+def best_per_node(ref: dict) -> dict | None:
+    """Of the per-node baselines that finished, the one with the fewest whole-run uplink bits."""
+    done = [ref[m] for m in PER_NODE if m in ref and ref[m].get("up_run")]
+    return min(done, key=lambda r: r["up_run"]) if done else None
 
 
 def main(argv=None) -> list[dict]:
@@ -374,7 +389,9 @@ def main(argv=None) -> list[dict]:
         f"{warmup + ae} on; whole run: every iteration (warm-up, coder training and the coder's "
         "shipment included); '-': the run file predates per-iteration bits.",
         "x DGC / x scaled: DGC's (lgc_scaled's) bits per iteration over this row's; same "
-        "collective: over DGC's on the parameter server, or (ring rows) all-gathered on the ring.",
+        "collective: over DGC's on the parameter server, or (ring rows) all-gathered on the ring; "
+        f"best per-node: over the fewest whole-run uplink bits of {', '.join(PER_NODE)} "
+        "(whichever finished).",
         f"to target: first evaluation (every {protocol.eval_every if iterations == protocol.iterations else max(1, iterations // 3)} "
         f"iterations) at or above {100 * protocol.target:.0f}% test accuracy, mean over the seeds "
         "(shown only when every seed reached it; 'reached' in the CSV): the cell's virtual "

@@ -112,3 +112,21 @@ def test_a_row_whose_run_files_changed_is_older_and_one_whose_report_changed_is_
     assert "older" not in marks(prov, full["1f8f9ca"])
     assert "older" not in marks({**prov, "files": None}, full["1f8f9ca"])   # the RUN_CODE rule
     assert marks({**prov, "commit": full["5b737c3"]}, full["4883b71"]).endswith("(older code)")
+
+
+def test_lgc_is_also_compared_with_the_per_node_baseline_that_sends_least(tmp_path):
+    """top-k (no warm-up) sends 30 a iteration, DGC 55, DGC without its warm-up 40: top-k is the
+    baseline; a row at 4 a iteration is 7.5x below it and 55/4 below DGC."""
+    evals = [ev(1, 0.9, 1.0, 1.0), ev(3, 0.91, 2.0, 2.0)]
+    write(tmp_path, "topk", 0, [30] * 4, [60] * 4, evals)
+    write(tmp_path, "dgc", 0, [100, 100, 10, 10], [200] * 4, evals)
+    write(tmp_path, "dgc_nowarmup", 0, [40] * 4, [80] * 4, evals)
+    write(tmp_path, "lgc_scaled_nowarmup", 0, [6, 6, 2, 2], [12] * 4, evals)
+    rows = {r["method"]: r for r in T.rows_of(["topk", "dgc", "dgc_nowarmup", "lgc_scaled_nowarmup"],
+                                              [0], 4, tmp_path, 0.9)}
+    lgc = rows["lgc_scaled_nowarmup"]
+    assert lgc["best_per_node"] == "topk" and lgc["run_up_x_best"] == pytest.approx(7.5)
+    assert lgc["run_up_x_dgc"] == pytest.approx(55 / 4)
+    assert rows["dgc"]["run_up_x_best"] == pytest.approx(30 / 55)
+    assert T.options("dgc_nowarmup", 234, 117)["warmup_iterations"] == 0
+    assert T.options("lgc_ps_nowarmup", 234, 117) == {**T.options("lgc_ps", 234, 117), "warmup_iterations": 0}
