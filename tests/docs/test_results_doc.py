@@ -25,7 +25,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "results.md"
-MAX_LINES = 420
+MAX_LINES = 430
 
 pytestmark = pytest.mark.timeout(200)
 
