@@ -203,6 +203,17 @@ def test_no_issue_numbers_and_no_account_of_how_the_work_was_organised():
     assert not re.findall(r"\b(helpers?|sessions?|the lead|lead's)\b", md, re.I)
 
 
+def test_no_doc_tells_how_the_work_was_organised():
+    """README.md and docs/*.md speak in product terms: no issue or ticket numbers, no cards,
+    sessions, helpers or machines lent."""
+    bad = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if re.search(r"\b(issues?\s*#?\d|tickets?|cards?|card's|sessions?|helpers?|lent)\b", line, re.I):
+                bad.append(f"{path.name}:{n}: {line.strip()[:80]}")
+    assert not bad, bad
+
+
 def test_it_stays_short():
     n = len(text().splitlines())
     assert n <= MAX_LINES, f"docs/results.md has {n} lines (at most {MAX_LINES})"
