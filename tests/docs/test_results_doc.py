@@ -547,3 +547,74 @@ def test_the_cost_table_states_its_csv():
         c = rows[int(r[0])]
         assert int(r[1]) == int(c["iterations"]) and c["status"] == "completed", r[0]
         check(r[2:10], [float(c[k]) for k in keys] + [100 * float(c["emulation_share"])], r[0])
+
+
+def plateau_runs() -> dict[str, dict[int, dict]]:
+    runs: dict[str, dict[int, dict]] = {}
+    for p in sorted((RESULTS / "plateau_cell_runs").glob("*_s*.json")):
+        method, seed = p.stem.rsplit("_s", 1)
+        runs.setdefault(method, {})[int(seed)] = json.loads(p.read_text())
+    return runs
+
+
+def test_no_difference_claims_give_the_interval_of_the_run_files():
+    """Each '95% interval [a, b]' of the summary, section 2 and the README is the t-interval of a
+    paired per-seed difference in the plateau run files (5 seeds, t(0.975, 4) = 2.7764)."""
+    import statistics as st
+    runs = plateau_runs()
+
+    def interval(a: str, b: str) -> tuple[str, str]:
+        d = [100 * (runs[a][s]["final_accuracy"] - runs[b][s]["final_accuracy"]) for s in sorted(runs[a])]
+        half = 2.7764451 * st.stdev(d) / len(d) ** 0.5
+        return f"{st.mean(d) - half:+.2f}", f"{st.mean(d) + half:+.2f}"
+
+    expected = {interval("lgc_ps", "lgc_scaled"), interval("lgc_ps_paper", "lgc_scaled"),
+                interval("lgc_scaled_momentum", "lgc_scaled"), interval("lgc_ps", "fp32")}
+    written = set()
+    for doc in (text(), (ROOT / "README.md").read_text(encoding="utf-8")):
+        written |= set(re.findall(r"\[([+-]\d+\.\d\d), ([+-]\d+\.\d\d)\]", " ".join(doc.split())))
+    assert written == expected
+    assert "no detectable" in text().split("## 2. ")[1] and "no gain" not in text()
+
+
+def test_the_momentum_variants_time_to_90_states_the_run_files():
+    runs = plateau_runs()
+
+    def first_at_90(run):
+        return next(e["iteration"] for e in run["evals"] if e["test_accuracy"] >= 0.90)
+
+    a, b = runs["lgc_scaled_momentum"], runs["lgc_scaled"]
+    sooner = [s for s in sorted(a) if first_at_90(a[s]) < first_at_90(b[s])]
+    same = [s for s in sorted(a) if first_at_90(a[s]) == first_at_90(b[s])]
+    assert all(first_at_90(b[s]) - first_at_90(a[s]) in (0, 400) for s in a)
+    written = re.search(r"sooner on (\d) of 5 seeds \((\d)-(\d); the same evaluation on (\d)-(\d)\)",
+                        " ".join(text().split()))
+    assert written, "the momentum variant's time to 90% is stated per seed"
+    assert int(written[1]) == len(sooner) and [int(written[2]), int(written[3])] == [sooner[0], sooner[-1]]
+    assert [int(written[4]), int(written[5])] == [same[0], same[-1]] and len(sooner) + len(same) == len(a)
+
+
+def test_the_plateau_grids_wall_time_states_the_run_files():
+    """README and experiments/fashion_plateau.toml: minutes per run (wall_s), the run time of the
+    60 runs and the grid's span (from the first start, finished_utc - wall_s, to the last end)."""
+    import datetime as dt
+    runs = [r for by in plateau_runs().values() for r in by.values()]
+    minutes = [r["wall_s"] / 60 for r in runs]
+    end = [dt.datetime.strptime(r["finished_utc"], "%Y-%m-%d %H:%M:%S") for r in runs]
+    start = min(e - dt.timedelta(seconds=r["wall_s"]) for e, r in zip(end, runs))
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    m = re.search(r"([\d.]+)-([\d.]+) minutes per run, the (\d+) runs in ([\d.]+) hours of run time, the whole "
+                  r"grid from (\d\d:\d\d) to (\d\d:\d\d) UTC \(([\d.]+) hours\)", readme)
+    assert m, "README states the plateau grid's measured wall time"
+    assert rounds_to(m[1], min(minutes)) and rounds_to(m[2], max(minutes)) and int(m[3]) == len(runs)
+    assert rounds_to(m[4], sum(minutes) / 60)
+    assert (m[5], m[6]) == (start.strftime("%H:%M"), max(end).strftime("%H:%M"))
+    assert rounds_to(m[7], (max(end) - start).total_seconds() / 3600)
+    toml = " ".join(line.lstrip("# ") for line in (ROOT / "experiments" / "fashion_plateau.toml").read_text().splitlines())
+    m = re.search(r"([\d.]+)-([\d.]+) minutes;", toml)
+    assert m and rounds_to(m[1], min(minutes)) and rounds_to(m[2], max(minutes))
+    for name, method in (("fp32", "fp32"), ("DGC", "dgc"), ("LGC-PS", "lgc_ps"), ("LGC-RAR", "lgc_rar"),
+                         ("the paper-faithful LGC-PS", "lgc_ps_paper")):
+        w = [r["wall_s"] / 60 for r in plateau_runs()[method].values()]
+        m = re.search(r"(?:^|, |; )" + re.escape(name) + r" ([\d.]+)-([\d.]+)", toml)
+        assert m and rounds_to(m[1], min(w)) and rounds_to(m[2], max(w)), name
