@@ -6,9 +6,12 @@ in-page anchor has its heading, every table has a source line (command, date, co
 it has no issue numbers and no account of how the work was organised (nor has any other
 document), it stays short, and every table with a stored source states what that source holds,
 recomputed here without the report's code: section 1's bandwidth, loss, energy and contention
-tables, section 2's plateau and made-of tables, its GPU table, its short budget and options, section
-3's two ns-3 tables, section 4's federated table (and the model download's share) and section 5's
-cost table.
+tables, section 2's plateau, made-of and redundancy tables, its GPU table, its short budget and
+options, section 3's two ns-3 tables, section 4's federated table (and the model download's share)
+and section 5's cost table; and in the text, the 95% intervals of the no-difference claims, the
+momentum variant's time to 90% and the plateau grid's wall time (README, fashion_plateau.toml). A
+table whose figures have no stored source (sections 6 and 7) must say so, and a new table fails
+until it is recomputed or says so.
 
 The commands are read from the document itself: code spans and fenced lines that start with
 `python -m MODULE`, `testbed COMMAND` or `make TARGET`. They are checked in one fresh
@@ -618,3 +621,51 @@ def test_the_plateau_grids_wall_time_states_the_run_files():
         w = [r["wall_s"] / 60 for r in plateau_runs()[method].values()]
         m = re.search(r"(?:^|, |; )" + re.escape(name) + r" ([\d.]+)-([\d.]+)", toml)
         assert m and rounds_to(m[1], min(w)) and rounds_to(m[2], max(w)), name
+
+
+def test_the_redundancy_table_states_its_point_files():
+    """Section 2's redundancy rows from docs/results/redundancy/POINT.json (8 workers: N·β = 8 β)."""
+    def point(name):
+        return json.loads((RESULTS / "redundancy" / f"{name}.json").read_text())
+
+    rows = {r[0].split(",")[0]: r for r in doc_table("| point | setting (else cnn_fc")}
+    assert set(rows) == {"base", "b512", "lgc_stage"}
+    seeds = [point(p) for p in ("base", "base_s1", "base_s2")]
+    base = rows["base"]
+    late = [8 * p["stages"]["late"]["beta"] for p in seeds]
+    check(numbers(base[2].split("(")[0]), late, "base late")
+    check(numbers(base[2].split("s0:")[1]), [8 * seeds[0]["stages"][s]["beta"] for s in ("early", "mid", "late")], "base s0")
+    check(numbers(base[3]), [8 * p["stages"]["late"]["beta_grad"] for p in seeds], "base grad")
+    s0 = seeds[0]["stages"]["late"]
+    check(numbers(base[4].split("(")[0]), [s0["coder_err"], s0["scalar_err"], s0["inv_n_err"]], "base errors")
+    check(numbers(base[5]), [100 * p["final_test_acc"] for p in seeds], "base acc")
+    for name in ("b512", "lgc_stage"):
+        p, r = point(name), rows[name]
+        check(numbers(r[2]), [8 * p["stages"][s]["beta"] for s in ("early", "mid", "late")], name)
+        check(numbers(r[3]), [8 * p["stages"]["late"]["beta_grad"]], name)
+        late = p["stages"]["late"]
+        check(numbers(r[4]), [late["coder_err"], late["scalar_err"], late["inv_n_err"]], name)
+        check(numbers(r[5]), [100 * p["final_test_acc"]], name)
+
+
+# the tables recomputed above, by the start of their header line; the lead-in's answer table
+# summarises the others; a table whose figures have no stored source must say so after it
+RECOMPUTED = ("| method | 1 Mbit/s |", "| method | no loss |", "| method | iterations | virtual s | distance then |",
+              "| stations | method | TDMA | CSMA |", "| method | seeds | acc % mean ± sd | paired vs fp32 |",
+              "| step from DGC", "| point | setting (else cnn_fc", "| method | seeds | acc % per seed |",
+              "| option | effect on accuracy |", "| N | ns-3 Mbit/s |", "| setting | N=1 |", "| row | acc % mean ± sd |",
+              "| workers | iterations | total ms/it |")
+NO_STORED_SOURCE = {"| strategy | uplink | rounds to 85% |": "the runs' stores not kept",
+                    "| grid | one at a time |": "measured once (its output not stored)"}
+
+
+def test_every_table_is_recomputed_or_says_it_has_no_stored_source():
+    md = text()
+    headers = re.findall(r"^(\|.*)\n\|---", md, re.M)
+    assert headers[0].startswith("| question | short answer |")
+    unaccounted = [h[:60] for h in headers[1:] if not h.startswith(RECOMPUTED + tuple(NO_STORED_SOURCE))]
+    assert not unaccounted, f"a table neither recomputed from a stored source nor marked as having none: {unaccounted}"
+    for header, says in NO_STORED_SOURCE.items():
+        after = md[md.index(header):].split("\n#")[0]
+        assert says in " ".join(after.split()), header
+    assert len(headers) == 1 + len(RECOMPUTED) + len(NO_STORED_SOURCE)
