@@ -6,7 +6,7 @@ in-page anchor has its heading, every table has a source line (command, date, co
 it has no issue numbers and no account of how the work was organised (nor has any other
 document), it stays short, and every table with a stored source states what that source holds,
 recomputed here without the report's code: section 1's bandwidth, loss, energy and contention
-tables, section 2's plateau, made-of and redundancy tables, its GPU table, its short budget and
+tables, section 2's plateau table (all 12 columns), made-of and redundancy tables, its GPU table, its short budget and
 options, section 3's two ns-3 tables, section 4's federated table (and the model download's share)
 and section 5's cost table; and in the text, the 95% intervals of the no-difference claims, the
 momentum variant's time to 90% and the plateau grid's wall time (README, fashion_plateau.toml). A
@@ -256,6 +256,15 @@ def test_the_figures_plot_the_numbers_the_report_states():
     assert list(ns3.x) == [1, 2, 5, 10, 20, 50] and ns3.y[-1] == pytest.approx(21.810)
 
 
+PLATEAU_LABELS = {"fp32": "fp32", "top-k 1%": "topk", "DGC": "dgc", "ScaleCom": "scalecom",
+                  "LGC ablation (leader's values)": "lgc_ablation",
+                  "`lgc_scaled` (leader × fitted scalar)": "lgc_scaled", "**LGC-PS**": "lgc_ps",
+                  "LGC-PS, paper-faithful coder": "lgc_ps_paper", "**LGC-RAR** (ring)": "lgc_rar",
+                  "LGC-RAR, non-linear decoder (ring)": "lgc_rar_nl",
+                  "`lgc_scaled` on the momenta": "lgc_scaled_momentum",
+                  "DGC all-gathered on the ring": "dgc_ring"}
+
+
 def test_the_plateau_table_states_what_the_run_files_hold():
     """Section 2's table against the stored runs, recomputed here without the report's code:
     seeds, accuracy mean ± sd, paired difference to fp32 over the seeds both rows have, and the
@@ -265,13 +274,7 @@ def test_the_plateau_table_states_what_the_run_files_hold():
     for p in sorted((ROOT / "docs" / "results" / "plateau_cell_runs").glob("*_s*.json")):
         method, seed = p.stem.rsplit("_s", 1)
         runs.setdefault(method, {})[int(seed)] = json.loads(p.read_text())
-    labels = {"fp32": "fp32", "top-k 1%": "topk", "DGC": "dgc", "ScaleCom": "scalecom",
-              "LGC ablation (leader's values)": "lgc_ablation",
-              "`lgc_scaled` (leader × fitted scalar)": "lgc_scaled", "**LGC-PS**": "lgc_ps",
-              "LGC-PS, paper-faithful coder": "lgc_ps_paper", "**LGC-RAR** (ring)": "lgc_rar",
-              "LGC-RAR, non-linear decoder (ring)": "lgc_rar_nl",
-              "`lgc_scaled` on the momenta": "lgc_scaled_momentum",
-              "DGC all-gathered on the ring": "dgc_ring"}
+    labels = PLATEAU_LABELS
     section = text().split("## 2. ")[1]
 
     def table_rows(header: str) -> list[list[str]]:
@@ -669,3 +672,30 @@ def test_every_table_is_recomputed_or_says_it_has_no_stored_source():
         after = md[md.index(header):].split("\n#")[0]
         assert says in " ".join(after.split()), header
     assert len(headers) == 1 + len(RECOMPUTED) + len(NO_STORED_SOURCE)
+
+
+def test_the_plateau_tables_other_columns_state_the_run_files():
+    """Section 2's table, the columns the test above leaves: the LGC stage's uplink bits per
+    iteration (`up_final`), the uplink ratios to DGC (stage / whole run; the same collective: the
+    ring rows against DGC all-gathered on the ring) and to `lgc_scaled`, and the virtual seconds
+    and joules to the first evaluation at 90% (mean over the seeds, '- (k/5)' where not all got there)."""
+    import statistics as st
+    runs = plateau_runs()
+    section = text().split("## 2. ")[1]
+    table = section[section.index("| method | seeds |"):].split("\n\n")[0]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()[2:]]
+    stage = {m: st.mean(r["up_final"] for r in by.values()) for m, by in runs.items()}
+    whole = {m: st.mean(st.mean(r["bits_up"]) for r in by.values()) for m, by in runs.items()}
+    ring = {"lgc_rar", "lgc_rar_nl", "dgc_ring"}
+    for r in rows:
+        m = PLATEAU_LABELS[r[0]]
+        same = "dgc_ring" if m in ring else "dgc"
+        check([r[4], *r[7].split("/"), r[8], *r[9].split("/")],
+              [stage[m], stage["dgc"] / stage[m], whole["dgc"] / whole[m], whole[same] / whole[m],
+               stage["lgc_scaled"] / stage[m], whole["lgc_scaled"] / whole[m]], r[0])
+        first = [next((e for e in run["evals"] if e["test_accuracy"] >= 0.90), None) for run in runs[m].values()]
+        reached = [e for e in first if e is not None]
+        if len(reached) == len(first):
+            check(r[10:12], [st.mean(e["virtual_time_s"] for e in reached), st.mean(e["energy_j"] for e in reached)], r[0])
+        else:
+            assert r[10] == f"- ({len(reached)}/{len(first)})" and r[11] == "-", r[0]
