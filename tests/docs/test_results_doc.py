@@ -387,6 +387,16 @@ def test_the_loss_table_states_its_csv():
             assert c["seeds"] == "0" and rounds_to(cell, 100 * float(c["acc_mean"])), (r[0], model, rate, cell)
             if "(" in cell:
                 assert rounds_to(cell.split("(")[1], float(c["virtual_s"])), (r[0], model, rate, cell)
+    # its seed spread: the same cell with reliable delivery, seeds 0-2 (table1_methods' star rows)
+    import statistics as st
+    acc: dict[str, list[float]] = {}
+    for line in (RESULTS / "table1_methods_runs.jsonl").read_text().splitlines():
+        run = json.loads(line)
+        if run["spec"]["tags"]["topology"] == "star":
+            acc.setdefault(run["spec"]["tags"]["method"], []).append(100 * run["final_accuracy"])
+    m = re.search(r"seeds 0-2, sd ([\d.]+) \(top-k\), ([\d.]+) \(DGC\) and ([\d.]+) points", " ".join(text().split()))
+    assert m, "the loss table states its seed spread"
+    check(list(m.groups()), [st.stdev(acc[k]) for k in ("topk", "dgc", "lgc_ps")], "seed spread")
 
 
 def test_the_energy_table_states_its_run_files():
