@@ -4,8 +4,9 @@ the result scripts write carries `provenance(spec)` under the key "provenance"; 
 each row's commit and mark rows that the current code would not make the same way (`marks`).
 
 A row made at another commit is current when the files its run imported are the same at both
-commits (older run files, which do not list them: every file of RUN_CODE) and its experiment
-file reads the same there, overrides applied (comments and layout aside). Report code, documents
+commits, comments and docstrings aside (older run files, which do not list them: every file of
+RUN_CODE), and its experiment file reads the same there, overrides applied (comments and layout
+aside). Report code, documents
 and other experiment files can change without rerunning anything.
 
 The commit and `clean` are read once per process, when its first run starts (the code a
@@ -14,6 +15,7 @@ process runs is what it loaded then). `clean` looks at the code only: a run file
 """
 from __future__ import annotations
 
+import ast
 import copy
 import functools
 import importlib.metadata
@@ -111,12 +113,36 @@ REPORT = "experiments/results/"   # tabulates runs and makes none (harness.py, w
 
 
 def same_code(commit: str, current: str, files=RUN_CODE) -> bool:
-    """Whether `commit` and `current` hold the same `files` (paths or folders)."""
+    """Whether `commit` and `current` hold the same `files` (paths or folders), comments and
+    docstrings aside: a Python file that changed only in those reads the same."""
     if commit == current:
         return True
-    out = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", commit, current, "--", *files],
-                         capture_output=True, timeout=30)
-    return out.returncode == 0
+    out = subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", commit, current, "--", *files],
+                         capture_output=True, text=True, timeout=30)
+    if out.returncode:
+        return False
+    return all(path.endswith(".py") and _code_at(commit, path) is not None
+               and _code_at(commit, path) == _code_at(current, path)
+               for path in out.stdout.split())
+
+
+@functools.lru_cache(maxsize=1024)
+def _code_at(commit: str, path: str) -> str | None:
+    """A Python file's code at `commit` (None: absent there)."""
+    out = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{path}"],
+                         capture_output=True, text=True, timeout=30)
+    return None if out.returncode else code_of(out.stdout)
+
+
+def code_of(source: str) -> str:
+    """Python source as its syntax tree without docstrings: what runs (comments never reach it)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
 
 
 def settings(text: str, overrides) -> dict:

@@ -130,3 +130,16 @@ def test_lgc_is_also_compared_with_the_per_node_baseline_that_sends_least(tmp_pa
     assert rows["dgc"]["run_up_x_best"] == pytest.approx(30 / 55)
     assert T.options("dgc_nowarmup", 234, 117)["warmup_iterations"] == 0
     assert T.options("lgc_ps_nowarmup", 234, 117) == {**T.options("lgc_ps", 234, 117), "warmup_iterations": 0}
+
+
+def test_a_change_to_comments_and_docstrings_keeps_the_code_the_same():
+    from experiments.results.provenance import _code_at, code_of
+    before = 'def f():\n    """Old words."""\n    return 1  # one\n'
+    reworded = 'def f():\n    """New words,\n    two lines."""\n    # a new comment\n    return 1\n'
+    assert code_of(reworded) == code_of(before)
+    assert code_of(before.replace("return 1", "return 2")) != code_of(before)
+    assert code_of('def f():\n    """Only words."""\n') == code_of("def f():\n    pass\n")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    assert _code_at(head, "testbed/loop.py") == code_of((ROOT / "testbed/loop.py").read_text()) or \
+        subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "testbed/loop.py"], cwd=ROOT).returncode
+    assert _code_at(head, "no/such/file.py") is None
