@@ -36,7 +36,7 @@ def star_graph(workers: int, bandwidth_mbps: float) -> dict:
 
 def write_run(store, name: str, method: str, iterations: int, workers: int = 4,
               status: str = "completed", eval_every: int = 20, bits_per_worker: int = 80_000) -> int:
-    """A synthetic run with the shapes and sizes the orchestrator writes."""
+    """A synthetic run with the shapes and sizes the loop writes."""
     bw = 20.0
     rid = store.create_run(name, {"run": {"name": name}}, method=method, topology="star",
                            workers=workers, bandwidth_mbps=bw, graph=star_graph(workers, bw))

@@ -1,4 +1,4 @@
-"""Table 4: what the testbed itself costs, per iteration of the real orchestrator.
+"""Table 4: what the testbed itself costs, per iteration of the testbed's real loop.
 
 `python -m benchmarks testbed_cost [--full]`, or with CSV into docs/results/:
 `.venv/bin/python -m experiments.results.table4_cost [--quick]`.

@@ -2,7 +2,7 @@
 
 `real_run` trains the Fashion-MNIST `cnn_fc` (Debian's idx files, a subset) with 8 workers and
 one LGC-family scheme in the loop (ideal delivery, plain SGD on the returned update, as the
-orchestrator does for methods that handle momentum), and keeps the last iterations' worker
+testbed's loop does for methods that handle momentum), and keeps the last iterations' worker
 gradients so that several schemes can then be compared on the very same inputs. Used by
 tests/nodes/compression/test_lgc_real.py and benchmarks/bench_lgc_coder.py.
 

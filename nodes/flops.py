@@ -1,6 +1,6 @@
 """FLOPs of one training step, counted by torch.utils.flop_counter.FlopCounterMode.
 
-The orchestrator turns compute into deterministic virtual seconds: flops / (device GFLOP/s).
+The testbed's loop turns compute into deterministic virtual seconds: flops / (device GFLOP/s).
 FlopCounterMode counts the matrix products and convolutions (2 FLOPs per multiply-add) of the
 forward and the backward pass; element-wise ops (ReLU, softmax, BatchNorm) are not counted,
 which for these models is a few percent.

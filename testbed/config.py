@@ -346,7 +346,7 @@ def _check_compression(table: dict, network: dict) -> CompressionConfig:
 
 
 def has_server(network: dict) -> bool | None:
-    """Whether the `[network]` topology has a server node (None: a graph file; the orchestrator
+    """Whether the `[network]` topology has a server node (None: a graph file; the loop
     checks it once the graph is read)."""
     topology = network.get("topology")
     return None if topology == "file" else topology != "ring"

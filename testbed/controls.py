@@ -6,7 +6,7 @@ A control names a `target` and a dict of `changes`:
            "*"     every link
   changes  bandwidth_mbps (> 0), delay_ms (>= 0), loss_p (Bernoulli loss probability, 0..1)
 
-The dashboard validates before it writes a request to the store and the orchestrator validates
+The dashboard validates before it writes a request to the store and the loop validates
 again when it applies one (the store may be written by anything), so both import this module.
 It is pure: a run dict (`status`, `graph` as node-link JSON) in, a normalised request out.
 """

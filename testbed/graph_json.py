@@ -1,4 +1,4 @@
-"""The topology as plain JSON (the runs table's `graph_json`): written by the orchestrator,
+"""The topology as plain JSON (the runs table's `graph_json`): written by the loop,
 read by the steering validator (testbed/controls.py) and the dashboard's figures. One module,
 so the writer and the readers agree on the format.
 

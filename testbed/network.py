@@ -1,8 +1,8 @@
 """The one value built from a validated `[network]` table: the graph, its workers in order, the
 server (or None) and the `channels.Network` with the table's medium, sharing and engine.
 
-The orchestrator, `testbed probe` and the torchrun launcher all build it here, so a `[network]`
-key is read in one place (before this, `testbed run` dropped `engine`).
+The loop, `testbed probe` and the torchrun launcher all build it here, so a `[network]`
+key, `engine` included, is read in one place.
 """
 from __future__ import annotations
 

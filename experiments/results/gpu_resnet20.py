@@ -8,7 +8,7 @@ writes a generated one in exactly that format into a temporary folder first: 32x
 whose class sets a colour and a stripe orientation, under noise, so the figures say the
 pipeline trains, not what CIFAR-10 accuracy is. `device = "auto"` in
 experiments/gpu_resnet20.toml uses CUDA when there is one (`--device cpu|cuda` to force).
-Every method runs through the orchestrator over the emulated shared 20 Mbit/s cell, same seed,
+Every method runs through the loop over the emulated shared 20 Mbit/s cell, same seed,
 split and budget; prints the table and writes table5_gpu_resnet20.csv/.md.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Run the real orchestrator for the result tables and time its pieces from outside.
+"""Run the testbed's real loop for the result tables and time its pieces from outside.
 
-`timed_experiment` is `testbed.experiment.Experiment` given a timer: the orchestrator reports the
+`timed_experiment` is `testbed.experiment.Experiment` given a timer: the loop reports the
 wall seconds of worker gradients and the optimizer step (compute), the scheme's `exchange()`
 steps and ring sums (compression), the link layer (emulation) and evaluation; the store is
 timed by wrapping its writes. It changes nothing the run computes. `run_many` runs a list of
@@ -109,7 +109,7 @@ class Timers:
         self.total[name] += seconds
 
     def observe(self, name: str, seconds: float, iteration: int) -> None:
-        """The orchestrator's timer: compression time is also kept per iteration."""
+        """The loop's timer: compression time is also kept per iteration."""
         self.add(name, seconds)
         if name == "compression":
             self.codec[iteration] = self.codec.get(iteration, 0.0) + seconds
@@ -139,14 +139,14 @@ def timed_store(path, timers: Timers):
 
 
 def timed_experiment(cfg, store, timers: Timers):
-    """The orchestrator with `timers` as its timer; the federated driver for a file with
+    """The loop with `timers` as its timer; the federated driver for a file with
     [federated]."""
     return Experiment(cfg, store, timer=timers.observe)
 
 
 # ----------------------------------------------------------------------------- running
 def execute(spec: RunSpec, store_path: str | None = None) -> RunResult:
-    """Run one spec through the orchestrator; never raises for a refused or failed run."""
+    """Run one spec through the loop; never raises for a refused or failed run."""
     config = Path(spec.config)
     if not config.is_absolute():
         config = ROOT / config
@@ -225,7 +225,7 @@ def _execute_safe(spec: RunSpec, store_path: str | None) -> RunResult:
 
 
 def run_point(point: Point, store: str, quiet: bool = True) -> dict:
-    """The sweep engine's runner for a table's run: `execute` (the orchestrator with its
+    """The sweep engine's runner for a table's run: `execute` (the loop with its
     timers) into the point's store; the RunResult travels back as JSON."""
     r = _execute_safe(RunSpec(**point.extra["spec"]), store)
     status = {"completed": "completed", "n/a": "refused"}.get(r.status, "failed")

@@ -10,14 +10,14 @@ it, this script also writes the CSV and Markdown under docs/results/.
 
 Runs experiments/quickstart.toml (top-k 1%, shared 20 Mbit/s cell, 1% Bernoulli loss,
 reliable delivery) with 4, 16 and 64 workers through `experiments.results.harness`'s
-timed_experiment, the orchestrator with a timer (`Experiment(..., timer=)`):
+timed_experiment, the loop with a timer (`Experiment(..., timer=)`):
   compute      the gradient source (every worker's forward + backward) and the optimizer step
   compression  every step of the scheme's exchange() generator (encode, decode, aggregate)
                and the ring sum on the real bytes
   emulation    the link layer (channels) carrying each phase (EmulatedTransport's link calls)
   store        Store writes, flushes and the per-iteration control poll
   eval         test-set evaluation (every eval_every iterations)
-  other        the rest of the loop (the orchestrator's own bookkeeping)
+  other        the rest of the iteration (the loop's own bookkeeping)
 The 4-worker row is the quickstart experiment itself at its own budget in the full version;
 its emulation share is the figure with a target: under 10% of the wall time.
 Wall-clock figures are this machine's; a loaded machine inflates them all.

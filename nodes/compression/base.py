@@ -1,7 +1,7 @@
 """The one small interface every compression method implements.
 
 A *Scheme* owns the whole method for one run: the per-worker state (residuals, momenta,
-Q matrices, autoencoder copies) and the aggregator side. The orchestrator only calls
+Q matrices, autoencoder copies) and the aggregator side. The testbed's loop only calls
 `exchange()` and follows the phases it yields (see phases.py).
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ Per worker, every iteration:
   1. local gradient clipping: the gradient's norm is capped at clip_norm / sqrt(N) (the paper
      scales the global clipping threshold by N^-1/2 because N workers' gradients add up);
   2. momentum correction: u = m u + g, v = v + u (momentum is accumulated *before*
-     sparsification, so the orchestrator's optimizer must not add momentum again: the class
+     sparsification, so the testbed loop's optimizer must not add momentum again: the class
      says `handles_momentum = True`, and the update to apply is plain SGD on the returned mean);
   3. top-k of |v| with the threshold estimated from a random sample of v (sample_fraction,
      at least 1024 coordinates), then refined on the coordinates above it;

@@ -3,7 +3,7 @@
 Every packet arrives unless a `deliver(worker, packets) -> packets` callback says otherwise;
 ring all-reduces are summed on the real bytes with ring_sum. `members` (default: every worker)
 are the workers that take part: the others' messages are not carried, and a ring must be
-formed over exactly the members (tests of how a method aggregates without some workers). The orchestrator drives the same
+formed over exactly the members (tests of how a method aggregates without some workers). The testbed's loop drives the same
 generator with the same loop (`transport.drive`) over the emulated network instead
 (testbed/transport.py).
 """

@@ -316,7 +316,7 @@ class LGCBase(Scheme):
         return z.detach().cpu().numpy().astype("<f2" if self.latent_dtype == "f16" else "<f4").tobytes()
 
     def eval_metrics(self) -> dict[str, float]:
-        """What the orchestrator stores with each evaluation (testbed.store EVAL_COLUMNS)."""
+        """What the testbed's loop stores with each evaluation (testbed.store EVAL_COLUMNS)."""
         return self.in_use.take()
 
     def state_dict(self) -> dict:

@@ -37,7 +37,7 @@ mean_j v_j[I_t] / s) to the trainer (the first refresh drops AE training's pairs
 easier target: the mean of *sent* values), runs `ae_refresh_steps` Adam steps (ServerCompute)
 and, after that iteration's downlink, ships the whole AE again (a Downlink, counted). Shared
 decoder only. Every LGC iteration the scheme also records, from its oracle view of every memory,
-beta and the coder's in-use error (lgc_common.InUse), which the orchestrator stores with each
+beta and the coder's in-use error (lgc_common.InUse), which the testbed's loop stores with each
 evaluation.
 
 With `coder = "none"` (the registered `lgc_ablation`) the leader sends its values at I in f16

@@ -89,7 +89,7 @@ class LGCRAR(LGCBase):
         ordered = self.ordered(lead_idx, vs[L][lead_idx])
         got = yield Broadcast(L, self.positions_message(ordered, iteration, rms(vs[L][ordered])))
         # Every node works with the positions and scale it received, not the leader's own copy
-        # (broadcasts arrive whole: the orchestrator resends what a node missed).
+        # (broadcasts arrive whole: the testbed's loop resends what a node missed).
         idx, s = self.read_positions(got)
         idx = idx.to(vs[L].device)
         # the layers sent whole (dense_below) ride the ring after the top-k part, known to all

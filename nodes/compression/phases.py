@@ -1,6 +1,6 @@
-"""Communication phases a Scheme yields to the orchestrator.
+"""Communication phases a Scheme yields to the testbed's loop.
 
-A Scheme's `exchange()` is a generator: it yields one of these, the orchestrator carries the
+A Scheme's `exchange()` is a generator: it yields one of these, the testbed's loop carries the
 traffic over the emulated network (channels/), advances the virtual clock and sends back the
 phase's result. This keeps every method's protocol (one round, two rounds, ring) in the method's
 own module while the link layer stays the single place that decides timing and loss.
@@ -29,7 +29,7 @@ class Downlink:
     Made whole (what a worker misses is resent until it has every packet), unless `lossy`:
     the message is the aggregate as codec packets that each name their own coordinates, so
     under best-effort delivery nothing is resent and a worker that loses a packet lacks its
-    coordinates (the transport reports them as `IterationReport.missed`, the orchestrator
+    coordinates (the transport reports them as `IterationReport.missed`, the testbed's loop
     keeps that worker's replica apart: nodes/replicas.py). Under reliable delivery nothing
     is lost and both are the same."""
     message: Message
@@ -61,7 +61,7 @@ class AllReduce:
     """Ring all-reduce of equal-length byte buffers holding dense f32/f16 vectors.
 
     `buffers` holds exactly the members' (`Members`): the ring is formed over them. The
-    orchestrator sums them chunk by chunk along the ring on the real bytes
+    testbed's loop sums them chunk by chunk along the ring on the real bytes
     (`nodes.compression.ring.ring_sum`) and times the ring with the link layer.
     Result: the summed vector as a float32 Tensor (identical at every node), or None when no
     worker takes part (`buffers` empty: the round closes without a ring).

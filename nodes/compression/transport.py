@@ -4,11 +4,11 @@ A Scheme's `exchange()` yields phases (phases.py); a *transport* carries each on
 (`carry(phase) -> result`) and returns its result. Three transports implement it:
 - `nodes.compression.ideal.IdealTransport`: every packet delivered (or a `deliver` callback);
 - `testbed.transport.EmulatedTransport`: over the emulated network (`channels.Network`), with
-  the virtual clock and the bit accounting of the orchestrator;
+  the virtual clock and the bit accounting of the testbed's loop;
 - `testbed.distributed.transport.DistributedTransport`: the emulated one in a torchrun job
   (real bytes shared between ranks, rank 0 runs the link layer).
 
-Per iteration (what the orchestrator uses, and all it uses): `begin(iteration, start, ready,
+Per iteration (what the testbed's loop uses, and all it uses): `begin(iteration, start, ready,
 present=, deadline=)` before the scheme's exchange, `end() -> IterationReport` after it: the
 virtual clock at the exchange's end, the time split (`IterationTiming`), what the network
 carried (`Traffic`) and who was left out. The ideal transport has no clock and does not
@@ -121,7 +121,7 @@ class IterationReport:
 
 class Transport:
     """Carries phases. Subclasses return `{PhaseType: handler}` from `carriers()`; a transport
-    the orchestrator runs also implements `begin` and `end`."""
+    the testbed's loop runs also implements `begin` and `end`."""
 
     def carriers(self) -> dict[type, Callable[[Any], Any]]:
         raise NotImplementedError

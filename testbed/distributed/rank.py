@@ -32,12 +32,6 @@ from testbed.distributed.transport import DistributedTransport
 from testbed.errors import ExperimentError
 from testbed.experiment import Experiment
 
-# Methods whose per-worker state, in one process, would read state it does not have in another
-# process (e.g. another worker's top-k positions instead of the ones it received): such a
-# method would train differently from the single-process run, so it is refused here. Empty
-# since LGC-PS and LGC-RAR read the leader's positions from the bytes that arrived.
-NOT_MULTIPROCESS_SAFE: dict[str, str] = {}
-
 
 class NullStore:
     """What ranks other than 0 write to: nothing (rank 0 owns the store). It declares every
@@ -81,11 +75,6 @@ class Rank:
         self.check_replicas = check_replicas
         self.warnings: list[str] = []
         self.pool = None
-        method = cfg.compression.method
-        if method in NOT_MULTIPROCESS_SAFE:
-            raise ExperimentError(
-                f"compression.method = {method!r} cannot run with one process per worker yet: "
-                f"{NOT_MULTIPROCESS_SAFE[method]}; use --launcher local")
         self.fault = parse_fault(os.environ.get(FAULT_ENV))
 
     def owner(self, worker: int) -> int:

@@ -48,7 +48,7 @@ class RankGradients:
             if row[1]:
                 raise GradientError(w, it)
         full = [g if w == self.comm.rank else torch.zeros_like(g) for w in range(len(rows))]
-        # The orchestrator charges one wall time per worker: the mean, as in one process.
+        # The loop charges one wall time per worker: the mean, as in one process.
         return full, [row[0] for row in rows], float(np.mean([row[2] for row in rows]))
 
 
