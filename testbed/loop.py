@@ -152,6 +152,7 @@ class Loop:
              "energy_j": sum(e["energy_j"] for e in energy.values()),
              "participants": rnd.participants,
              "staleness": float(np.mean(list(stale.values()))) if stale else None,
+             **{f"replies_{k}": n for k, n in (rnd.replies or {}).items()},
              **vars(rnd.report.timing)},
             nodes=[{"iteration": it, "node": w, "bits_up": traffic.bits_up.get(w, 0),
                     "bits_down": traffic.bits_down.get(w, 0), "compute_s": compute[w],

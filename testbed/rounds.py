@@ -45,6 +45,9 @@ class Round:
     # evaluation rows the driver made itself (e.g. a Flower strategy's MetricRecords); the
     # loop still evaluates by `Driver.evaluate` on `run.eval_every` unless that returns None
     evaluations: list[dict] = field(default_factory=list)
+    # the replies the server got, by outcome, where a driver counts them (a Flower round):
+    # {"ok", "failed" (an error reply), "lost" (never came), "late" (past the timeout)}
+    replies: dict[str, int] | None = None
 
     @property
     def left_out(self) -> dict[str, str]:

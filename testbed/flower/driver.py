@@ -10,7 +10,8 @@ it: the strategy's own MetricRecords, caught around `Strategy.start` while the r
 round's `flower_metrics` events and its evaluation row (`test_loss` / `test_accuracy`: the
 centralized evaluation's where there is one, else the federated evaluation's; the first
 MetricRecord key holding "loss" / "acc"); a `flower_round` event says what the round was
-(train or evaluate, its messages and replies). A strategy still sending
+(train or evaluate, its messages and replies, and the reason of each error reply by node
+id). A strategy still sending
 after `run.iterations` rounds fails the run (`BudgetExceeded`): the driver's budget is one
 more round, which it refuses. The loop (testbed/loop.py) writes the rounds' rows.
 """
@@ -199,8 +200,10 @@ class FlowerDriver:
             flwr_log.setLevel(level)
 
     def _carried(self, rnd: Round, kind: str, replies) -> None:
+        errors = {str(m.metadata.src_node_id): m.error.reason for m in replies if m.has_error()}
         self._pending = (rnd, [], {"kind": kind, "replies": len(replies),
-                                   "messages": rnd.participants + len(rnd.left_out)})
+                                   "messages": rnd.participants + len(rnd.left_out),
+                                   **({"errors": errors} if errors else {})})
 
     def _hand_over(self, last: bool = False) -> None:
         """The round carried last, with what the strategy made of it, to the caller; then wait
