@@ -71,3 +71,26 @@ def arrays_of(messages) -> list[dict]:
                 d[f"{key}.{name}"] = arr.numpy()
         out.append(d)
     return out
+
+
+def simulation_run(app_dir, *, run_config=(), seed: int = 0) -> None:
+    """The app under Flower's own simulation runtime (`run_simulation`'s Ray backend, one CPU
+    per ClientApp actor), in this process as `flwr run` on a local simulation runs it."""
+    from flwr.common.constant import SUPERLINK_NODE_ID
+    from flwr.simulation.run_simulation import _run_simulation
+    from flwr.supercore.constant import NOOP_FEDERATION_ID
+    from flwr.supercore.run import Run
+    from flwr.supercore.task_identity import TaskIdentity
+
+    app = load_app(app_dir, list(run_config))
+    context = Context(run_id=1, node_id=0, node_config={}, state=RecordDict(),
+                      run_config=dict(app.run_config))
+    run = Run.create_empty(1)
+    run.override_config = dict(app.run_config)    # the nodes' run config (pyproject's, fused)
+    run.primary_task_id, run.federation_id = 1, NOOP_FEDERATION_ID   # as run_simulation sets
+    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, SUPERLINK_NODE_ID
+    seed_everything(seed)
+    _run_simulation(app.num_nodes, exit_event=None, client_app=app.client_app,
+                    server_app=app.server_app, backend_name="ray",
+                    backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}},
+                    server_app_context=context, app_dir=str(app_dir), run=run, is_app=True)

@@ -56,6 +56,8 @@ def test_a_clientapp_that_raises_answers_with_an_error_and_the_run_goes_on(tmp_p
                   for r in its]
         assert counts == [(5, 0, 0, 0), (3, 1, 0, 0), (1, 0, 0, 0)]
         assert [r["participants"] for r in its] == [5, 3, 1] and its[1]["left_out"] == 1
+        # an error reply is a reply: the round ends with the last one, not at the timeout
+        assert its[1]["virtual_time_s"] - its[0]["virtual_time_s"] < 1.0
         w3 = next(n for n in s.node_iterations(1) if n["iteration"] == 1 and n["node"] == "w3")
         assert w3["left_out"] == "failed" and w3["compute_s"] == 0.0
         assert 0 < w3["bits_up"] < 8 * 200 and w3["bits_down"] > 8 * 4000
