@@ -4,12 +4,16 @@ simulation runtime on the same app and fault."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from flwr.serverapp.strategy import FedAdam
 
 from testbed import cli
 from testbed.store import Store
-from tests.testbed.flower.flower_runs import EXAMPLE, driver, simulation_run
+from tests.testbed.flower.flower_runs import (
+    EXAMPLE,
+    aggregates_of,
+    driver,
+    simulation_aggregates,
+)
 
 # every node trains and evaluates each round, so both runtimes address the same nodes;
 # partition 3's every train call raises
@@ -17,45 +21,15 @@ FAULT = ["num-server-rounds=2", "fraction-train=1.0", "fraction-evaluate=1.0",
          "fail-partition=3"]
 
 
-@pytest.fixture
-def aggregates(monkeypatch):
-    """What each aggregate of the app's strategy (FedAdam; its evaluate aggregate is FedAvg's)
-    received and returned: (kind, server round, replies with content, error replies, the
-    arrays FedAdam's step made)."""
-    seen = []
-    train, evaluate = FedAdam.aggregate_train, FedAdam.aggregate_evaluate
-
-    def aggregate_train(self, server_round, replies):
-        replies = list(replies)
-        arrays, metrics = train(self, server_round, replies)
-        seen.append(("train", server_round, *counts(replies),
-                     {k: v.numpy() for k, v in arrays.items()}))
-        return arrays, metrics
-
-    def aggregate_evaluate(self, server_round, replies):
-        replies = list(replies)
-        seen.append(("evaluate", server_round, *counts(replies), None))
-        return evaluate(self, server_round, replies)
-
-    monkeypatch.setattr(FedAdam, "aggregate_train", aggregate_train)
-    monkeypatch.setattr(FedAdam, "aggregate_evaluate", aggregate_evaluate)
-    return seen
-
-
-def counts(replies) -> tuple[int, int]:
-    return sum(not m.has_error() for m in replies), sum(m.has_error() for m in replies)
-
-
-def test_the_strategy_gets_what_flowers_simulation_gives_it(aggregates):
+def test_the_strategy_gets_what_flowers_simulation_gives_it(tmp_path):
     """Under Flower's run_simulation and over our emulated grid the strategy receives, round by
     round, 9 results and 1 failure in training and 10 results in evaluation, and returns the
     same arrays. Equal to float32 rounding, not bit for bit: Flower's grid hands the replies
     over in the order they arrived, ours in the strategy's message order, and a weighted sum
     taken in another order differs in its last bits (about 1e-7 here)."""
-    simulation_run(EXAMPLE, run_config=FAULT)
-    flower, ours = list(aggregates), aggregates
-    ours.clear()
-    rounds = list(driver(EXAMPLE, run_config=FAULT).rounds(0))
+    flower = simulation_aggregates(EXAMPLE, FAULT, "FedAdam", tmp_path)
+    with aggregates_of(FedAdam) as ours:
+        rounds = list(driver(EXAMPLE, run_config=FAULT).rounds(0))
     assert [a[:4] for a in flower] == [("train", 1, 9, 1), ("evaluate", 1, 10, 0),
                                        ("train", 2, 9, 1), ("evaluate", 2, 10, 0)]
     assert [a[:4] for a in ours] == [a[:4] for a in flower]
