@@ -114,6 +114,7 @@ class LocalGrid(Grid):
         self._pushed: dict[str, Message] = {}
         self._replies: dict[str, Message] = {}
         self.calls = 0    # send_and_receive calls with messages (rounds)
+        self.client_calls = 0   # ClientApp calls
 
     # ---------------------------------------------------------------- flwr's Grid
     def set_run(self, run: Run) -> None:
@@ -165,6 +166,7 @@ class LocalGrid(Grid):
 
     def call_client(self, msg: Message) -> Message:
         """The node's ClientApp on `msg`; the reply (an error reply if it raised) with its id."""
+        self.client_calls += 1
         context = self.contexts[msg.metadata.dst_node_id]
         state = copy.deepcopy(context.state)   # what a failed call must leave behind
         try:
