@@ -40,6 +40,7 @@ from flwr.supercore.task_identity import TaskIdentity
 from testbed.flower.app import load_app
 from testbed.flower.driver import FlowerDriver, flower_identity, seed_everything, strategy_tap
 from testbed.flower.grid import LocalGrid
+from testbed.flower.pool import ClientPool
 from testbed.flower.world import flower_config, flower_world
 from testbed.loop import Loop
 from testbed.store import Store
@@ -52,13 +53,20 @@ def _accuracy(records: list) -> float | None:
     return float(central[-1]["accuracy"]) if central else None
 
 
-def ours(rounds: int, folder: Path) -> dict:
+def ours(rounds: int, folder: Path, nodes: int = 10, threads: int = 0) -> dict:
+    """`threads` > 0: the 100-node comparison's run (every node trains, nobody evaluates),
+    ClientApps in `threads` worker processes of one CPU each (1: serial)."""
     t = time.perf_counter()
-    app = load_app(APP, [f"num-server-rounds={rounds}"])
-    cfg = flower_config(None, [], app.num_nodes, name="bench")
-    with Store(folder / "ours.db") as store:
+    config = [f"num-server-rounds={rounds}"]
+    if threads:
+        config += ["fraction-train=1.0", "fraction-evaluate=0.0"]
+    app = load_app(APP, config, federation_config=[f"num-supernodes={nodes}"])
+    cfg = flower_config(None, [f"run.threads={threads}"] if threads else [], app.num_nodes,
+                        name="bench")
+    pool = ClientPool(APP, 1, threads, 1) if threads > 1 else None
+    with Store(folder / f"ours{nodes}_{threads}.db") as store:
         world = flower_world(cfg, store, app.num_nodes)
-        driver = FlowerDriver(app, world)
+        driver = FlowerDriver(app, world, pool=pool)
         loop = Loop(world, driver)
         loop.start()
         loop.run()
@@ -108,7 +116,9 @@ def child(kind: str, rounds: int, folder: str) -> None:
     torch.set_num_threads(1)
     logging.getLogger("flwr").setLevel(logging.WARNING)
     run = {"ours": lambda: ours(rounds, Path(folder)), "plain": lambda: plain(rounds),
-           "flower": lambda: flower(rounds)}[kind]
+           "flower": lambda: flower(rounds),
+           "serial100": lambda: ours(rounds, Path(folder), 100, 1),
+           "pool100": lambda: ours(rounds, Path(folder), 100, 2)}[kind]
     stamps = []
     with strategy_tap(lambda k, r, m: stamps.append(time.perf_counter()) if k != "centralized" else None):
         out = run()
@@ -134,7 +144,11 @@ def main(quick: bool = True) -> None:
         print("Flower's simulation is not installed (no ray): pip install 'flwr[simulation]'")
         kinds = ["ours", "plain"]
     with tempfile.TemporaryDirectory() as tmp:
-        rows = {k: r for k in kinds if (r := _in_child(k, rounds, tmp)) is not None}
+        report(rounds, kinds, tmp)
+
+
+def report(rounds: int, kinds: list[str], tmp: str) -> None:
+    rows = {k: r for k in kinds if (r := _in_child(k, rounds, tmp)) is not None}
     print(f"example app, 10 nodes, FedAdam, {rounds} server rounds; load "
           f"{open('/proc/loadavg').read().split()[0]}")
     print(f"{'grid':<8}{'wall s':>9}{'rounds':>8}{'s/round':>10}{'steady s/round':>16}{'accuracy':>10}")
@@ -153,6 +167,13 @@ def main(quick: bool = True) -> None:
         f = rows["flower"]
         print(f"ours / flower per round: {(o['wall'] / o['rounds']) / (f['wall'] / f['rounds']):.3f}x "
               f"with start-up, {o['steady'] / f['steady']:.3f}x steady (target <= 0.2x)")
+    pool_rows = {k: r for k in ("serial100", "pool100")
+                 if (r := _in_child(k, rounds, tmp)) is not None}
+    if len(pool_rows) == 2:
+        a, b = pool_rows["serial100"], pool_rows["pool100"]
+        print(f"100 nodes, every node trains: steady round serial {a['steady']:.3f} s, 2 worker "
+              f"processes {b['steady']:.3f} s: {a['steady'] / b['steady']:.2f}x (target >= 1.6x); "
+              f"load {open('/proc/loadavg').read().split()[0]}")
     p = o["parts"]
     per_round = o["wall"] / o["rounds"]
     print(f"ours per round: {per_round * 1e3:.1f} ms; ClientApp calls (FLOPs counted "

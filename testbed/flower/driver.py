@@ -113,12 +113,13 @@ def seed_everything(seed: int) -> None:
 class FlowerDriver:
     """The rounds of one Flower app over a `World` (testbed/flower/world.py)."""
 
-    def __init__(self, app, world, *, codec=None, run_id: int = 1, quiet_flower: bool = True):
+    def __init__(self, app, world, *, codec=None, run_id: int = 1, quiet_flower: bool = True,
+                 pool=None):
         self.app, self.world, self.codec = app, world, codec
         self.run_id = run_id      # Flower's run id in its messages and contexts
         self.quiet_flower = quiet_flower
         self.grid = EmulatedGrid(app.client_app, app.num_nodes, app.run_config, world,
-                                 run_id=run_id, codec=codec, on_round=self._carried)
+                                 run_id=run_id, codec=codec, on_round=self._carried, pool=pool)
         self._pending: tuple | None = None   # (round, message type, group id, messages)
         self.initial: list[dict] = []        # MetricRecords made before the first round
         self._out: queue.Queue = queue.Queue()
@@ -197,6 +198,8 @@ class FlowerDriver:
         finally:
             if self.codec is not None:
                 self.codec.deactivate()
+            if self.grid.pool is not None:
+                self.grid.pool.close()
             flwr_log.setLevel(level)
 
     def _carried(self, rnd: Round, kind: str, replies) -> None:

@@ -68,36 +68,51 @@ def module_trace():
         handle.remove()
 
 
+def run_measured(call, count: bool) -> tuple:
+    """`call()` -> (result, ok) run with its module trace, under FlopCounterMode if `count`:
+    (result, ok, FLOPs or None, trace). The part of a charge that runs where the call runs."""
+    with module_trace() as trace:
+        if not count:
+            result, ok = call()
+            return result, ok, None, tuple(trace)
+        with FlopCounterMode(display=False) as counter:
+            result, ok = call()
+    return result, ok, float(counter.get_total_flops()), tuple(trace)
+
+
 class CallFlops:
-    """The FLOPs of ClientApp calls (module doc): `charge(key, call)` runs `call()` (which
-    returns (result, ok)) and gives (result, its FLOPs)."""
+    """The FLOPs of ClientApp calls (module doc). `must_count(key)` before a call says whether
+    to count it; `settle(...)` after gives its figure. `charge(key, call)` does both around
+    `call()` (which returns (result, ok)) in this process: (result, its FLOPs)."""
 
     def __init__(self):
-        self.by_key: dict[tuple, tuple] = {}      # key -> trace of its counted call
+        self.by_key: dict[tuple, tuple] = {}      # key -> trace of its last counted call
         self.by_trace: dict[tuple, float] = {}    # (key, trace) -> FLOPs of a counted call
         self.volatile: set[tuple] = set()         # keys counted at every call
         self.counted = 0      # calls counted with FlopCounterMode
         self.estimated = 0    # bare calls whose trace no counted call made
 
-    def charge(self, key: tuple, call):
-        known = self.by_key.get(key)
-        if known is None or key in self.volatile:
-            with module_trace() as trace, FlopCounterMode(display=False) as counter:
-                result, ok = call()
+    def must_count(self, key: tuple) -> bool:
+        return key not in self.by_key or key in self.volatile
+
+    def settle(self, key: tuple, ok: bool, flops: float | None, trace: tuple) -> float:
+        """The FLOPs of a call of `key` that ran (counted: `flops`, else None) with `trace`."""
+        if flops is not None:
             self.counted += 1
-            flops = float(counter.get_total_flops())
             if ok:
-                self.by_key[key] = tuple(trace)
-                self.by_trace[key, tuple(trace)] = flops
-            return result, flops
-        with module_trace() as trace:
-            result, ok = call()
-        trace = tuple(trace)
+                self.by_key[key] = trace
+                self.by_trace[key, trace] = flops
+            return flops
         if (key, trace) in self.by_trace:
-            return result, self.by_trace[key, trace]
+            return self.by_trace[key, trace]
+        known = self.by_key[key]
         full = self.by_trace[key, known]
         if not ok and known[:len(trace)] == trace:   # raised part way through a known call
-            return result, full * len(trace) / max(1, len(known))
+            return full * len(trace) / max(1, len(known))
         self.estimated += 1
         self.volatile.add(key)
-        return result, full
+        return full
+
+    def charge(self, key: tuple, call):
+        result, ok, flops, trace = run_measured(call, self.must_count(key))
+        return result, self.settle(key, ok, flops, trace)

@@ -78,6 +78,17 @@ def error_reply(msg: Message, e: Exception) -> Message:
     return Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=reason), reply_to=msg)
 
 
+def run_client_app(client_app, msg: Message, context: Context) -> Message:
+    """`client_app` on `msg`: its reply, or the error reply of what it raised, `context`
+    then as it was before the call."""
+    state = copy.deepcopy(context.state)   # what a failed call must leave behind
+    try:
+        return client_app(msg, context)
+    except Exception as e:  # noqa: BLE001 (Flower answers any exception with an error)
+        context.state = state
+        return error_reply(msg, e)
+
+
 def serialize(msg: Message) -> bytes:
     """The message as Flower puts it on the wire (its protobuf)."""
     return message_to_proto(msg).SerializeToString()
@@ -167,13 +178,7 @@ class LocalGrid(Grid):
     def call_client(self, msg: Message) -> Message:
         """The node's ClientApp on `msg`; the reply (an error reply if it raised) with its id."""
         self.client_calls += 1
-        context = self.contexts[msg.metadata.dst_node_id]
-        state = copy.deepcopy(context.state)   # what a failed call must leave behind
-        try:
-            reply = self.client_app(msg, context)
-        except Exception as e:  # noqa: BLE001 (Flower answers any exception with an error)
-            context.state = state
-            reply = error_reply(msg, e)
+        reply = run_client_app(self.client_app, msg, self.contexts[msg.metadata.dst_node_id])
         reply.metadata.__dict__["_message_id"] = str(uuid4())
         return reply
 
@@ -202,8 +207,9 @@ class EmulatedGrid(LocalGrid):
     carries compressed updates."""
 
     def __init__(self, client_app, num_nodes: int, run_config: dict, world, *, run_id: int = 1,
-                 codec=None, on_round: Callable | None = None):
+                 codec=None, on_round: Callable | None = None, pool=None):
         super().__init__(client_app, num_nodes, run_config, run_id)
+        self.pool = pool          # testbed/flower/pool.py: the calls of a round in processes
         self.world = world
         self.transport = world.emulated_transport()
         self.workers = list(world.workers)
@@ -228,17 +234,39 @@ class EmulatedGrid(LocalGrid):
                 f"most network.link.queue_packets = {limit} (raise it, or send less)")
         return Wire(packets)
 
-    def _compute(self, msg: Message) -> tuple[Message, float]:
-        """The node's ClientApp on `msg`: its reply and the FLOPs it performed (0 where the
-        compute time is measured)."""
+    def _compute(self, msg: Message) -> tuple[Message, float, float]:
+        """The node's ClientApp on `msg` here: its reply, the FLOPs it performed (0 where the
+        compute time is measured) and its wall seconds."""
+        c = time.perf_counter()
         if self.flops is None:
-            return self.call_client(msg), 0.0
+            return self.call_client(msg), 0.0, time.perf_counter() - c
         key = call_key(msg, self.contexts[msg.metadata.dst_node_id].state)
 
         def call():
             reply = self.call_client(msg)
             return reply, not reply.has_error()
-        return self.flops.charge(key, call)
+        reply, flops = self.flops.charge(key, call)
+        return reply, flops, time.perf_counter() - c
+
+    def _compute_all(self, msgs: list[Message]) -> list[tuple[Message, float, float]]:
+        """`_compute` of each message, here one after the other or in the pool's processes
+        (the FLOP figures settled here in message order either way)."""
+        if self.pool is None or len(msgs) < 2:
+            return [self._compute(m) for m in msgs]
+        contexts = [self.contexts[m.metadata.dst_node_id] for m in msgs]
+        keys = [None if self.flops is None else call_key(m, c.state)
+                for m, c in zip(msgs, contexts)]
+        done = self.pool.map([(serialize(m), c, k is not None and self.flops.must_count(k))
+                              for m, c, k in zip(msgs, contexts, keys)])
+        out = []
+        for m, k, (data, context, ok, flops, trace, wall) in zip(msgs, keys, done):
+            self.client_calls += 1
+            self.contexts[m.metadata.dst_node_id] = context
+            reply = deserialize(data)
+            reply.metadata.__dict__["_message_id"] = str(uuid4())
+            out.append((reply, 0.0 if k is None else self.flops.settle(k, ok, flops, trace),
+                        wall))
+        return out
 
     def round_trip(self, messages: list[Message], timeout: float | None) -> list[Message]:
         self.calls += 1
@@ -271,7 +299,7 @@ class EmulatedGrid(LocalGrid):
 
         # compute: each node that received its message whole runs its ClientApp
         ready = {n: down.clock for n in w}
-        arrived_at, compute_s, losses, replies = {}, {}, [], {}
+        compute_s, losses, replies, runs = {}, [], {}, []
         if self.codec is not None:
             self.codec.begin(it, {s.index: s.message for s in sent})
         for s in sent:
@@ -283,13 +311,13 @@ class EmulatedGrid(LocalGrid):
                 left[name] = "lost"
                 continue
             c = time.perf_counter()
-            msg = deserialize(b"".join(packets))
+            runs.append((s, deserialize(b"".join(packets)), t_arr))
             self.wall["serde"] += time.perf_counter() - c
-            c = time.perf_counter()
-            reply, flops = self._compute(msg)
-            wall = time.perf_counter() - c
-            self.wall["client"] += wall
-            arrived_at[name] = t_arr
+        c = time.perf_counter()
+        computed = self._compute_all([msg for _, msg, _ in runs])
+        self.wall["client"] += time.perf_counter() - c
+        for (s, _, t_arr), (reply, flops, wall) in zip(runs, computed):
+            name = w[s.index]
             compute_s[name] = compute_seconds(self.world, name, t_arr, flops, wall)
             ready[name] = t_arr + compute_s[name]
             replies[s.index] = reply

@@ -1,0 +1,64 @@
+"""ClientApps in worker processes: the rows of a serial run, and the federation's options as
+flwr 1.42 spells them, honoured or refused in one line each."""
+from __future__ import annotations
+
+import pytest
+
+from testbed import cli
+from testbed.store import Store
+from tests.testbed.flower.flower_runs import EXAMPLE
+
+APP = ["--run-config", "num-server-rounds=2", "--run-config", "fail-partition=3"]
+
+
+def rows(tmp_path, name: str, *extra: str) -> dict:
+    store = tmp_path / f"{name}.db"
+    assert cli.main(["flower", "run", str(EXAMPLE), "--store", str(store), "--quiet",
+                     *APP, *extra]) == 0
+    with Store(store, readonly=True) as s:
+        out = s.export(1)
+    out["iterations"] = [{k: v for k, v in r.items() if k != "wall_time_s"}
+                         for r in out["iterations"]]
+    return {k: out[k] for k in ("iterations", "nodes", "links", "evals")}
+
+
+def test_concurrent_clientapps_write_the_rows_of_serial_ones(tmp_path, monkeypatch):
+    """Two worker processes (run.threads = 2, one CPU per ClientApp) and one process: every
+    row but wall time equal, a failing node's error replies included."""
+    from testbed.flower.pool import ClientPool
+
+    serial = rows(tmp_path, "serial")
+    rounds, pool_map = [], ClientPool.map
+    monkeypatch.setattr(ClientPool, "map", lambda self, calls: rounds.append(
+        (self.size, len(calls))) or pool_map(self, calls))
+    pooled = rows(tmp_path, "pooled", "--set", "run.threads=2",
+                  "--federation-config", "client-resources-num-cpus=1")
+    assert rounds == [(2, 5), (2, 3)] * 2       # every round's calls went to the two workers
+    assert sum(r["replies_failed"] for r in serial["iterations"]) >= 1
+    assert pooled == serial
+
+
+@pytest.mark.parametrize("option, says", [
+    ("client-resources-num-gpus=0.5", "--federation-config client-resources-num-gpus = 0.5: "
+     "must be 0"),
+    ("init-args-num-cpus=4", "--federation-config init-args-num-cpus = 4: Ray's init "
+     "arguments are not used"),
+    ("backend=\"dask\"", "--federation-config backend = 'dask': must be \"ray\""),
+    ("num-supernode=3", "--federation-config num-supernode = 3: not a simulation option; "
+     "allowed: num-supernodes, "),
+])
+def test_a_federation_option_not_honoured_is_refused_in_one_line(tmp_path, capsys, option, says):
+    code = cli.main(["flower", "run", str(EXAMPLE), "--store", str(tmp_path / "r.db"), "--quiet",
+                     "--federation-config", option])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and says in err, err
+
+
+def test_the_node_count_of_the_federation_config(tmp_path):
+    """`--federation-config num-supernodes=4` overrides the pyproject's 10."""
+    store = tmp_path / "r.db"
+    assert cli.main(["flower", "run", str(EXAMPLE), "--store", str(store), "--quiet",
+                     "--run-config", "num-server-rounds=1",
+                     "--federation-config", "num-supernodes=4"]) == 0
+    with Store(store, readonly=True) as s:
+        assert s.run(1)["workers"] == 4
