@@ -62,3 +62,47 @@ def test_the_node_count_of_the_federation_config(tmp_path):
                      "--federation-config", "num-supernodes=4"]) == 0
     with Store(store, readonly=True) as s:
         assert s.run(1)["workers"] == 4
+
+
+FEDERATIONS = """
+[tool.flwr.federations]
+default = "local"
+
+[tool.flwr.federations.local]
+options.num-supernodes = 3
+options.verbose = true
+options.backend.name = "ray"
+options.backend.client-resources.num-cpus = 0.5
+options.backend.client-resources.num-gpus = 0.0
+
+[tool.flwr.federations.remote]
+address = "127.0.0.1:9093"
+insecure = true
+"""
+
+
+def app_with_federations(tmp_path):
+    import shutil
+
+    from tests.testbed.flower.flower_runs import ECHO
+
+    app = tmp_path / "echo"
+    shutil.copytree(ECHO, app)
+    text = (app / "pyproject.toml").read_text()
+    (app / "pyproject.toml").write_text(text[:text.index("[tool.flwr.federations]")] + FEDERATIONS)
+    return app
+
+
+def test_the_pyproject_options_table_and_the_federation_config(tmp_path):
+    """The options flwr 1.42 reads from a federation's table, as it spells them there, and
+    `--federation-config` over them; a deployment federation refused in one line."""
+    from testbed.flower.app import AppError, load_app
+
+    app_dir = app_with_federations(tmp_path)
+    app = load_app(app_dir)
+    assert (app.num_nodes, app.num_cpus, app.verbose, app.federation) == (3, 0.5, True, "local")
+    app = load_app(app_dir, federation_config=["num-supernodes=7 client-resources-num-cpus=2"])
+    assert (app.num_nodes, app.num_cpus) == (7, 2.0)
+    with pytest.raises(AppError, match=r"^tool.flwr.federations.remote.address = "
+                       r"'127.0.0.1:9093': not a simulation option; allowed: "):
+        load_app(app_dir, federation="remote")
