@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flwr.clientapp import ClientApp
+from flwr.common.config import parse_config_args
 from flwr.serverapp import ServerApp
 
 from testbed.errors import UserError
@@ -196,8 +197,6 @@ def federation_options(data: dict, where: Path, federation: str | None,
 
 
 def _parse_federation_config(items: list[str]) -> dict:
-    from flwr.common.config import parse_config_args
-
     try:
         return parse_config_args(items)
     except Exception as e:  # noqa: BLE001 (flwr's parser raises click's or ValueError)

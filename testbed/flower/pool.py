@@ -18,13 +18,19 @@ its own), as under Flower's simulation; the example app seeds its own generators
 """
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import time
 from concurrent.futures import ProcessPoolExecutor
 
+import torch
 from flwr.app import Context
 
 from testbed.errors import ConfigError
+from testbed.flower.app import load_app
+from testbed.flower.driver import flower_identity
+from testbed.flower.flops import run_measured
+from testbed.flower.grid import deserialize, run_client_app, serialize
 
 _worker: dict = {}   # in a worker: its ClientApp and run id
 
@@ -35,12 +41,6 @@ def processes(threads: int, num_cpus: float) -> int:
 
 
 def _start(app_dir: str, run_id: int, num_threads: int) -> None:
-    import logging
-
-    import torch
-
-    from testbed.flower.app import load_app
-
     torch.set_num_threads(num_threads)
     logging.getLogger("flwr").setLevel(logging.WARNING)
     _worker["client_app"] = load_app(app_dir).client_app
@@ -48,16 +48,15 @@ def _start(app_dir: str, run_id: int, num_threads: int) -> None:
 
 
 def _call(msg_bytes: bytes, context: Context, count: bool) -> tuple:
-    from testbed.flower.driver import flower_identity
-    from testbed.flower.flops import run_measured
-    from testbed.flower.grid import deserialize, run_client_app, serialize
-
+    client_app = _worker["client_app"]
     with flower_identity(_worker["run_id"]):
         msg = deserialize(msg_bytes)
+
+        def call():
+            reply = run_client_app(client_app, msg, context)
+            return reply, not reply.has_error()
         c = time.perf_counter()
-        reply, ok, flops, trace = run_measured(
-            lambda: (lambda r: (r, not r.has_error()))(
-                run_client_app(_worker["client_app"], msg, context)), count)
+        reply, ok, flops, trace = run_measured(call, count)
         wall = time.perf_counter() - c
         return serialize(reply), context, ok, flops, trace, wall
 
