@@ -75,8 +75,10 @@ class Loop:
     def start(self) -> int:
         world, cfg = self.world, self.world.cfg
         link = cfg.network.get("link", {}) if isinstance(cfg.network, dict) else {}
+        # a driver's own tables beside the file's (a Flower app: what it ran and with what)
+        config = {**cfg.as_dict(), **getattr(self.driver, "config_tables", dict)()}
         run_id = world.store.create_run(
-            cfg.run.name, cfg.as_dict(), method=cfg.compression.method,
+            cfg.run.name, config, method=cfg.compression.method,
             topology=cfg.network.get("topology"), workers=len(world.workers),
             bandwidth_mbps=link.get("bandwidth_mbps"), graph=graph_to_json(world.graph))
         world.opened(run_id)

@@ -12,7 +12,7 @@ advances: `world.clock` is the round's end when it yields the round).
 
 Optional driver methods the loop uses where present: `describe()` (figures for the run's start
 event), `notes()` (one-line notes at start), `eval_metrics()` (columns stored with each of the
-loop's evaluations).
+loop's evaluations), `config_tables()` (tables stored in the run's config beside the file's).
 """
 from __future__ import annotations
 

@@ -136,6 +136,15 @@ class FlowerDriver:
                 "run_config": self.app.run_config,
                 "compression": None if self.codec is None else self.codec.method}
 
+    def config_tables(self) -> dict:
+        """The run's `[flower]` table in its stored config: the app, its run config and its
+        federation's options (what marks a Flower run for the dashboard)."""
+        app = self.app
+        return {"flower": {"app": str(app.app_dir), "run_config": dict(app.run_config),
+                           "federation": app.federation, "nodes": app.num_nodes,
+                           "client_resources_num_cpus": app.num_cpus,
+                           "processes": 1 if self.grid.pool is None else self.grid.pool.size}}
+
     def evaluate(self):
         return None   # the strategy reports its own (Round.evaluations)
 

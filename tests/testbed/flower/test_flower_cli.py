@@ -107,3 +107,20 @@ def test_a_run_that_fails_says_why_in_one_line_and_keeps_its_rows(tmp_path, caps
     with Store(store, readonly=True) as s:
         assert s.run(1)["status"] == "failed"
         assert len(s.iterations(1)) == rows
+
+
+def test_a_failed_flower_run_is_not_resumed_but_started_again(tmp_path, capsys):
+    """Its stored config holds the app's [flower] table (app, run config, federation options),
+    and `testbed resume` says in one line to start it again."""
+    store = tmp_path / "runs.db"
+    code, _, _ = run(capsys, ECHO, "--store", store, "--network", write_file(tmp_path, CELL),
+                     "--run-config", "server-raises-after=0")
+    assert code == 1
+    with Store(store, readonly=True) as s:
+        table = s.run(1)["config"]["flower"]
+    assert table["app"] == str(ECHO) and table["run_config"]["server-raises-after"] == 0
+    assert (table["nodes"], table["processes"], table["federation"]) == (5, 1, "local")
+    assert cli.main(["resume", "1", "--store", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a Flower run, which keeps no checkpoint; start it " \
+        "again with testbed flower run" in err, err
