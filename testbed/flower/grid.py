@@ -34,7 +34,9 @@ The strategy receives exactly the replies that arrived whole and in time, as the
 crossed the link, in its own message order (so aggregation sums in the order a plain grid
 does); a missing reply is simply absent, as from Flower's grid after its timeout. The round's
 `replies` count them: ok, failed (an error reply), lost (the node away, or its message or
-reply lost on the link) and late (past the timeout). The ServerApp's own work (aggregation, centralized evaluation) takes no virtual time.
+reply lost on the link) and late (past the timeout). The ServerApp's own work (aggregation,
+centralized evaluation) takes no virtual time. With a pool (testbed/flower/pool.py) the
+round's ClientApp calls run in worker processes, their figures settled here in message order.
 A message of more packets than its first link queues (`network.link.queue_packets`) fails the
 run (`MessageTooLarge`). `push_messages` / `pull_messages` called directly: a pull carries the
 pushed messages not yet carried as one round (no timeout).

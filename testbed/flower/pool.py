@@ -12,7 +12,8 @@ A call travels as Flower serializes it: the message's protobuf bytes and the nod
 (pickled) go out, the reply's bytes and the context it left come back, with the FLOPs and
 module trace of testbed/flower/flops.py, whose cache stays in this process: it decides before
 the round which calls are counted and settles their figures after, in node order, as the serial
-grid does. So the virtual clock, the bytes and every row are those of a serial run. What can
+grid does. So the virtual clock, the bytes and every row are those of a serial run (under
+`run.compute_time = "flops"`: a measured compute time is a wall time, contention's). What can
 differ is an app's draw from a *global* random generator inside a ClientApp (each worker has
 its own), as under Flower's simulation; the example app seeds its own generators.
 """
