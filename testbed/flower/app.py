@@ -128,6 +128,14 @@ def _component(app_dir: Path, key: str, ref, kind: type) -> object:
     return obj
 
 
+def load_client_app(app_dir: str | Path) -> object:
+    """The app's ClientApp alone (a worker process's: its run config comes in each context)."""
+    app_dir = Path(app_dir)
+    data = _toml(app_dir)
+    components = _section(data, "tool.flwr.app.components", app_dir / "pyproject.toml")
+    return _component(app_dir, "clientapp", components.get("clientapp"), ClientApp)
+
+
 def load_app(app_dir: str | Path, run_config: list[str] | None = None,
              federation: str | None = None, federation_config: list[str] | None = None
              ) -> FlowerApp:

@@ -28,7 +28,7 @@ import torch
 from flwr.app import Context
 
 from testbed.errors import ConfigError
-from testbed.flower.app import load_app
+from testbed.flower.app import load_client_app
 from testbed.flower.driver import flower_identity
 from testbed.flower.flops import run_measured
 from testbed.flower.grid import deserialize, run_client_app, serialize
@@ -44,7 +44,7 @@ def processes(threads: int, num_cpus: float) -> int:
 def _start(app_dir: str, run_id: int, num_threads: int) -> None:
     torch.set_num_threads(num_threads)
     logging.getLogger("flwr").setLevel(logging.WARNING)
-    _worker["client_app"] = load_app(app_dir).client_app
+    _worker["client_app"] = load_client_app(app_dir)
     _worker["run_id"] = run_id
 
 
