@@ -23,11 +23,12 @@ import logging
 import multiprocessing as mp
 import time
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 import torch
 from flwr.app import Context
 
-from testbed.errors import ConfigError
+from testbed.errors import ConfigError, RunFailed
 from testbed.flower.app import load_client_app
 from testbed.flower.driver import flower_identity
 from testbed.flower.flops import run_measured
@@ -83,9 +84,14 @@ class ClientPool:
         ok, FLOPs or None, trace, wall seconds), in the order given. The calls go out in one
         contiguous chunk per worker (one round trip each, not one per call)."""
         step = -(-len(calls) // self.size)
-        futures = [self.executor.submit(_calls, calls[i:i + step])
-                   for i in range(0, len(calls), step)]
-        return [out for f in futures for out in f.result()]
+        try:
+            futures = [self.executor.submit(_calls, calls[i:i + step])
+                       for i in range(0, len(calls), step)]
+            return [out for f in futures for out in f.result()]
+        except BrokenProcessPool as e:
+            raise RunFailed("a worker process running ClientApps died (killed, out of memory, or "
+                            "the ClientApp ended its process); run them in this process "
+                            "(run.threads below 2 x client-resources-num-cpus) to see why") from e
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)

@@ -106,3 +106,27 @@ def test_the_pyproject_options_table_and_the_federation_config(tmp_path):
     with pytest.raises(AppError, match=r"^tool.flwr.federations.remote.address = "
                        r"'127.0.0.1:9093': not a simulation option; allowed: "):
         load_app(app_dir, federation="remote")
+
+
+def test_a_worker_process_that_dies_fails_the_run_in_one_line(tmp_path, capsys):
+    """A ClientApp that ends its worker process (os._exit): the run fails in one line saying
+    how to see why, its rows so far kept."""
+    import shutil
+
+    from tests.testbed.flower.flower_runs import ECHO
+
+    app = tmp_path / "echo"
+    shutil.copytree(ECHO, app)
+    client = app / "echo_app" / "client_app.py"
+    client.write_text(client.read_text().replace(
+        '        raise ValueError("this node\'s data is corrupt")',
+        '        import os\n        os._exit(3)'))
+    store = tmp_path / "runs.db"
+    code = cli.main(["flower", "run", str(app), "--store", str(store), "--quiet",
+                     "--run-config", "raise-on=3", "--run-config", "timeout=5",
+                     "--set", "run.threads=2", "--federation-config", "client-resources-num-cpus=1"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1, err
+    assert "a worker process running ClientApps died" in err
+    with Store(store, readonly=True) as s:
+        assert s.run(1)["status"] == "failed" and len(s.iterations(1)) == 1
