@@ -5,8 +5,10 @@ The pool's size is what the app asks each ClientApp for and what the run has: `p
 run.threads // client-resources num-cpus` (the federation's `options.backend.client-resources`
 or `--federation-config client-resources-num-cpus=N`), each worker with `num-cpus` torch
 threads; under two processes the grid calls the ClientApps in this process, one after the
-other. Workers start once per run (spawned: a fresh interpreter that imports the app, safe
-beside the ServerApp's thread and torch's thread pools, which a fork would copy mid-use).
+other. Workers start once per run, forked from a forkserver: a fresh single-threaded process
+that imports torch and flwr once, so a worker starts without paying those imports and without
+copying this process's threads (the ServerApp's, torch's pools) mid-use, as a plain fork would;
+each worker then imports the app's ClientApp.
 
 A call travels as Flower serializes it: the message's protobuf bytes and the node's context
 (pickled) go out, the reply's bytes and the context it left come back, with the FLOPs and
@@ -75,7 +77,9 @@ class ClientPool:
         if size < 2:
             raise ConfigError("run.threads", size, "a pool of at least 2 processes")
         self.size = size
-        self.executor = ProcessPoolExecutor(size, mp_context=mp.get_context("spawn"),
+        context = mp.get_context("forkserver")
+        context.set_forkserver_preload(["torch", "flwr.app", "testbed.flower.pool"])
+        self.executor = ProcessPoolExecutor(size, mp_context=context,
                                             initializer=_start,
                                             initargs=(str(app_dir), run_id, threads))
 
