@@ -38,7 +38,9 @@ def iterations(db: sqlite3.Connection, run_id: int, after: int, upto: int, strid
                AVG(compute_s) AS compute_s, AVG(uplink_s) AS uplink_s,
                AVG(aggregation_s) AS aggregation_s, AVG(downlink_s) AS downlink_s,
                SUM(left_out) AS left_out, AVG(participants) AS participants,
-               AVG(staleness) AS staleness, COUNT(*) AS n
+               AVG(staleness) AS staleness, SUM(replies_ok) AS replies_ok,
+               SUM(replies_failed) AS replies_failed, SUM(replies_lost) AS replies_lost,
+               SUM(replies_late) AS replies_late, COUNT(*) AS n
         FROM iterations WHERE run_id=? AND iteration > ? AND iteration <= ?
         GROUP BY iteration / ? ORDER BY 1""", (run_id, after, upto, stride))
 

@@ -75,8 +75,10 @@ class Loop:
     def start(self) -> int:
         world, cfg = self.world, self.world.cfg
         link = cfg.network.get("link", {}) if isinstance(cfg.network, dict) else {}
+        # a driver's own tables beside the file's (a Flower app: what it ran and with what)
+        config = {**cfg.as_dict(), **getattr(self.driver, "config_tables", dict)()}
         run_id = world.store.create_run(
-            cfg.run.name, cfg.as_dict(), method=cfg.compression.method,
+            cfg.run.name, config, method=cfg.compression.method,
             topology=cfg.network.get("topology"), workers=len(world.workers),
             bandwidth_mbps=link.get("bandwidth_mbps"), graph=graph_to_json(world.graph))
         world.opened(run_id)
@@ -152,6 +154,7 @@ class Loop:
              "energy_j": sum(e["energy_j"] for e in energy.values()),
              "participants": rnd.participants,
              "staleness": float(np.mean(list(stale.values()))) if stale else None,
+             **{f"replies_{k}": n for k, n in (rnd.replies or {}).items()},
              **vars(rnd.report.timing)},
             nodes=[{"iteration": it, "node": w, "bits_up": traffic.bits_up.get(w, 0),
                     "bits_down": traffic.bits_down.get(w, 0), "compute_s": compute[w],

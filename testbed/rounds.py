@@ -12,7 +12,7 @@ advances: `world.clock` is the round's end when it yields the round).
 
 Optional driver methods the loop uses where present: `describe()` (figures for the run's start
 event), `notes()` (one-line notes at start), `eval_metrics()` (columns stored with each of the
-loop's evaluations).
+loop's evaluations), `config_tables()` (tables stored in the run's config beside the file's).
 """
 from __future__ import annotations
 
@@ -45,6 +45,9 @@ class Round:
     # evaluation rows the driver made itself (e.g. a Flower strategy's MetricRecords); the
     # loop still evaluates by `Driver.evaluate` on `run.eval_every` unless that returns None
     evaluations: list[dict] = field(default_factory=list)
+    # the replies the server got, by outcome, where a driver counts them (a Flower round):
+    # {"ok", "failed" (an error reply), "lost" (never came), "late" (past the timeout)}
+    replies: dict[str, int] | None = None
 
     @property
     def left_out(self) -> dict[str, str]:

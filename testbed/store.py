@@ -12,13 +12,18 @@ Schema (virtual-time columns end in `_s`; `wall_time_s` is this machine's clock)
        overrides, seeds: testbed/sweeps.py `sweep_key`)
   iterations(run_id, iteration, stage, virtual_time_s, wall_time_s, train_loss, bits_up,
        bits_down, compute_s, uplink_s, aggregation_s, downlink_s, left_out, participants,
-       staleness)   bits summed over nodes; left_out: how many workers the aggregate went
-       without; federated runs (an iteration is a round or a FedBuff step): participants,
-       the clients whose updates counted, and staleness, their mean (server versions), else NULL
+       staleness, replies_ok, replies_failed, replies_lost, replies_late)   bits summed over
+       nodes; left_out: how many workers the aggregate went without; federated runs (an
+       iteration is a round or a FedBuff step): participants, the clients whose updates
+       counted, and staleness, their mean (server versions), else NULL; Flower runs (an
+       iteration is a send_and_receive): the replies the strategy got ok or as an error
+       ("failed": the ClientApp raised), and those it never got: "lost" (the node away, or
+       its message or reply lost) and "late" (past the timeout); NULL in other runs
   node_iterations(run_id, iteration, node, bits_up, bits_down, compute_s, uplink_done_s,
        left_out, radio_j, compute_j, energy_j, drift_norm, staleness)   left_out: NULL when the
-       node's update counted, else "deadline" (not arrived by run.deadline_s) or "unavailable"
-       (away in the device trace); energy_j = radio_j + compute_j, the node's joules in the
+       node's update counted, else "deadline" (not arrived by run.deadline_s), "unavailable"
+       (away in the device trace), "lost" (its message or reply lost on a best-effort link)
+       or, in Flower runs, "failed" (its ClientApp raised: an error reply); energy_j = radio_j + compute_j, the node's joules in the
        iteration (channels/energy.py); iterations.energy_j sums the workers', runs.energy_j the
        run's; drift_norm: L2 norm of the worker's replica minus the server's model after the
        iteration's step (non-zero only where a best-effort downlink lost packets,
@@ -125,7 +130,8 @@ CREATE INDEX IF NOT EXISTS events_run ON events (run_id, iteration);
 
 ITERATION_COLUMNS = ["iteration", "stage", "virtual_time_s", "wall_time_s", "train_loss",
                      "bits_up", "bits_down", "compute_s", "uplink_s", "aggregation_s",
-                     "downlink_s", "left_out", "energy_j", "participants", "staleness"]
+                     "downlink_s", "left_out", "energy_j", "participants", "staleness",
+                     "replies_ok", "replies_failed", "replies_lost", "replies_late"]
 NODE_COLUMNS = ["iteration", "node", "bits_up", "bits_down", "compute_s", "uplink_done_s",
                 "left_out", "radio_j", "compute_j", "energy_j", "drift_norm", "staleness"]
 LINK_COLUMNS = ["iteration", "src", "dst", "bytes", "packets", "lost", "retransmitted", "busy_s",
@@ -136,7 +142,9 @@ LINK_COLUMNS = ["iteration", "src", "dst", "bytes", "packets", "lost", "retransm
 ADDED_COLUMNS = {"links": {"snr_db": "REAL", "collisions": "INTEGER DEFAULT 0",
                            "retries": "INTEGER DEFAULT 0"},
                  "iterations": {"left_out": "INTEGER", "energy_j": "REAL",
-                                "participants": "INTEGER", "staleness": "REAL"},
+                                "participants": "INTEGER", "staleness": "REAL",
+                                "replies_ok": "INTEGER", "replies_failed": "INTEGER",
+                                "replies_lost": "INTEGER", "replies_late": "INTEGER"},
                  "node_iterations": {"left_out": "TEXT", "radio_j": "REAL", "compute_j": "REAL",
                                      "energy_j": "REAL", "drift_norm": "REAL",
                                      "staleness": "INTEGER"},

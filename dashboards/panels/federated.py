@@ -1,8 +1,10 @@
 """A federated run (testbed/federated.py): the clients whose updates counted, per round (sync)
 or per server step (FedBuff), and for FedBuff the mean staleness of a step's updates and a
 histogram of every counted update's staleness (node_iterations.staleness: one per update, so
-the counts are exact; binned rows carry each bin's values in `staleness_each`). A run without
-`[federated]` does not show the panel (`applies`).
+the counts are exact; binned rows carry each bin's values in `staleness_each`). A Flower run
+(its config's `[flower]` table): the replies of each send_and_receive by outcome, ok, failed
+(an error reply), lost and late (the iterations' `replies_*`; binned rows sum them). Any other
+run does not show the panel (`applies`).
 """
 from __future__ import annotations
 
@@ -27,11 +29,23 @@ def staleness_values(nodes: Sequence[dict]) -> list[int]:
     return out
 
 
+REPLIES = ("ok", "failed", "lost", "late")
+
+
+def panel_mode(run: dict) -> str | None:
+    """"sync" or "fedbuff" (a federated run), "flower" (a Flower run), else None."""
+    flower = "flower" in (run.get("config") or {})
+    return federated_mode(run) or ("flower" if flower else None)
+
+
 def federated_series(iterations: Sequence[dict], nodes: Sequence[dict], mode: str | None) -> Series:
     """Participants per round (federated runs) and, in FedBuff, each step's mean staleness and
-    the new updates' staleness for the histogram (x the values, y ones: it sums them)."""
+    the new updates' staleness for the histogram (x the values, y ones: it sums them); a
+    Flower run's replies per round by outcome."""
     if mode is None:
         return {}
+    if mode == "flower":
+        return {f"replies_{k}": points(iterations, "iteration", f"replies_{k}") for k in REPLIES}
     out = {"participants": points(iterations, "iteration", "participants")}
     if mode == "fedbuff":
         out["staleness"] = points(iterations, "iteration", "staleness")
@@ -44,13 +58,15 @@ def federated_figure(rows: Rows, uirevision=None, note: str = "", smoothing: flo
                      as_dict: bool = False) -> go.Figure | dict:
     """Participants per round (top) and, for FedBuff, the mean staleness (server versions)
     of each step's updates (bottom)."""
-    mode, its = federated_mode(rows.run), rows.iterations
+    mode, its = panel_mode(rows.run), rows.iterations
     if mode is None:
         layout = base_layout("Federated rounds", 200, uirevision, xaxis=axis(visible=False),
                              yaxis=axis(visible=False))
         layout["annotations"].append(placeholder_note("Not a federated run."))
         return make_figure([], layout, as_dict)
     s, _ = smooth(federated_series(its, rows.nodes, mode), "federated", smoothing)
+    if mode == "flower":
+        return flower_figure(rows, s, uirevision, note, smoothing, as_dict)
     traces = [line_trace("participants", "participants", s["participants"], mode="lines+markers",
                          line=dict(color=PALETTE[0], shape="hv"))]
     if mode == "fedbuff":
@@ -82,11 +98,27 @@ def federated_figure(rows: Rows, uirevision=None, note: str = "", smoothing: flo
                        as_dict)
 
 
+def flower_figure(rows: Rows, s: Series, uirevision, note: str, smoothing: float,
+                  as_dict: bool) -> go.Figure | dict:
+    """A Flower run's replies per round, one line per outcome."""
+    its = rows.iterations
+    traces = [line_trace(f"replies_{k}", k, s[f"replies_{k}"], mode="lines+markers",
+                         line=dict(color=PALETTE[i], shape="hv")) for i, k in enumerate(REPLIES)]
+    layout = base_layout(titled("Flower: replies per round, ok, failed (an error reply), lost "
+                                "and late", smooth_note(note, smoothing)), 300, uirevision,
+                         xaxis=axis(title=dict(text="iteration")),
+                         yaxis=axis(title=dict(text="replies"), rangemode="tozero"))
+    if not its:
+        layout["annotations"].append(placeholder_note("No rounds yet."))
+    return make_figure(traces, add_marks(layout, rows.events, "iteration", last_x(its, "iteration")),
+                       as_dict)
+
+
 PANEL = Panel(
     name="federated",
     figure=lambda rows, view, as_dict: federated_figure(
         rows, uirevision=view.uirevision, note=view.note, smoothing=view.smoothing, as_dict=as_dict),
     series=lambda rows, view, totals: federated_series(rows.iterations, rows.nodes,
-                                                       federated_mode(rows.run)),
+                                                       panel_mode(rows.run)),
     noisy=("staleness",),
-    applies=lambda run: federated_mode(run) is not None)
+    applies=lambda run: panel_mode(run) is not None)

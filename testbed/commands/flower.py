@@ -30,6 +30,11 @@ def register(sub) -> None:
                    "e.g. --run-config num-server-rounds=3 (repeatable)")
     r.add_argument("--federation", help="the federation of the app's pyproject.toml whose "
                    "options.num-supernodes is the node count (default: its default)")
+    r.add_argument("--federation-config", dest="federation_config", action="append", default=[],
+                   metavar="\"KEY=VALUE ...\"", help="the federation's simulation options as "
+                   "`flwr run --federation-config` takes them, e.g. \"num-supernodes=100 "
+                   "client-resources-num-cpus=1\" (with --set run.threads=N: N / num-cpus "
+                   "ClientApps at once)")
     r.add_argument("--quiet", action="store_true", help="no line per round")
     r.add_argument("--verbose", action="store_true", help="Flower's own log lines too")
     r.set_defaults(func=main)
@@ -41,7 +46,8 @@ def main(args) -> int:
 
     spec = FlowerSpec(app_dir=args.app, store=args.store, network=args.network, name=args.name,
                       overrides=list(args.overrides), run_config=list(args.run_config),
-                      federation=args.federation, quiet=args.quiet, verbose=args.verbose)
+                      federation=args.federation, federation_config=list(args.federation_config),
+                      quiet=args.quiet, verbose=args.verbose)
     wall = time.perf_counter()
     with opened_store(spec.store) as store:
         try:

@@ -38,6 +38,9 @@ def main(args) -> int:
         if run["status"] not in ("stopped", "failed"):
             raise ResumeError(f"run {rid} ({run['name']}) is {run['status']}; allowed: a stopped "
                               "or failed run")
+        if "flower" in run["config"]:
+            raise ResumeError(f"run {rid} ({run['name']}) is a Flower run, which keeps no "
+                              "checkpoint; start it again with testbed flower run")
         if args.launcher == "torchrun" and run["config"].get("federated"):
             raise ResumeError(f"run {rid} ({run['name']}) is federated: --launcher torchrun "
                               "resumes data-parallel runs only; allowed: --launcher local")

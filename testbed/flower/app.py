@@ -5,8 +5,16 @@
 - `[tool.flwr.app.config]`: the run config, nested tables flattened with dots (Flower's
   `flatten_dict`), overridden by `key=value` items (`--run-config`, Flower's syntax: the value
   is a TOML literal) whose keys must exist in the file (Flower's `fuse_dicts`);
-- the node count: `options.num-supernodes` of the federation `[tool.flwr.federations]`
-  `default` names (or of `federation` when given).
+- the federation's simulation options, as flwr 1.42 takes them: the `options.` table of the
+  federation `[tool.flwr.federations]` `default` names (or `federation`; flwr 1.42 migrates
+  that table into the user's Flower configuration and still reads it there), overridden by
+  `--federation-config "num-supernodes=10 client-resources-num-cpus=1"` (flwr run's flag, its
+  parser; dashes as on flwr's command line). Honoured: `num-supernodes` (the node count, 2 if
+  none), `client-resources-num-cpus` (each ClientApp's CPUs: with `run.threads` it sizes the
+  worker pool, testbed/flower/pool.py; flwr's default 2), `client-resources-num-gpus` (0 only:
+  ClientApps run on the CPU), `backend` ("ray" only: the runtime our grid replaces) and
+  `verbose` (Flower's log lines). Refused, one line each: Ray's `init-args-*` (no Ray is
+  started), a deployment federation's `address` and anything else.
 
 A mistake in the app is the user's: one line naming the key, the value and what is allowed
 (`AppError`, exit 2).
@@ -20,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flwr.clientapp import ClientApp
+from flwr.common.config import parse_config_args
 from flwr.serverapp import ServerApp
 
 from testbed.errors import UserError
@@ -37,6 +46,8 @@ class FlowerApp:
     run_config: dict = field(default_factory=dict)
     num_nodes: int = 2
     federation: str = ""
+    num_cpus: float = 2.0         # client-resources-num-cpus (flwr's default)
+    verbose: bool = False         # the federation's verbose
 
 
 def _toml(app_dir: Path) -> dict:
@@ -117,9 +128,19 @@ def _component(app_dir: Path, key: str, ref, kind: type) -> object:
     return obj
 
 
+def load_client_app(app_dir: str | Path) -> object:
+    """The app's ClientApp alone (a worker process's: its run config comes in each context)."""
+    app_dir = Path(app_dir)
+    data = _toml(app_dir)
+    components = _section(data, "tool.flwr.app.components", app_dir / "pyproject.toml")
+    return _component(app_dir, "clientapp", components.get("clientapp"), ClientApp)
+
+
 def load_app(app_dir: str | Path, run_config: list[str] | None = None,
-             federation: str | None = None) -> FlowerApp:
-    """The app at `app_dir` with its run config (and `run_config` overrides) and node count."""
+             federation: str | None = None, federation_config: list[str] | None = None
+             ) -> FlowerApp:
+    """The app at `app_dir` with its run config (and `run_config` overrides) and its
+    federation's options (and `federation_config` overrides)."""
     app_dir = Path(app_dir)
     data = _toml(app_dir)
     where = app_dir / "pyproject.toml"
@@ -130,16 +151,84 @@ def load_app(app_dir: str | Path, run_config: list[str] | None = None,
             raise AppError(f"{where}: tool.flwr.app.components.{key} is missing "
                            "(\"module:object\")")
     config = parse_run_config(run_config or [], flatten(app.get("config", {})))
+    name, options = federation_options(data, where, federation, federation_config or [])
+    server = _component(app_dir, "serverapp", components["serverapp"], ServerApp)
+    client = _component(app_dir, "clientapp", components["clientapp"], ClientApp)
+    return FlowerApp(app_dir, server, client, config, options["num-supernodes"], name,
+                     options["client-resources-num-cpus"], options["verbose"])
+
+
+# flwr 1.42's simulation options (its SimulationConfig) as `--federation-config` spells them,
+# and as a pyproject federation's `options.` table spells them
+FEDERATION_KEYS = {
+    "num-supernodes": "num-supernodes",
+    "client-resources-num-cpus": "backend.client-resources.num-cpus",
+    "client-resources-num-gpus": "backend.client-resources.num-gpus",
+    "backend": "backend.name",
+    "verbose": "verbose",
+    "init-args-num-cpus": "backend.init-args.num-cpus",
+    "init-args-num-gpus": "backend.init-args.num-gpus",
+    "init-args-logging-level": "backend.init-args.logging-level",
+    "init-args-log-to-driver": "backend.init-args.log-to-driver",
+}
+DEFAULTS = {"num-supernodes": 2, "client-resources-num-cpus": 2.0,
+            "client-resources-num-gpus": 0.0, "backend": "ray", "verbose": False}
+
+
+def federation_options(data: dict, where: Path, federation: str | None,
+                       overrides: list[str]) -> tuple[str, dict]:
+    """(the federation's name, its options checked) from the pyproject and the
+    `--federation-config` items (module doc)."""
     feds = data.get("tool", {}).get("flwr", {}).get("federations", {})
     name = federation or feds.get("default", "")
     fed = feds.get(name) if name else None
     if federation and not isinstance(fed, dict):
         known = ", ".join(k for k, v in feds.items() if isinstance(v, dict)) or "none"
         raise AppError(f"--federation {federation!r}: must be a federation of {where} ({known})")
-    nodes = (fed or {}).get("options", {}).get("num-supernodes", 2)
-    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
-        raise AppError(f"tool.flwr.federations.{name}.options.num-supernodes = {nodes!r}: must be "
-                       "an integer >= 1")
-    server = _component(app_dir, "serverapp", components["serverapp"], ServerApp)
-    client = _component(app_dir, "clientapp", components["clientapp"], ClientApp)
-    return FlowerApp(app_dir, server, client, config, nodes, name)
+    by_table = {v: k for k, v in FEDERATION_KEYS.items()}
+    given = {}
+    for key, value in flatten(fed or {}).items():
+        table_key = key.removeprefix("options.")
+        if key == table_key or table_key not in by_table:
+            raise AppError(f"tool.flwr.federations.{name}.{key} = {value!r}: not a simulation "
+                           f"option; allowed: options.{', options.'.join(FEDERATION_KEYS.values())}")
+        given[by_table[table_key]] = (value, f"tool.flwr.federations.{name}.{key}")
+    for key, value in _parse_federation_config(overrides).items():
+        if key not in FEDERATION_KEYS:
+            raise AppError(f"--federation-config {key} = {value!r}: not a simulation option; "
+                           f"allowed: {', '.join(FEDERATION_KEYS)}")
+        given[key] = (value, f"--federation-config {key}")
+    options = dict(DEFAULTS)
+    for key, (value, said) in given.items():
+        options[key] = _federation_value(key, value, said)
+    return name, options
+
+
+def _parse_federation_config(items: list[str]) -> dict:
+    try:
+        return parse_config_args(items)
+    except Exception as e:  # noqa: BLE001 (flwr's parser raises click's or ValueError)
+        raise AppError(f"--federation-config {' '.join(items)!r}: not key=value items "
+                       f"(e.g. \"num-supernodes=10 client-resources-num-cpus=1\"): {e}") from None
+
+
+def _federation_value(key: str, value, said: str):
+    """`value` of option `key` if honoured, else one line saying why not (AppError)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if key == "num-supernodes" and not (isinstance(value, int) and not isinstance(value, bool)
+                                        and value >= 1):
+        raise AppError(f"{said} = {value!r}: must be an integer >= 1")
+    if key == "client-resources-num-cpus" and not (number and value > 0):
+        raise AppError(f"{said} = {value!r}: must be a number > 0")
+    if key == "client-resources-num-gpus" and not (number and value == 0):
+        raise AppError(f"{said} = {value!r}: must be 0 (the emulated grid runs ClientApps on "
+                       "the CPU; the node's speed is run.device_gflops)")
+    if key == "backend" and value != "ray":
+        raise AppError(f"{said} = {value!r}: must be \"ray\" (the simulation runtime the "
+                       "emulated grid replaces)")
+    if key == "verbose" and not isinstance(value, bool):
+        raise AppError(f"{said} = {value!r}: must be true or false")
+    if key.startswith("init-args-"):
+        raise AppError(f"{said} = {value!r}: Ray's init arguments are not used (the emulated "
+                       "grid starts no Ray): remove it")
+    return float(value) if key.startswith("client-resources-") else value

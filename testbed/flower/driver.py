@@ -10,7 +10,8 @@ it: the strategy's own MetricRecords, caught around `Strategy.start` while the r
 round's `flower_metrics` events and its evaluation row (`test_loss` / `test_accuracy`: the
 centralized evaluation's where there is one, else the federated evaluation's; the first
 MetricRecord key holding "loss" / "acc"); a `flower_round` event says what the round was
-(train or evaluate, its messages and replies). A strategy still sending
+(train or evaluate, its messages and replies, and the reason of each error reply by node
+id). A strategy still sending
 after `run.iterations` rounds fails the run (`BudgetExceeded`): the driver's budget is one
 more round, which it refuses. The loop (testbed/loop.py) writes the rounds' rows.
 """
@@ -112,12 +113,13 @@ def seed_everything(seed: int) -> None:
 class FlowerDriver:
     """The rounds of one Flower app over a `World` (testbed/flower/world.py)."""
 
-    def __init__(self, app, world, *, codec=None, run_id: int = 1, quiet_flower: bool = True):
+    def __init__(self, app, world, *, codec=None, run_id: int = 1, quiet_flower: bool = True,
+                 pool=None):
         self.app, self.world, self.codec = app, world, codec
         self.run_id = run_id      # Flower's run id in its messages and contexts
         self.quiet_flower = quiet_flower
         self.grid = EmulatedGrid(app.client_app, app.num_nodes, app.run_config, world,
-                                 run_id=run_id, codec=codec, on_round=self._carried)
+                                 run_id=run_id, codec=codec, on_round=self._carried, pool=pool)
         self._pending: tuple | None = None   # (round, message type, group id, messages)
         self.initial: list[dict] = []        # MetricRecords made before the first round
         self._out: queue.Queue = queue.Queue()
@@ -133,6 +135,15 @@ class FlowerDriver:
         return {"flower_app": str(self.app.app_dir), "nodes": self.app.num_nodes,
                 "run_config": self.app.run_config,
                 "compression": None if self.codec is None else self.codec.method}
+
+    def config_tables(self) -> dict:
+        """The run's `[flower]` table in its stored config: the app, its run config and its
+        federation's options (what marks a Flower run for the dashboard)."""
+        app = self.app
+        return {"flower": {"app": str(app.app_dir), "run_config": dict(app.run_config),
+                           "federation": app.federation, "nodes": app.num_nodes,
+                           "client_resources_num_cpus": app.num_cpus,
+                           "processes": 1 if self.grid.pool is None else self.grid.pool.size}}
 
     def evaluate(self):
         return None   # the strategy reports its own (Round.evaluations)
@@ -196,11 +207,15 @@ class FlowerDriver:
         finally:
             if self.codec is not None:
                 self.codec.deactivate()
+            if self.grid.pool is not None:
+                self.grid.pool.close()
             flwr_log.setLevel(level)
 
     def _carried(self, rnd: Round, kind: str, replies) -> None:
+        errors = {str(m.metadata.src_node_id): m.error.reason for m in replies if m.has_error()}
         self._pending = (rnd, [], {"kind": kind, "replies": len(replies),
-                                   "messages": rnd.participants + len(rnd.left_out)})
+                                   "messages": rnd.participants + len(rnd.left_out),
+                                   **({"errors": errors} if errors else {})})
 
     def _hand_over(self, last: bool = False) -> None:
         """The round carried last, with what the strategy made of it, to the caller; then wait

@@ -4,7 +4,11 @@
 `Context` kept across rounds (node_config `partition-id` = i, `num-partitions` = N, as Flower's
 simulation gives; the run config; its own `state`). `send_and_receive` gives each message an
 id and calls the node's ClientApp with it, in the strategy's order; the replies come back in
-that order. A ClientApp that raises fails the run (`ClientAppFailed`, one line).
+that order. A ClientApp that raises answers, as Flower's runtime does (its SuperNode's
+`run_clientapp`, its simulation's backend), with a reply that carries an `Error` (code
+CLIENT_APP_RAISED_EXCEPTION, reason `"<class 'ValueError'>:<'...'>"`) instead of content, and
+the node's context stays as it was before the call (Flower keeps a context only from a call
+that returned); the strategy counts it among its failures and the run goes on.
 
 `EmulatedGrid`: every `send_and_receive` with at least one message is one *round* on the
 emulated edge (testbed/flower/world.py), starting at the grid's virtual clock t0:
@@ -15,40 +19,49 @@ emulated edge (testbed/flower/world.py), starting at the grid's virtual clock t0
      unicast flows, one station on a cell). A node receives the message if every packet
      arrived (under best-effort delivery one lost packet loses it: "lost");
   3. compute: from its arrival, the node's ClientApp call takes the FLOPs it performed
-     (`torch.utils.flop_counter.FlopCounterMode` around the call) at the device's speed
-     (`run.device_gflops` x its traced speed), or its measured wall time at that speed;
+     (testbed/flower/flops.py: counted once per node, call kind and model, then reused) at the
+     device's speed (`run.device_gflops` x its traced speed), or its measured wall time at that
+     speed; a call that raised is charged the FLOPs (or wall time) it spent until it raised;
   4. uplink: each reply, serialized the same way, from the node's compute end (`Uplink`, a
      gather); the strategy's `timeout` (virtual seconds from t0) closes the round: a node still
-     computing then does not send, a reply not whole by then is "deadline";
+     computing then does not send, a reply not whole by then is "deadline". A failed call's
+     reply is the small error reply a Flower SuperNode sends (tens of bytes): it crosses the
+     uplink like any other, so it too can be lost or late ("failed" when it arrives);
   5. the round ends when the last reply arrives, or at t0 + timeout if a reply is missing
      (the strategy waits for it until then, as Flower's grid does; with `timeout=None` at the
      last transmission, since nothing else can come).
 The strategy receives exactly the replies that arrived whole and in time, as the bytes that
 crossed the link, in its own message order (so aggregation sums in the order a plain grid
-does). The ServerApp's own work (aggregation, centralized evaluation) takes no virtual time.
+does); a missing reply is simply absent, as from Flower's grid after its timeout. The round's
+`replies` count them: ok, failed (an error reply), lost (the node away, or its message or
+reply lost on the link) and late (past the timeout). The ServerApp's own work (aggregation,
+centralized evaluation) takes no virtual time. With a pool (testbed/flower/pool.py) the
+round's ClientApp calls run in worker processes, their figures settled here in message order.
 A message of more packets than its first link queues (`network.link.queue_packets`) fails the
 run (`MessageTooLarge`). `push_messages` / `pull_messages` called directly: a pull carries the
 pushed messages not yet carried as one round (no timeout).
 """
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from uuid import uuid4
 
-from flwr.app import Context, Message, RecordDict
+from flwr.app import Context, Error, Message, RecordDict
+from flwr.common.constant import ErrorCode
 from flwr.common.serde import message_from_proto, message_to_proto
 from flwr.proto.message_pb2 import Message as ProtoMessage
 from flwr.serverapp import Grid
 from flwr.supercore.run import Run
-from torch.utils.flop_counter import FlopCounterMode
 
 from nodes.compression import phases as ph
 from nodes.compression.base import Message as Wire
 from nodes.compression.transport import carry_all
 from testbed.errors import RunFailed
+from testbed.flower.flops import CallFlops, call_key
 from testbed.flower.world import available, compute_seconds
 from testbed.rounds import Round
 
@@ -56,12 +69,26 @@ from testbed.rounds import Round
 NODE_IDS = 1000   # node i's Flower node id is NODE_IDS + i (the ServerApp's is SUPERLINK_NODE_ID)
 
 
-class ClientAppFailed(RunFailed):
-    """A ClientApp raised: the run fails (one line)."""
-
-
 class MessageTooLarge(RunFailed):
     """A message the sending node's link cannot queue in one piece."""
+
+
+def error_reply(msg: Message, e: Exception) -> Message:
+    """The reply Flower's runtime makes when a ClientApp raises on `msg` (its SuperNode's
+    `run_clientapp`: the exception's class and text as the reason)."""
+    reason = str(type(e)) + ":<'" + str(e) + "'>"
+    return Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=reason), reply_to=msg)
+
+
+def run_client_app(client_app, msg: Message, context: Context) -> Message:
+    """`client_app` on `msg`: its reply, or the error reply of what it raised, `context`
+    then as it was before the call."""
+    state = copy.deepcopy(context.state)   # what a failed call must leave behind
+    try:
+        return client_app(msg, context)
+    except Exception as e:  # noqa: BLE001 (Flower answers any exception with an error)
+        context.state = state
+        return error_reply(msg, e)
 
 
 def serialize(msg: Message) -> bytes:
@@ -100,6 +127,7 @@ class LocalGrid(Grid):
         self._pushed: dict[str, Message] = {}
         self._replies: dict[str, Message] = {}
         self.calls = 0    # send_and_receive calls with messages (rounds)
+        self.client_calls = 0   # ClientApp calls
 
     # ---------------------------------------------------------------- flwr's Grid
     def set_run(self, run: Run) -> None:
@@ -147,19 +175,22 @@ class LocalGrid(Grid):
     def round_trip(self, messages: list[Message], timeout: float | None) -> list[Message]:
         """One round: every message to its node, its reply back."""
         self.calls += 1
-        return [self.call_client(m, i) for i, m in enumerate(messages)]
+        return [self.call_client(m) for m in messages]
 
-    def call_client(self, msg: Message, round_index: int = 0) -> Message:
-        """The node's ClientApp on `msg`; the reply with its id."""
-        node = msg.metadata.dst_node_id
-        try:
-            reply = self.client_app(msg, self.contexts[node])
-        except Exception as e:
-            kind = msg.metadata.message_type
-            raise ClientAppFailed(f"the ClientApp raised on node {node} ({kind} message of round "
-                                  f"{self.calls - 1}): {type(e).__name__}: {e}") from e
+    def call_client(self, msg: Message) -> Message:
+        """The node's ClientApp on `msg`; the reply (an error reply if it raised) with its id."""
+        self.client_calls += 1
+        reply = run_client_app(self.client_app, msg, self.contexts[msg.metadata.dst_node_id])
         reply.metadata.__dict__["_message_id"] = str(uuid4())
         return reply
+
+
+def reply_counts(left: dict[str, str], ok: int) -> dict[str, int]:
+    """A round's replies by outcome: ok, failed (an error reply), lost (the node away, or its
+    message or reply lost on the link), late (past the strategy's timeout)."""
+    why = list(left.values())
+    return {"ok": ok, "failed": why.count("failed"),
+            "lost": why.count("lost") + why.count("unavailable"), "late": why.count("deadline")}
 
 
 @dataclass
@@ -178,8 +209,9 @@ class EmulatedGrid(LocalGrid):
     carries compressed updates."""
 
     def __init__(self, client_app, num_nodes: int, run_config: dict, world, *, run_id: int = 1,
-                 codec=None, on_round: Callable | None = None):
+                 codec=None, on_round: Callable | None = None, pool=None):
         super().__init__(client_app, num_nodes, run_config, run_id)
+        self.pool = pool          # testbed/flower/pool.py: the calls of a round in processes
         self.world = world
         self.transport = world.emulated_transport()
         self.workers = list(world.workers)
@@ -187,7 +219,7 @@ class EmulatedGrid(LocalGrid):
         self.on_round = on_round
         self.index = 0            # the next round's store iteration
         # FLOPs are counted where they give the compute time (not under "measured")
-        self.count_flops = world.cfg.run.compute_time == "flops"
+        self.flops = CallFlops() if world.cfg.run.compute_time == "flops" else None
         self.messages = 0         # messages and replies carried
         self.wall = {"client": 0.0, "emulation": 0.0, "serde": 0.0}   # wall seconds (bench)
 
@@ -203,6 +235,40 @@ class EmulatedGrid(LocalGrid):
                 f"{sum(map(len, packets)):,} bytes = {len(packets)} packets; the link queues at "
                 f"most network.link.queue_packets = {limit} (raise it, or send less)")
         return Wire(packets)
+
+    def _compute(self, msg: Message) -> tuple[Message, float, float]:
+        """The node's ClientApp on `msg` here: its reply, the FLOPs it performed (0 where the
+        compute time is measured) and its wall seconds."""
+        c = time.perf_counter()
+        if self.flops is None:
+            return self.call_client(msg), 0.0, time.perf_counter() - c
+        key = call_key(msg, self.contexts[msg.metadata.dst_node_id].state)
+
+        def call():
+            reply = self.call_client(msg)
+            return reply, not reply.has_error()
+        reply, flops = self.flops.charge(key, call)
+        return reply, flops, time.perf_counter() - c
+
+    def _compute_all(self, msgs: list[Message]) -> list[tuple[Message, float, float]]:
+        """`_compute` of each message, here one after the other or in the pool's processes
+        (the FLOP figures settled here in message order either way)."""
+        if self.pool is None or len(msgs) < 2:
+            return [self._compute(m) for m in msgs]
+        contexts = [self.contexts[m.metadata.dst_node_id] for m in msgs]
+        keys = [None if self.flops is None else call_key(m, c.state)
+                for m, c in zip(msgs, contexts)]
+        done = self.pool.map([(serialize(m), c, k is not None and self.flops.must_count(k))
+                              for m, c, k in zip(msgs, contexts, keys)])
+        out = []
+        for m, k, (data, context, ok, flops, trace, wall) in zip(msgs, keys, done):
+            self.client_calls += 1
+            self.contexts[m.metadata.dst_node_id] = context
+            reply = deserialize(data)
+            reply.metadata.__dict__["_message_id"] = str(uuid4())
+            out.append((reply, 0.0 if k is None else self.flops.settle(k, ok, flops, trace),
+                        wall))
+        return out
 
     def round_trip(self, messages: list[Message], timeout: float | None) -> list[Message]:
         self.calls += 1
@@ -235,7 +301,7 @@ class EmulatedGrid(LocalGrid):
 
         # compute: each node that received its message whole runs its ClientApp
         ready = {n: down.clock for n in w}
-        arrived_at, compute_s, losses, replies = {}, {}, [], {}
+        compute_s, losses, replies, runs = {}, [], {}, []
         if self.codec is not None:
             self.codec.begin(it, {s.index: s.message for s in sent})
         for s in sent:
@@ -247,18 +313,13 @@ class EmulatedGrid(LocalGrid):
                 left[name] = "lost"
                 continue
             c = time.perf_counter()
-            msg = deserialize(b"".join(packets))
+            runs.append((s, deserialize(b"".join(packets)), t_arr))
             self.wall["serde"] += time.perf_counter() - c
-            c = time.perf_counter()
-            if self.count_flops:
-                with FlopCounterMode(display=False) as counter:
-                    reply = self.call_client(msg)
-                flops = counter.get_total_flops()
-            else:
-                reply, flops = self.call_client(msg), 0
-            wall = time.perf_counter() - c
-            self.wall["client"] += wall
-            arrived_at[name] = t_arr
+        c = time.perf_counter()
+        computed = self._compute_all([msg for _, msg, _ in runs])
+        self.wall["client"] += time.perf_counter() - c
+        for (s, _, t_arr), (reply, flops, wall) in zip(runs, computed):
+            name = w[s.index]
             compute_s[name] = compute_seconds(self.world, name, t_arr, flops, wall)
             ready[name] = t_arr + compute_s[name]
             replies[s.index] = reply
@@ -294,24 +355,29 @@ class EmulatedGrid(LocalGrid):
             c = time.perf_counter()
             reply = deserialize(b"".join(packets[:n_rest]))
             self.wall["serde"] += time.perf_counter() - c
-            if self.codec is not None:
-                reply = self.codec.join(s.index, reply, packets[n_rest:])
-            losses.append(metric(reply.content, "loss"))
             out.append(reply)
+            if reply.has_error():
+                left[name] = "failed"   # it answered, with an error: no update counts
+                continue
+            if self.codec is not None:
+                reply = out[-1] = self.codec.join(s.index, reply, packets[n_rest:])
+            losses.append(metric(reply.content, "loss"))
 
         self.messages += len(wires) + sum(1 for s in sent if w[s.index] in present)
         report = down.merge(up)
         end = report.clock
-        if left and deadline is not None:
+        if deadline is not None and any(why != "failed" for why in left.values()):
             end = max(end, deadline)   # the strategy waits for the missing replies until then
         report.timing.uplink_s += end - report.clock
         report.clock = end
         report.left_out = {n: why for n, why in left.items()}
         self.world.clock = end
+        failed = sum(1 for why in left.values() if why == "failed")
         rnd = Round(index=it, start=t0, report=report,
                     losses=[x for x in losses if x is not None],
                     ready={n: (ready[n] if n in compute_s else t0) for n in w},
-                    taking_part=present, participants=len(out), compute=compute_s)
+                    taking_part=present, participants=len(out) - failed, compute=compute_s,
+                    replies=reply_counts(left, len(out) - failed))
         self.index += 1
         if self.on_round is not None:
             self.on_round(rnd, sent[0].message.metadata.message_type, out)

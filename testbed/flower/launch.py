@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 
 from testbed.flower.app import load_app
 from testbed.flower.compress import GridCodec
+from testbed.errors import ConfigError
 from testbed.flower.driver import FlowerDriver
+from testbed.flower.pool import ClientPool, processes
 from testbed.flower.world import flower_config, flower_world
 from testbed.loop import Loop
 
@@ -20,6 +22,7 @@ class FlowerSpec:
     overrides: list[str] = field(default_factory=list)     # --set key.path=value
     run_config: list[str] = field(default_factory=list)    # --run-config key=value
     federation: str | None = None
+    federation_config: list[str] = field(default_factory=list)   # --federation-config
     quiet: bool = False
     verbose: bool = False               # Flower's own log lines
     run_id: int | None = None           # set once the run's row exists
@@ -27,7 +30,7 @@ class FlowerSpec:
 
 def prepare(spec: FlowerSpec, store) -> Loop:
     """The run's loop over its Flower driver, everything checked (no row written yet)."""
-    app = load_app(spec.app_dir, spec.run_config, spec.federation)
+    app = load_app(spec.app_dir, spec.run_config, spec.federation, spec.federation_config)
     name = spec.name or app.app_dir.resolve().name
     overrides = list(spec.overrides) + ([f"run.name={spec.name!r}".replace("'", '"')]
                                         if spec.name else [])
@@ -38,7 +41,16 @@ def prepare(spec: FlowerSpec, store) -> Loop:
         payload = min(world.network.payload_bytes(w, world.server) for w in world.workers)
         codec = GridCodec(cfg.compression.method, cfg.compression.options, app.num_nodes,
                           payload, cfg.run.seed)
-    driver = FlowerDriver(app, world, codec=codec, quiet_flower=not spec.verbose)
+    size = processes(cfg.run.threads, app.num_cpus)
+    if size > 1 and codec is not None:
+        raise ConfigError("run.threads", cfg.run.threads, f"less than 2 x {app.num_cpus:g} "
+                          f"(client-resources-num-cpus) with compression.method = "
+                          f"{cfg.compression.method!r}: the compress mod encodes in this "
+                          "process, so its ClientApps run here one after the other",
+                          source=cfg.source)
+    pool = ClientPool(app.app_dir, 1, size, max(1, int(app.num_cpus))) if size > 1 else None
+    driver = FlowerDriver(app, world, codec=codec, quiet_flower=not (spec.verbose or app.verbose),
+                          pool=pool)
     return Loop(world, driver, progress=None if spec.quiet else _progress)
 
 

@@ -128,3 +128,26 @@ def test_the_staleness_histogram_counts_each_update_as_the_buffer_order_gives_it
         assert hist["histfunc"] == "sum" and set(hist["y"]) == {1}
         assert Counter(hist["x"]) == {0: 6, 1: 4}
     store.close()
+
+
+def test_a_flower_run_shows_its_replies_per_round_by_outcome(tmp_path):
+    """A Flower run (node 3 of the echo app raises in round 1) draws the store's replies_ok,
+    _failed, _lost and _late per round, and its page shows the panel."""
+    from testbed import cli
+    from testbed.store import Store
+    from tests.testbed.flower.flower_runs import ECHO
+
+    db = tmp_path / "runs.db"
+    assert cli.main(["flower", "run", str(ECHO), "--store", str(db), "--quiet",
+                     "--run-config", "timeout=5", "--run-config", "raise-on=3"]) == 0
+    with Store(db, readonly=True) as store:
+        rows = store.iterations(1)
+    board = Dashboard(db)
+    figs, _, _, _ = board.live_view(1, "iteration", None)
+    styles, _ = board.panels_view(1)
+    board.close()
+    assert traces(figs[PANEL]) == {f"replies_{k}": column(rows, f"replies_{k}")
+                                   for k in ("ok", "failed", "lost", "late")}
+    assert traces(figs[PANEL])["replies_failed"] == ([0, 1, 2], [0, 1, 0])
+    assert "replies per round" in figs[PANEL]["layout"]["title"]["text"]
+    assert styles[PANEL].get("display") != "none"

@@ -22,8 +22,10 @@ def train_fn(msg: Message, context: Context) -> Message:
     net = Net()
     net.load_state_dict(msg.content["arrays"].to_torch_state_dict())
     pid, parts = context.node_config["partition-id"], context.node_config["num-partitions"]
-    data, _ = load_data(pid, parts)
     cfg = context.run_config
+    if pid == int(cfg["fail-partition"]):   # a node to test the strategy against
+        raise RuntimeError(f"node of partition {pid} fails every train call")
+    data, _ = load_data(pid, parts)
     server_round = int(msg.content["config"]["server-round"])
     loss = train(net, data, int(cfg["local-epochs"]), int(cfg["batch-size"]), float(cfg["lr"]),
                  seed=1000 * int(cfg["seed"]) + 100 * server_round + pid)

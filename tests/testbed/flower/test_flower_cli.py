@@ -41,6 +41,33 @@ def test_a_run_writes_a_round_per_send_and_receive(tmp_path, capsys):
     assert (tmp_path / "csv" / "iterations.csv").read_text().count("\n") == 4
 
 
+def test_a_clientapp_that_raises_answers_with_an_error_and_the_run_goes_on(tmp_path, capsys):
+    """Node 3's ClientApp raises in round 1: the ServerApp gets its error reply (Flower's code
+    and reason) beside the three others, the run completes, and the store counts the round's
+    replies: 3 ok, 1 failed; the failed node's row says so and carries the error reply's
+    bytes up, and its compute time is what it spent (here nothing: it raised first)."""
+    store = tmp_path / "runs.db"
+    code, out, err = run(capsys, ECHO, "--store", store, "--network", write_file(tmp_path, CELL),
+                         "--run-config", "timeout=5", "--run-config", "raise-on=3")
+    assert code == 0, err
+    with Store(store, readonly=True) as s:
+        its = s.iterations(1)
+        counts = [(r["replies_ok"], r["replies_failed"], r["replies_lost"], r["replies_late"])
+                  for r in its]
+        assert counts == [(5, 0, 0, 0), (3, 1, 0, 0), (1, 0, 0, 0)]
+        assert [r["participants"] for r in its] == [5, 3, 1] and its[1]["left_out"] == 1
+        # an error reply is a reply: the round ends with the last one, not at the timeout
+        assert its[1]["virtual_time_s"] - its[0]["virtual_time_s"] < 1.0
+        w3 = next(n for n in s.node_iterations(1) if n["iteration"] == 1 and n["node"] == "w3")
+        assert w3["left_out"] == "failed" and w3["compute_s"] == 0.0
+        assert 0 < w3["bits_up"] < 8 * 200 and w3["bits_down"] > 8 * 4000
+        event = next(e for e in s.events(1) if e["kind"] == "flower_round" and e["iteration"] == 1)
+        assert event["detail"]["errors"] == {
+            "1003": "<class 'ValueError'>:<'this node's data is corrupt'>"}
+    from echo_app import SEEN   # this run's three rounds are the last three the ServerApp saw
+    assert [len(r) for r in SEEN["server"][-3:]] == [5, 4, 1]   # the error reply reached it
+
+
 def broken_app(tmp_path, components: str) -> str:
     app = tmp_path / "broken"
     (app / "broken_pkg").mkdir(parents=True)
@@ -67,8 +94,6 @@ def test_an_app_that_does_not_load_is_refused_in_one_line(tmp_path, capsys, comp
 
 
 @pytest.mark.parametrize("extra, says, rows", [
-    (["--run-config", "raise-on=3"], "the ClientApp raised on node 1003 (train message of round 1): "
-     "ValueError: this node's data is corrupt", 1),
     (["--set", "network.link.queue_packets=2"], "is 4,", 0),
     (["--set", "run.iterations=1"], "the ServerApp was still sending after 1 rounds", 1),
     (["--run-config", "server-raises-after=1"], "the ServerApp raised RuntimeError: the strategy "
@@ -82,3 +107,20 @@ def test_a_run_that_fails_says_why_in_one_line_and_keeps_its_rows(tmp_path, caps
     with Store(store, readonly=True) as s:
         assert s.run(1)["status"] == "failed"
         assert len(s.iterations(1)) == rows
+
+
+def test_a_failed_flower_run_is_not_resumed_but_started_again(tmp_path, capsys):
+    """Its stored config holds the app's [flower] table (app, run config, federation options),
+    and `testbed resume` says in one line to start it again."""
+    store = tmp_path / "runs.db"
+    code, _, _ = run(capsys, ECHO, "--store", store, "--network", write_file(tmp_path, CELL),
+                     "--run-config", "server-raises-after=0")
+    assert code == 1
+    with Store(store, readonly=True) as s:
+        table = s.run(1)["config"]["flower"]
+    assert table["app"] == str(ECHO) and table["run_config"]["server-raises-after"] == 0
+    assert (table["nodes"], table["processes"], table["federation"]) == (5, 1, "local")
+    assert cli.main(["resume", "1", "--store", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a Flower run, which keeps no checkpoint; start it " \
+        "again with testbed flower run" in err, err

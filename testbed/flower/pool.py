@@ -1,0 +1,101 @@
+"""The ClientApp calls of a round run concurrently in worker processes, as Flower's simulation
+runs them in its actors.
+
+The pool's size is what the app asks each ClientApp for and what the run has: `processes =
+run.threads // client-resources num-cpus` (the federation's `options.backend.client-resources`
+or `--federation-config client-resources-num-cpus=N`), each worker with `num-cpus` torch
+threads; under two processes the grid calls the ClientApps in this process, one after the
+other. Workers start once per run, forked from a forkserver: a fresh single-threaded process
+that imports torch and flwr once, so a worker starts without paying those imports and without
+copying this process's threads (the ServerApp's, torch's pools) mid-use, as a plain fork would;
+each worker then imports the app's ClientApp.
+
+A call travels as Flower serializes it: the message's protobuf bytes and the node's context
+(pickled) go out, the reply's bytes and the context it left come back, with the FLOPs and
+module trace of testbed/flower/flops.py, whose cache stays in this process: it decides before
+the round which calls are counted and settles their figures after, in node order, as the serial
+grid does. So the virtual clock, the bytes and every row are those of a serial run (under
+`run.compute_time = "flops"`: a measured compute time is a wall time, contention's). What can
+differ is an app's draw from a *global* random generator inside a ClientApp (each worker has
+its own), as under Flower's simulation; the example app seeds its own generators.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+import torch
+from flwr.app import Context
+
+from testbed.errors import ConfigError, RunFailed
+from testbed.flower.app import load_client_app
+from testbed.flower.driver import flower_identity
+from testbed.flower.flops import run_measured
+from testbed.flower.grid import deserialize, run_client_app, serialize
+
+_worker: dict = {}   # in a worker: its ClientApp and run id
+
+
+def processes(threads: int, num_cpus: float) -> int:
+    """Worker processes for `run.threads` and each ClientApp's num-cpus (1: serial)."""
+    return max(1, int(threads // max(num_cpus, 1)))
+
+
+def _start(app_dir: str, run_id: int, num_threads: int) -> None:
+    torch.set_num_threads(num_threads)
+    logging.getLogger("flwr").setLevel(logging.WARNING)
+    _worker["client_app"] = load_client_app(app_dir)
+    _worker["run_id"] = run_id
+
+
+def _call(msg_bytes: bytes, context: Context, count: bool) -> tuple:
+    client_app = _worker["client_app"]
+    with flower_identity(_worker["run_id"]):
+        msg = deserialize(msg_bytes)
+
+        def call():
+            reply = run_client_app(client_app, msg, context)
+            return reply, not reply.has_error()
+        c = time.perf_counter()
+        reply, ok, flops, trace = run_measured(call, count)
+        wall = time.perf_counter() - c
+        return serialize(reply), context, ok, flops, trace, wall
+
+
+def _calls(calls: list[tuple]) -> list[tuple]:
+    return [_call(*call) for call in calls]
+
+
+class ClientPool:
+    """`size` worker processes running the app at `app_dir`'s ClientApp, `threads` torch
+    threads each."""
+
+    def __init__(self, app_dir: str, run_id: int, size: int, threads: int):
+        if size < 2:
+            raise ConfigError("run.threads", size, "a pool of at least 2 processes")
+        self.size = size
+        context = mp.get_context("forkserver")
+        context.set_forkserver_preload(["torch", "flwr.app", "testbed.flower.pool"])
+        self.executor = ProcessPoolExecutor(size, mp_context=context,
+                                            initializer=_start,
+                                            initargs=(str(app_dir), run_id, threads))
+
+    def map(self, calls: list[tuple[bytes, Context, bool]]) -> list[tuple]:
+        """Each (message bytes, context, count) run in a worker: (reply bytes, context after,
+        ok, FLOPs or None, trace, wall seconds), in the order given. The calls go out in one
+        contiguous chunk per worker (one round trip each, not one per call)."""
+        step = -(-len(calls) // self.size)
+        try:
+            futures = [self.executor.submit(_calls, calls[i:i + step])
+                       for i in range(0, len(calls), step)]
+            return [out for f in futures for out in f.result()]
+        except BrokenProcessPool as e:
+            raise RunFailed("a worker process running ClientApps died (killed, out of memory, or "
+                            "the ClientApp ended its process); run them in this process "
+                            "(run.threads below 2 x client-resources-num-cpus) to see why") from e
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
