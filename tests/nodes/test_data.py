@@ -1,6 +1,7 @@
 """Datasets: the bundled and generated ones, and the on-disk loaders on files written here in
 the exact CIFAR-10 python-batch and MNIST idx formats."""
 import gzip
+import math
 import os
 import pickle
 import struct
@@ -9,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from nodes.data import DATASETS, DatasetError, DatasetFileError, load_dataset
+from nodes.data import (DATASETS, DatasetError, DatasetFileError, _stratified_split, digits_arrays,
+                        load_dataset)
 
 
 # ------------------------------------------------------------------------------ digits
@@ -41,6 +43,34 @@ def test_digits_split_is_seeded():
 def test_digits_test_fraction_option():
     ds = load_dataset("digits", test_fraction=0.5)
     assert len(ds.test_y) == 899                      # ceil(0.5 * 1797)
+
+
+def test_digits_arrays_are_scikit_learns_exactly():
+    from sklearn.datasets import load_digits
+    x, y = digits_arrays()
+    ref_x, ref_y = load_digits(return_X_y=True)
+    assert x.dtype == ref_x.dtype and y.dtype == ref_y.dtype
+    assert np.array_equal(x, ref_x) and np.array_equal(y, ref_y)
+
+
+@pytest.mark.parametrize("fraction", [0.2, 0.5, 0.33, 0.01, 0.9])
+@pytest.mark.parametrize("labels", ["digits", "unbalanced"])
+def test_stratified_split_is_train_test_splits(fraction, labels):
+    """The split scikit-learn's train_test_split(stratify=y, random_state=seed) makes, sample
+    for sample, on the digits and on labels whose class shares leave tied remainders."""
+    from sklearn.model_selection import train_test_split
+    if labels == "digits":
+        x, y = digits_arrays()
+    else:
+        y = np.repeat(np.arange(7), [3, 3, 50, 50, 11, 200, 2])
+        x = np.arange(len(y) * 2, dtype=float).reshape(len(y), 2)
+    if min(math.ceil(fraction * len(y)), len(y) - math.ceil(fraction * len(y))) < len(set(y)):
+        pytest.skip("too few samples on one side for every class")
+    for seed in range(4):
+        ours = _stratified_split(x, y, fraction, seed)
+        ref = train_test_split(x, y, test_size=fraction, stratify=y, random_state=seed)
+        for a, b in zip(ours, ref):
+            assert np.array_equal(a, b)
 
 
 # --------------------------------------------------------------------------- synthetic
