@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8050
 BENCH ?=
+OUT ?=
 
 .PHONY: venv data demo test bench validate-ns3 clean
 
@@ -38,7 +39,7 @@ test: venv
 	$(BIN)/python -m pytest -q
 
 bench: venv
-	$(BIN)/python -m benchmarks $(if $(FULL),--full,) $(BENCH)
+	$(BIN)/python -m benchmarks $(if $(FULL),--full,) $(if $(OUT),--out $(OUT),) $(BENCH)
 
 # The DCF (both PHY settings), the MCS tables and walks away from the access point beside ns-3.37
 # (validation/ns3; needs libns3-dev and g++, else one line). FIGURE=docs/img/ns3-walk.png also
