@@ -212,7 +212,7 @@ class InlinePool:
 
 class LocalPool:
     """`jobs` worker processes, each running the points handed to it one after another with
-    `run.threads` CPU threads. The workers are forks of one server process (`worker_context`)
+    `run.threads` CPU threads. The workers are forks of one server process (`start_worker_server`)
     that imported what a point runs once, so a worker costs a fork, not an interpreter's
     start-up and imports, and pays nothing per point beyond the point. A worker that dies takes
     only its own point with it (recorded as failed) and is replaced; workers die with this
@@ -226,7 +226,7 @@ class LocalPool:
         work.mkdir(parents=True, exist_ok=True)
         pending = list(points)
         threads = max((p.threads for p in points), default=1)
-        context = worker_context(threads)
+        context = worker_context()
         try:
             while pending or any(w.current for w in self.workers):
                 for w in self.workers:
@@ -263,19 +263,26 @@ class LocalPool:
 WORKER_PRELOAD = ("testbed.experiment", "torch._dynamo")
 
 
-def worker_context(threads: int):
-    """multiprocessing's forkserver context whose server has imported WORKER_PRELOAD. Why
-    forking it is safe with torch: the server is single-threaded and only imports; with
-    OMP_NUM_THREADS set, importing numpy and torch starts no thread (no OpenBLAS pool; torch's
-    OpenMP, intra-op and inter-op pools start at the first parallel op), so a fork inherits no
-    pool and no lock another thread held, and each worker sets its thread counts
-    (`apply_threads`) before its first op, as a fresh interpreter would. The server is started
-    once per process; a later pool reuses it, its modules already loaded."""
+def start_worker_server() -> None:
+    """Start the server the workers fork from, unless it runs: a process that imports
+    WORKER_PRELOAD and waits. Called early (`testbed sweep` does before it checks the points),
+    its imports overlap the sweep's own work. Why forking it is safe with torch: the server is
+    single-threaded and only imports, with OMP_NUM_THREADS=1 in its environment, so importing
+    numpy and torch starts no thread (no OpenBLAS pool; torch's OpenMP, intra-op and inter-op
+    pools start at the first parallel op); a fork inherits no pool and no lock another thread
+    held, and each worker sets its thread counts (`apply_threads`) before its first op, as a
+    fresh interpreter would. (numpy's OpenBLAS reads its count once, at import: one thread in
+    every worker.)"""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(WORKER_PRELOAD))
-    with _environment(_thread_variables(threads)):   # the server's environment, at its start
+    with _environment(_thread_variables(1)):   # the server's environment, at its start
         multiprocessing.forkserver.ensure_running()
-    return context
+
+
+def worker_context():
+    """multiprocessing's forkserver context, its server started (`start_worker_server`)."""
+    start_worker_server()
+    return multiprocessing.get_context("forkserver")
 
 
 def _thread_variables(threads: int) -> dict[str, str]:

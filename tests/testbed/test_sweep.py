@@ -10,7 +10,7 @@ import pytest
 
 from testbed.cli import main
 from testbed.store import Store
-from testbed.sweeps import Point, run_sweep, worker_context
+from testbed.sweeps import Point, run_sweep, start_worker_server
 
 QUICK = Path(__file__).resolve().parents[2] / "experiments" / "quickstart.toml"
 TINY = ["run.iterations=1", "run.eval_every=1", "run.device=cpu", "model.name=mlp",
@@ -112,7 +112,7 @@ def test_jobs_workers_start_once_with_the_run_imported_and_the_sweeps_setting(
     """`--jobs 2` over 6 points: two worker processes run them all, the optimizer's dynamo
     import already paid before the first point, in the sweep's working directory and
     environment, with the thread policy's OMP_NUM_THREADS."""
-    worker_context(1)      # the server the workers fork from, started here and now
+    start_worker_server()      # the server the workers fork from, started here and now
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SWEEP_TEST_MARK", "set after the server started")
     outcomes = run_sweep(probe_points(6), "s.db", sweep="probe", key="k", jobs=2, quiet=True,
