@@ -124,10 +124,22 @@ def main(quick: bool = True) -> dict:
     if times["ray"]:
         print(f"Ray / --jobs 2 wall time: {times['ray'][0] / jobs2:.2f}x (target <= 1.25x)")
     print(f"rows equal in the {len(ways)} stores (all but wall time): {same}")
+    autogroup = _autogroup()
+    if autogroup:   # why a busy machine hides the speed-up
+        print("the kernel shares CPU time among sessions first (sched_autogroup_enabled = 1): while "
+              "other sessions keep the cores busy, the sweep's processes share one session's part")
     driver_cost()
     print(f"load after: {open('/proc/loadavg').read().split()[:3]}")
     return {"repetitions": reps, "load_before": load_before, "load_after": load_after,
-            "wall_s": times, "speedup_jobs2_over_serial": serial / jobs2, "rows_equal": same}
+            "wall_s": times, "speedup_jobs2_over_serial": serial / jobs2, "rows_equal": same,
+            "sched_autogroup": autogroup}
+
+
+def _autogroup() -> bool:
+    try:
+        return Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
+    except OSError:
+        return False
 
 if __name__ == "__main__":
     main()
