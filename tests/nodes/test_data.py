@@ -1,7 +1,6 @@
 """Datasets: the bundled and generated ones, and the on-disk loaders on files written here in
 the exact CIFAR-10 python-batch and MNIST idx formats."""
 import gzip
-import math
 import os
 import pickle
 import struct
@@ -53,9 +52,10 @@ def test_digits_arrays_are_scikit_learns_exactly():
     assert np.array_equal(x, ref_x) and np.array_equal(y, ref_y)
 
 
-@pytest.mark.parametrize("fraction", [0.2, 0.5, 0.33, 0.01, 0.9])
-@pytest.mark.parametrize("labels", ["digits", "unbalanced"])
-def test_stratified_split_is_train_test_splits(fraction, labels):
+@pytest.mark.parametrize("labels, fraction", [
+    *(("digits", f) for f in (0.2, 0.5, 0.33, 0.01, 0.9)),
+    *(("unbalanced", f) for f in (0.2, 0.5, 0.33, 0.9))])   # 0.01 of 319: a test split of 4 < 7 classes
+def test_stratified_split_is_train_test_splits(labels, fraction):
     """The split scikit-learn's train_test_split(stratify=y, random_state=seed) makes, sample
     for sample, on the digits and on labels whose class shares leave tied remainders."""
     from sklearn.model_selection import train_test_split
@@ -64,13 +64,21 @@ def test_stratified_split_is_train_test_splits(fraction, labels):
     else:
         y = np.repeat(np.arange(7), [3, 3, 50, 50, 11, 200, 2])
         x = np.arange(len(y) * 2, dtype=float).reshape(len(y), 2)
-    if min(math.ceil(fraction * len(y)), len(y) - math.ceil(fraction * len(y))) < len(set(y)):
-        pytest.skip("too few samples on one side for every class")
     for seed in range(4):
         ours = _stratified_split(x, y, fraction, seed)
         ref = train_test_split(x, y, test_size=fraction, stratify=y, random_state=seed)
         for a, b in zip(ours, ref):
             assert np.array_equal(a, b)
+
+
+def test_a_split_that_cannot_hold_every_class_on_both_sides_is_refused_by_name():
+    """Where scikit-learn's split raises (a class of one sample; fewer test samples than
+    classes), ours says so as a dataset error, naming the fraction."""
+    y = np.array([0, 0, 0, 1, 1, 1, 2])
+    with pytest.raises(DatasetError, match="test_fraction 0.5"):
+        _stratified_split(np.zeros((7, 1)), y, 0.5, 0)
+    with pytest.raises(DatasetError, match="test_fraction 0.1"):
+        _stratified_split(np.zeros((8, 1)), np.repeat([0, 1, 2, 3], 2), 0.1, 0)
 
 
 # --------------------------------------------------------------------------- synthetic
