@@ -510,4 +510,3 @@ def ray_task(point: Point) -> tuple[dict, bytes | None]:
         return result, blob
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
