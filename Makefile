@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8050
 BENCH ?=
+OUT ?=
 
 .PHONY: venv data demo test test-kernels gpu-check bench validate-ns3 clean
 
@@ -51,7 +52,7 @@ gpu-check: venv
 	timeout 120 $(BIN)/testbed run experiments/quickstart.toml --set run.device=cuda --store /tmp/gpu-check.db
 
 bench: venv
-	$(BIN)/python -m benchmarks $(if $(FULL),--full,) $(BENCH)
+	$(BIN)/python -m benchmarks $(if $(FULL),--full,) $(if $(OUT),--out $(OUT),) $(BENCH)
 
 # The DCF (both PHY settings), the MCS tables and walks away from the access point beside ns-3.37
 # (validation/ns3; needs libns3-dev and g++, else one line). FIGURE=docs/img/ns3-walk.png also

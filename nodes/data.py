@@ -16,6 +16,7 @@ read by index, batch by batch (`Samples`): it need not fit in memory; only its l
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import math
 import os
 import pickle
@@ -152,8 +153,47 @@ def _standardise(train: np.ndarray, test: np.ndarray, axes: tuple[int, ...]):
 
 
 def _stratified_split(x: np.ndarray, y: np.ndarray, test_fraction: float, seed: int):
-    from sklearn.model_selection import train_test_split
-    return train_test_split(x, y, test_size=test_fraction, stratify=y, random_state=seed)
+    """(x_train, x_test, y_train, y_test) as scikit-learn's `train_test_split(x, y,
+    test_size=test_fraction, stratify=y, random_state=seed)` returns them, the same draws from
+    the same RandomState in the same order (StratifiedShuffleSplit's first split), without
+    importing scikit-learn: its validation stack costs most of a second at start-up."""
+    n_test = math.ceil(test_fraction * len(y))
+    n_train = len(y) - n_test
+    classes, y_indices, class_counts = np.unique(y, return_inverse=True, return_counts=True)
+    if class_counts.min() < 2 or min(n_train, n_test) < len(classes):
+        raise DatasetError(f"test_fraction {test_fraction}: {len(y)} samples of {len(classes)} "
+                           f"classes (the smallest has {class_counts.min()}) cannot be split "
+                           f"into train and test holding every class")
+    class_indices = np.split(np.argsort(y_indices, kind="stable"), np.cumsum(class_counts)[:-1])
+    rng = np.random.RandomState(seed)
+    n_i = _approximate_mode(class_counts, n_train, rng)
+    t_i = _approximate_mode(class_counts - n_i, n_test, rng)
+    train: list[int] = []
+    test: list[int] = []
+    for i in range(len(classes)):
+        members = class_indices[i].take(rng.permutation(class_counts[i]), mode="clip")
+        train.extend(members[:n_i[i]])
+        test.extend(members[n_i[i]:n_i[i] + t_i[i]])
+    train_idx, test_idx = rng.permutation(train), rng.permutation(test)
+    return x[train_idx], x[test_idx], y[train_idx], y[test_idx]
+
+
+def _approximate_mode(class_counts: np.ndarray, n_draws: int, rng: np.random.RandomState):
+    """Per class, how many of `n_draws` it gets: the floor of its share, then one more for the
+    largest remainders, ties broken by `rng` (scikit-learn's `utils.extmath._approximate_mode`)."""
+    continuous = class_counts / class_counts.sum() * n_draws
+    floored = np.floor(continuous)
+    need_to_add = int(n_draws - floored.sum())
+    if need_to_add > 0:
+        remainder = continuous - floored
+        for value in np.sort(np.unique(remainder))[::-1]:
+            (inds,) = np.where(remainder == value)
+            add_now = min(len(inds), need_to_add)
+            floored[rng.choice(inds, size=add_now, replace=False)] += 1
+            need_to_add -= add_now
+            if need_to_add == 0:
+                break
+    return floored.astype(int)
 
 
 def _subset(x: np.ndarray, y: np.ndarray, n: int, seed: int):
@@ -172,9 +212,22 @@ def _pack(name, xtr, ytr, xte, yte, num_classes, input_shape) -> Dataset:
 
 
 # ----------------------------------------------------------------------------------- loaders
+def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) as scikit-learn's `load_digits(return_X_y=True)` returns them, read from the file
+    it ships (datasets/data/digits.csv.gz: 64 pixel columns, then the label) the way it reads
+    it, without importing scikit-learn (found by its import spec, which runs none of it)."""
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        raise DatasetError("data.dataset = 'digits' is read from scikit-learn's bundled copy; "
+                           "install scikit-learn (pip install scikit-learn)")
+    path = Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        data = np.loadtxt(f, delimiter=",")
+    return data[:, :-1], data[:, -1].astype(int, copy=False)
+
+
 def _load_digits(root, seed, test_fraction):
-    from sklearn.datasets import load_digits
-    x, y = load_digits(return_X_y=True)
+    x, y = digits_arrays()
     x = (x / 16.0).reshape(-1, 1, 8, 8)          # pixel values are 0..16
     xtr, xte, ytr, yte = _stratified_split(x, y, test_fraction, seed)
     xtr, xte = _standardise(xtr, xte, axes=(0, 1, 2, 3))

@@ -21,15 +21,16 @@ import hashlib
 import importlib
 import io
 import json
+import multiprocessing
+import multiprocessing.forkserver
 import os
 import shutil
 import signal
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -37,7 +38,6 @@ from testbed.errors import UserError, stop_on_sigterm
 from testbed.cli import exit_code
 from testbed.commands import run as run_cmd
 from testbed.distributed.launcher import RunSpec
-from testbed.distributed.launcher import _end as end_process
 from testbed.distributed.lifeline import die_with_parent
 from testbed.progress import summary_line
 from testbed.store import Store
@@ -211,11 +211,12 @@ class InlinePool:
 
 
 class LocalPool:
-    """`jobs` worker processes (`python -m testbed.sweeps --worker`), each running the points
-    handed to it one after another with `run.threads` CPU threads, so that a worker pays the
-    imports and compiled code once, not once per point. A worker that dies takes only its own
-    point with it (recorded as failed) and is replaced; workers die with this process
-    (PR_SET_PDEATHSIG)."""
+    """`jobs` worker processes, each running the points handed to it one after another with
+    `run.threads` CPU threads. The workers are forks of one server process (`start_worker_server`)
+    that imported what a point runs once, so a worker costs a fork, not an interpreter's
+    start-up and imports, and pays nothing per point beyond the point. A worker that dies takes
+    only its own point with it (recorded as failed) and is replaced; workers die with this
+    process (PR_SET_PDEATHSIG on the server, which ends with this process, and on the worker)."""
 
     def __init__(self, jobs: int):
         self.jobs = max(1, jobs)
@@ -225,20 +226,21 @@ class LocalPool:
         work.mkdir(parents=True, exist_ok=True)
         pending = list(points)
         threads = max((p.threads for p in points), default=1)
+        context = worker_context()
         try:
             while pending or any(w.current for w in self.workers):
                 for w in self.workers:
-                    if pending and w.current is None and w.proc.poll() is None:
+                    if pending and w.current is None and w.alive():
                         w.give(pending.pop(0), work)
                 while pending and len(self.workers) < self.jobs:
-                    w = _Worker(work, len(self.workers), threads)
+                    w = _Worker(context, work, len(self.workers), threads)
                     self.workers.append(w)
                     w.give(pending.pop(0), work)
                 time.sleep(0.1)
                 for w in self.workers:
-                    if w.current is not None and (w.done() or w.proc.poll() is not None):
+                    if w.current is not None and (w.done() or not w.alive()):
                         yield w.take()
-                self.workers = [w for w in self.workers if w.proc.poll() is None]
+                self.workers = [w for w in self.workers if w.alive()]
         finally:
             for w in self.workers:
                 w.close()
@@ -246,28 +248,78 @@ class LocalPool:
     def stop(self) -> Iterator[tuple[Point, dict, Path | None]]:
         """Stop the workers (SIGTERM: a run is marked stopped) and hand back their points."""
         for w in self.workers:
-            end_process(w.proc)
+            w.end()
         for w in self.workers:
             if w.current is not None:
                 yield w.take(stopped=True)
         self.workers = []
 
 
-class _Worker:
-    """One `python -m testbed.sweeps --worker` process: a point's JSON file's path on its
-    stdin runs that point into STEM.db and writes STEM.result.json."""
+# What a worker runs, imported once in the server the workers fork from. torch._dynamo: the
+# first torch.optim optimizer imports it (its methods are wrapped by torch._disable_dynamo),
+# about a second that every fresh process running a point would pay again. Not testbed.cli
+# (nor this module, which imports it): multiprocessing runs the sweep's main module again in
+# each worker, and runpy warns when it finds that module already imported.
+WORKER_PRELOAD = ("testbed.experiment", "torch._dynamo")
 
-    def __init__(self, work: Path, number: int, threads: int):
-        env = dict(os.environ)
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[var] = str(threads)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+
+def start_worker_server() -> None:
+    """Start the server the workers fork from, unless it runs: a process that imports
+    WORKER_PRELOAD and waits. Called early (`testbed sweep` does before it checks the points),
+    its imports overlap the sweep's own work. Why forking it is safe with torch: the server is
+    single-threaded and only imports, with OMP_NUM_THREADS=1 in its environment, so importing
+    numpy and torch starts no thread (no OpenBLAS pool; torch's OpenMP, intra-op and inter-op
+    pools start at the first parallel op); a fork inherits no pool and no lock another thread
+    held, and each worker sets its thread counts (`apply_threads`) before its first op, as a
+    fresh interpreter would. (numpy's OpenBLAS reads its count once, at import: one thread in
+    every worker.)"""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(WORKER_PRELOAD))
+    with _environment(_thread_variables(1)):   # the server's environment, at its start
+        multiprocessing.forkserver.ensure_running()
+
+
+def worker_context():
+    """multiprocessing's forkserver context, its server started (`start_worker_server`)."""
+    start_worker_server()
+    return multiprocessing.get_context("forkserver")
+
+
+def _thread_variables(threads: int) -> dict[str, str]:
+    return {var: str(threads or 1) for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]):
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+class _Worker:
+    """One worker process, forked from `worker_context`'s server: a point's JSON file's path
+    sent down its pipe runs that point into STEM.db and writes STEM.result.json; its output
+    goes to worker-N.log in the points' folder."""
+
+    def __init__(self, context, work: Path, number: int, threads: int):
         self.log = work / f"worker-{number}.log"
-        with open(self.log, "a") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "testbed.sweeps", "--worker"],
-                                         env=env, stdout=log, stderr=log, stdin=subprocess.PIPE,
-                                         text=True, preexec_fn=_child_preexec)
+        inbox, self.outbox = context.Pipe(duplex=False)
+        setting = {"environ": {**os.environ, **_thread_variables(threads)}, "threads": threads}
+        self.proc = context.Process(target=_worker_process, args=(inbox, str(self.log), setting),
+                                    name=f"testbed-sweep-worker-{number}")
+        self.proc.start()
+        inbox.close()
         self.current: tuple[Point, Path] | None = None
+
+    def alive(self) -> bool:
+        return self.proc.exitcode is None
 
     def give(self, point: Point, work: Path) -> None:
         stem = work / f"{point.index:04d}"
@@ -276,8 +328,7 @@ class _Worker:
         Path(f"{stem}.json").write_text(json.dumps(asdict(point)))
         self.current = (point, stem)
         try:
-            self.proc.stdin.write(f"{stem}.json\n")
-            self.proc.stdin.flush()
+            self.outbox.send(str(stem.resolve()) + ".json")
         except OSError:       # it died: `take` says so
             pass
 
@@ -290,7 +341,8 @@ class _Worker:
         try:
             result = json.loads(Path(f"{stem}.result.json").read_text())
         except (OSError, ValueError):
-            code = self.proc.poll()
+            self.proc.join(timeout=5)   # its exit code, once it is gone
+            code = self.proc.exitcode
             how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
                    else f"exit code {code}")
             result = {"status": "stopped" if stopped else "failed",
@@ -299,29 +351,61 @@ class _Worker:
             Path(f"{stem}{suffix}").unlink(missing_ok=True)
         return point, result, Path(f"{stem}.db")
 
-    def close(self) -> None:
-        """No more points: the worker ends at the end of its input."""
-        with contextlib.suppress(OSError):
-            self.proc.stdin.close()
+    def end(self) -> None:
+        """SIGTERM (its run is marked stopped) and wait; a second Ctrl-C or SIGTERM while
+        waiting, or a minute gone, kills it."""
         try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            end_process(self.proc)
-        if self.proc.returncode == 0:
+            if self.alive():
+                self.proc.terminate()
+            self.proc.join(timeout=60)
+        except KeyboardInterrupt:
+            pass
+        if self.alive():
+            self.proc.kill()
+            self.proc.join()
+
+    def close(self) -> None:
+        """No more points: the worker ends at the end of its pipe."""
+        with contextlib.suppress(OSError):
+            self.outbox.close()
+        self.proc.join(timeout=30)
+        if self.alive():
+            self.end()
+        if self.proc.exitcode == 0:
             self.log.unlink(missing_ok=True)
 
 
-def _child_preexec() -> None:
-    die_with_parent(signal.SIGTERM)
+def _worker_process(inbox, log: str, setting: dict) -> None:
+    """A worker, in the forked process (multiprocessing has set this sweep's working directory
+    and module path): this sweep's environment and thread policy, output to `log`; then
+    `worker_main` over the paths received."""
+    die_with_parent(signal.SIGTERM)   # its parent is the server, which ends with the sweep
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    for fd in (1, 2):
+        os.dup2(out, fd)
+    os.close(out)
+    os.environ.clear()
+    os.environ.update(setting["environ"])
+    from testbed.experiment import apply_threads   # preloaded by the server: no import here
+    apply_threads(setting["threads"])
+    sys.exit(worker_main(_received(inbox)))
 
 
-def worker_main() -> int:
-    """`python -m testbed.sweeps --worker`: run the point of each JSON file named on stdin,
-    into STEM.db beside it, and write its result to STEM.result.json; end at the end of stdin
-    or on SIGTERM (a run going on is marked stopped)."""
+def _received(inbox) -> Iterator[str]:
+    while True:
+        try:
+            yield inbox.recv()
+        except EOFError:   # the sweep closed its end: no more points
+            return
+
+
+def worker_main(paths: Iterable[str]) -> int:
+    """Run the point of each JSON file in `paths`, into STEM.db beside it, and write its result
+    to STEM.result.json; end at the end of `paths` or on SIGTERM (a run going on is marked
+    stopped)."""
     stop_on_sigterm()
     try:
-        for line in sys.stdin:
+        for line in paths:
             path = Path(line.strip())
             point = Point(**json.loads(path.read_text()))
             stem = path.with_suffix("")
@@ -426,7 +510,3 @@ def ray_task(point: Point) -> tuple[dict, bytes | None]:
         return result, blob
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    sys.exit(worker_main())

@@ -46,7 +46,8 @@ LAZY = {
         "torch: a run file's effective options only when one is written",
     # a sweep loads Ray only with --ray, and the orchestrator only inside a Ray task
     ("testbed/sweeps.py", "ray"): "ray: only `testbed sweep --ray`",
-    ("testbed/sweeps.py", "testbed.experiment"): "torch: the thread policy inside a Ray task",
+    ("testbed/sweeps.py", "testbed.experiment"):
+        "torch: the thread policy inside a Ray task or a forked worker (preloaded there)",
     # plotly and a headless Chromium: only `make validate-ns3 FIGURE=...` draws the walk
     ("validation/ns3/walk.py", "plotly"): "plotly: only the figure",
     ("validation/ns3/walk.py", "dashboards.export"): "plotly, Chromium: only the figure",

@@ -14,7 +14,7 @@ from pathlib import Path
 from lgc_schema import OptionError
 from testbed.commands import add_store_arg
 from testbed.config import load_config, load_raw
-from testbed.sweeps import Point, run_sweep, sweep_key
+from testbed.sweeps import Point, run_sweep, start_worker_server, sweep_key
 
 
 def register(sub) -> None:
@@ -98,6 +98,8 @@ def main(args) -> int:
         raise OptionError("--grid", None, "given at least once (--grid key.path=v1,v2)")
     if args.jobs is not None and args.jobs < 1:
         raise OptionError("--jobs", args.jobs, "a whole number of runs at once, 1 or more")
+    if args.ray is None and (args.jobs or os.cpu_count() or 1) > 1:
+        start_worker_server()   # its imports go on while the points are checked here
     base, points = points_of(args.file, grid, args.overrides)
     key = sweep_key(args.file, parse_grid(args.grid), args.overrides, args.seeds)
     spec = {"file": str(Path(args.file).resolve()), "grid": args.grid,

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from nodes.data import DATASETS, DatasetError, DatasetFileError, load_dataset
+from nodes.data import (DATASETS, DatasetError, DatasetFileError, _stratified_split, digits_arrays,
+                        load_dataset)
 
 
 # ------------------------------------------------------------------------------ digits
@@ -41,6 +42,43 @@ def test_digits_split_is_seeded():
 def test_digits_test_fraction_option():
     ds = load_dataset("digits", test_fraction=0.5)
     assert len(ds.test_y) == 899                      # ceil(0.5 * 1797)
+
+
+def test_digits_arrays_are_scikit_learns_exactly():
+    from sklearn.datasets import load_digits
+    x, y = digits_arrays()
+    ref_x, ref_y = load_digits(return_X_y=True)
+    assert x.dtype == ref_x.dtype and y.dtype == ref_y.dtype
+    assert np.array_equal(x, ref_x) and np.array_equal(y, ref_y)
+
+
+@pytest.mark.parametrize("labels, fraction", [
+    *(("digits", f) for f in (0.2, 0.5, 0.33, 0.01, 0.9)),
+    *(("unbalanced", f) for f in (0.2, 0.5, 0.33, 0.9))])   # 0.01 of 319: a test split of 4 < 7 classes
+def test_stratified_split_is_train_test_splits(labels, fraction):
+    """The split scikit-learn's train_test_split(stratify=y, random_state=seed) makes, sample
+    for sample, on the digits and on labels whose class shares leave tied remainders."""
+    from sklearn.model_selection import train_test_split
+    if labels == "digits":
+        x, y = digits_arrays()
+    else:
+        y = np.repeat(np.arange(7), [3, 3, 50, 50, 11, 200, 2])
+        x = np.arange(len(y) * 2, dtype=float).reshape(len(y), 2)
+    for seed in range(4):
+        ours = _stratified_split(x, y, fraction, seed)
+        ref = train_test_split(x, y, test_size=fraction, stratify=y, random_state=seed)
+        for a, b in zip(ours, ref):
+            assert np.array_equal(a, b)
+
+
+def test_a_split_that_cannot_hold_every_class_on_both_sides_is_refused_by_name():
+    """Where scikit-learn's split raises (a class of one sample; fewer test samples than
+    classes), ours says so as a dataset error, naming the fraction."""
+    y = np.array([0, 0, 0, 1, 1, 1, 2])
+    with pytest.raises(DatasetError, match="test_fraction 0.5"):
+        _stratified_split(np.zeros((7, 1)), y, 0.5, 0)
+    with pytest.raises(DatasetError, match="test_fraction 0.1"):
+        _stratified_split(np.zeros((8, 1)), np.repeat([0, 1, 2, 3], 2), 0.1, 0)
 
 
 # --------------------------------------------------------------------------- synthetic

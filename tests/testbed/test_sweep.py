@@ -1,5 +1,7 @@
 """`testbed sweep` records each run's membership in the store's sweep columns, and a store made
 before those columns gets them from its runs' names once, when opened for writing."""
+import os
+import signal
 import sqlite3
 import sys
 from pathlib import Path
@@ -8,6 +10,7 @@ import pytest
 
 from testbed.cli import main
 from testbed.store import Store
+from testbed.sweeps import Point, run_sweep, start_worker_server
 
 QUICK = Path(__file__).resolve().parents[2] / "experiments" / "quickstart.toml"
 TINY = ["run.iterations=1", "run.eval_every=1", "run.device=cpu", "model.name=mlp",
@@ -88,3 +91,44 @@ def test_a_refused_point_is_one_line_and_the_others_still_run(tmp_path, capsys):
     assert "sweep done: 1 of 2 runs completed" in out
     with Store(db, readonly=True) as s:   # the refused point left no run
         assert [(r["name"], r["status"]) for r in s.runs()] == [("quickstart[device=cpu]", "completed")]
+
+
+def probe_runner(point, store, quiet=True):
+    """A point's runner that reports the process it ran in (or kills it, when asked to)."""
+    if point.extra.get("die"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"status": "completed", "line": point.name, "pid": os.getpid(), "cwd": os.getcwd(),
+            "dynamo_loaded_before": "torch._dynamo" in sys.modules,
+            "omp": os.environ.get("OMP_NUM_THREADS"), "marker": os.environ.get("SWEEP_TEST_MARK")}
+
+
+def probe_points(n, die=()):
+    return [Point(index=i, name=f"p{i}", file=str(QUICK), runner=f"{__name__}:probe_runner",
+                  extra={"die": i in die}) for i in range(1, n + 1)]
+
+
+def test_jobs_workers_start_once_with_the_run_imported_and_the_sweeps_setting(
+        tmp_path, monkeypatch):
+    """`--jobs 2` over 6 points: two worker processes run them all, the optimizer's dynamo
+    import already paid before the first point, in the sweep's working directory and
+    environment, with the thread policy's OMP_NUM_THREADS."""
+    start_worker_server()      # the server the workers fork from, started here and now
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SWEEP_TEST_MARK", "set after the server started")
+    outcomes = run_sweep(probe_points(6), "s.db", sweep="probe", key="k", jobs=2, quiet=True,
+                         log=lambda _line: None)
+    results = [o.result for o in outcomes]
+    assert [o.status for o in outcomes] == ["completed"] * 6
+    assert len({r["pid"] for r in results}) == 2 and os.getpid() not in {r["pid"] for r in results}
+    assert all(r["dynamo_loaded_before"] for r in results)
+    assert {(r["cwd"], r["omp"], r["marker"]) for r in results} == {
+        (str(tmp_path), "1", "set after the server started")}
+
+
+def test_a_worker_killed_mid_point_fails_that_point_only_and_is_replaced(tmp_path):
+    outcomes = run_sweep(probe_points(5, die={2}), str(tmp_path / "s.db"), sweep="probe", key="k",
+                         jobs=2, quiet=True, log=lambda _line: None)
+    assert [o.status for o in outcomes] == ["completed", "failed", "completed", "completed",
+                                            "completed"]
+    assert "killed by SIGKILL" in outcomes[1].line
+    assert len({o.result["pid"] for o in outcomes if o.status == "completed"}) >= 2
