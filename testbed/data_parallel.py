@@ -140,12 +140,6 @@ class DataParallelDriver(TrainingDriver):
         super().__init__(world, training, transport, check)
         self.gradients = gradients if gradients is not None else LocalGradients(world, training)
 
-    def compute_seconds(self, worker: str, wall_s: float, t: float = 0.0) -> float:
-        speed = traces.speed(self.world, worker, t)
-        if self.cfg.run.compute_time == "measured":
-            return wall_s / speed
-        return self.step_flops / (self.world.node_gflops[worker] * 1e9 * speed)
-
     def rounds(self, first: int) -> Iterator[Round]:
         world = self.world
         for it in range(first, self.iterations):
@@ -156,7 +150,8 @@ class DataParallelDriver(TrainingDriver):
             present = traces.present(world, t)
             traces.device_links(world, t)
             traces.move(world, t)
-            ready = {w: t + (self.compute_seconds(w, wall_compute, t) if w in present else 0.0)
+            ready = {w: t + (traces.compute_seconds(world, w, t, self.step_flops, wall_compute)
+                         if w in present else 0.0)
                      for w in world.workers}
             away = [r for r, w in enumerate(world.workers) if w not in present]
             for r in away:  # an away worker's message is never sent

@@ -140,11 +140,9 @@ class FederatedDriver(TrainingDriver):
 
     def _client_seconds(self, client: int, slot: int, wall_s: float, t: float) -> float:
         """Virtual seconds of a client's local steps: its traced speed (else its slot's)."""
-        w = self.workers[slot]
-        speed = traces.speed(self.world, w, t, traced_as=client_name(client))
-        if self.cfg.run.compute_time == "measured":
-            return wall_s / speed
-        return self.cfg.federated.local_steps * self.step_flops / (self.world.node_gflops[w] * 1e9 * speed)
+        return traces.compute_seconds(self.world, self.workers[slot], t,
+                                      self.cfg.federated.local_steps * self.step_flops, wall_s,
+                                      traced_as=client_name(client))
 
     def _train(self, client: int, it: int) -> tuple[torch.Tensor, float, float]:
         """The client's pseudo-gradient from the global weights, its loss, its wall seconds."""

@@ -16,6 +16,17 @@ def speed(world, node: str, t: float, traced_as: str | None = None) -> float:
     return world.node_speed[node] if traced is None else traced
 
 
+def compute_seconds(world, node: str, t: float, flops: float, wall_s: float,
+                    traced_as: str | None = None) -> float:
+    """Virtual seconds of work on `node` starting at t, the one compute time of every driver:
+    its FLOPs at the node's speed (`run.device_gflops` or the node's `gflops`, times its traced
+    speed), or, with `run.compute_time = "measured"`, its wall seconds at that speed."""
+    at = speed(world, node, t, traced_as)
+    if world.cfg.run.compute_time == "measured":
+        return wall_s / at
+    return flops / (world.node_gflops[node] * 1e9 * at)
+
+
 def present(world, t: float) -> list:
     """Workers available at virtual time t (all of them without a device trace)."""
     return [w for w in world.workers if world.devices is None or world.devices.available(str(w), t)]

@@ -62,7 +62,8 @@ from nodes.compression.base import Message as Wire
 from nodes.compression.transport import carry_all
 from testbed.errors import RunFailed
 from testbed.flower.flops import CallFlops, call_key
-from testbed.flower.world import available, compute_seconds
+from testbed.flower.world import available
+from testbed.traces import compute_seconds
 from testbed.rounds import Round
 
 

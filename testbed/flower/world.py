@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from testbed import traces
 from testbed.config import RUN_KEYS, ExperimentConfig, apply_overrides, load_raw, validate
 from testbed.errors import ConfigError
 from testbed.paths import resolve_paths
@@ -72,11 +71,3 @@ def available(world: World, node: str, t: float) -> bool:
     return world.devices is None or world.devices.available(str(node), t)
 
 
-def compute_seconds(world: World, node: str, t: float, flops: float, wall_s: float) -> float:
-    """Virtual seconds of a ClientApp call starting at t: its FLOPs at the node's speed
-    (`run.device_gflops` or the node's `gflops`, x its traced speed), or its measured wall
-    time at that speed (`run.compute_time = "measured"`)."""
-    speed = traces.speed(world, node, t)
-    if world.cfg.run.compute_time == "measured":
-        return wall_s / speed
-    return flops / (world.node_gflops[node] * 1e9 * speed)
