@@ -285,11 +285,10 @@ def rows_of(labels, seeds, iterations, runs: Path, target: float = 0.85) -> list
     for row in rows:
         if not row.get("up_final"):
             continue
-        if "fp32" in ref:
-            row["d_acc"] = row["acc_mean"] - ref["fp32"]["acc_mean"]
+        if "fp32" in ref:   # paired: over the seeds both rows have
             pairs = [a - by_seed["fp32"][s] for s, a in by_seed[row["method"]].items()
                      if s in by_seed["fp32"]]
-            row["d_acc_sd"] = mean_spread(pairs)[1]
+            row["d_acc"], row["d_acc_sd"] = mean_spread(pairs)
         for base, tag in (("fp32", "fp32"), ("dgc", "dgc"), ("lgc_ablation", "abl"),
                           ("lgc_scaled", "scaled")):
             if base not in ref:
@@ -380,7 +379,8 @@ def main(argv=None) -> list[dict]:
         "node and the latent pull (the third-party reference's structure); lgc_rar_nl: LGC-RAR "
         "with a non-linear decoder; _ring: all-gathered on the ring's collective.",
         "acc: final test accuracy over the seeds that finished (sd: sample standard deviation); "
-        "vs fp32: mean difference in points, paired sd: sd of the per-seed differences.",
+        "vs fp32: mean of the per-seed differences in points over the seeds both rows have, paired "
+        "sd: their sd.",
         "last eval gain: accuracy gained from the second-last to the last evaluation; gain over "
         ">=10%: from the latest evaluation at least 10% of the budget before the last (a plateau "
         "when within 0.2 points).",
