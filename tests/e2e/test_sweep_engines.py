@@ -144,10 +144,11 @@ def test_a_ray_worker_killed_mid_run_is_retried_and_leaves_whole_rows(tmp_path):
 def test_a_sweep_stopped_after_two_points_runs_only_the_other_two_again(tmp_path, capsys):
     store = tmp_path / "s.db"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    # points 1 and 2 are 3 iterations, 3 and 4 are 300 (seconds, even on an idle machine): the
-    # stop, sent once 2 runs are in the store, lands in point 3
-    sets = [s for s in TINY if not s.startswith(("run.iterations", "run.eval_every"))] + ["run.eval_every=100"]
-    args = sweep_args(store, "--jobs", "1", sets=sets, grid=["--grid", "run.iterations=3,300", "--seeds", "0,1"])
+    # points 1 and 2 are 3 iterations, 3 and 4 are 2,000 (about 6 s each on an idle machine; at
+    # 300, about a second, a poll starved by a loaded machine missed the window): the stop, sent
+    # once 2 runs are in the store, lands in point 3
+    sets = [s for s in TINY if not s.startswith(("run.iterations", "run.eval_every"))] + ["run.eval_every=500"]
+    args = sweep_args(store, "--jobs", "1", sets=sets, grid=["--grid", "run.iterations=3,2000", "--seeds", "0,1"])
     driver = subprocess.Popen([sys.executable, "-m", "testbed.cli", *args],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 240
