@@ -32,7 +32,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "results.md"
-MAX_LINES = 445
+MAX_LINES = 460
 
 pytestmark = pytest.mark.timeout(200)
 
