@@ -40,7 +40,7 @@ from lgc_schema import OptionError
 from nodes.plugins import give
 from testbed.commands.export import write_csv
 from testbed import checkpoint
-from testbed.config import ConfigError, ExperimentConfig, config_from_raw, load_config
+from testbed.config import ConfigError, ExperimentConfig, config_from_raw, load_config, set_keys
 from testbed.errors import RunFailed, SetupError, UserError
 from testbed.distributed.launcher import RunSpec, launch_torchrun
 from testbed.progress import control_reporter, progress_printer, summary_line, unit_of
@@ -74,10 +74,6 @@ def load(source: str | Path | dict | ExperimentConfig,
 
 def _stored(cfg: ExperimentConfig) -> dict:
     """A config's tables as a file would hold them (unset keys left out)."""
-    def set_keys(x):
-        if isinstance(x, dict):
-            return {k: set_keys(v) for k, v in x.items() if v is not None}
-        return [set_keys(v) for v in x] if isinstance(x, list) else x
     return set_keys(copy.deepcopy(cfg.as_dict()))
 
 

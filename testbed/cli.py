@@ -1,6 +1,6 @@
 """`testbed` command line: one subcommand per module under testbed/commands/.
 
-Commands raise, never print their errors: `main` is the one error boundary and `exit_codes()`
+Commands raise, never print their errors: `main` is the one error boundary and `testbed.errors.exit_codes()`
 the one mapping from error type to exit code (the user's mistakes: one line, exit 2; a run that
 failed for a reason it names: one line, exit 1; `Stopped` by SIGTERM: 128 + signal; anything
 else is a bug and stays a traceback). docs/reliability.md lists what each fault does.
@@ -12,11 +12,8 @@ import importlib
 import os
 import sys
 
-from nodes.errors import DatasetError, DatasetFileError
-from lgc_schema import OptionError
 from testbed.commands import check_listen, listen_error
-from testbed.controls import ControlError
-from testbed.errors import RunFailed, Stopped, UserError, stop_on_sigterm
+from testbed.errors import exit_code, one_line, stop_on_sigterm
 
 # Each module exposes `register(subparsers)`; missing optional ones are skipped so one
 # unfinished room never breaks the whole CLI.
@@ -57,25 +54,6 @@ def export_figures(store, run_ref, path, fmt: str):
 
     writer = {"html": export.export_html, "png": export.export_png}[fmt]
     return writer(store, run_ref, path)
-
-
-def exit_codes() -> list[tuple[type, int]]:
-    """The one mapping from error type to exit code (first match wins). The user's mistakes
-    are exit 2; the other rooms' own user-error classes are listed here because they do not
-    import testbed (lgc_schema.OptionError: a bad key or value of any room, the link layer's and
-    the command line's included). Anything not listed is a bug: a traceback, exit 1."""
-    return [(Stopped, -1), (UserError, 2), (OptionError, 2), (DatasetError, 2),
-            (DatasetFileError, 2), (ControlError, 2), (RunFailed, 1)]
-
-
-def exit_code(err: BaseException) -> int | None:
-    """The exit code for `err`, or None when it is a bug (let the traceback through)."""
-    for cls, code in exit_codes():
-        if isinstance(err, cls):
-            return err.exit_code if code == -1 else code
-    if isinstance(err, KeyboardInterrupt):
-        return 130
-    return None
 
 
 class Parser(argparse.ArgumentParser):
@@ -141,10 +119,6 @@ def closed_pipe() -> int:
         pass
     return CLOSED_PIPE
 
-
-def one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split())
-    return text or type(err).__name__
 
 
 if __name__ == "__main__":

@@ -545,11 +545,14 @@ def config_from_stored(stored: dict, *, source: str, base: str | Path = ".") -> 
     unset key is None): what `testbed resume` rebuilds the run from. Its files are absolute
     since testbed.paths; a relative one (an older store) is looked up from here, then in `base`
     (the store's folder)."""
-    def set_keys(x):
-        if isinstance(x, dict):
-            return {k: set_keys(v) for k, v in x.items() if v is not None}
-        return [set_keys(v) for v in x] if isinstance(x, list) else x
     return validate(resolve_paths(set_keys(stored), base, RUN_KEYS), source=source)
+
+
+def set_keys(tables):
+    """Tables as a file would hold them: every key whose value is None (unset) left out."""
+    if isinstance(tables, dict):
+        return {k: set_keys(v) for k, v in tables.items() if v is not None}
+    return [set_keys(v) for v in tables] if isinstance(tables, list) else tables
 
 
 def load_raw(path: str | Path) -> dict:

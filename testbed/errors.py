@@ -1,4 +1,4 @@
-"""The kinds of error the `testbed` CLI turns into an exit code (testbed/cli.py `exit_code`).
+"""The kinds of error the `testbed` CLI turns into an exit code, and that mapping (`exit_code`).
 
 - `UserError`: a mistake of the user's (a file, an option, a store, a run name). One line on
   stderr naming the thing, the value and what is allowed; exit 2; nothing was written.
@@ -8,7 +8,7 @@
 
 Anything else is a bug of the testbed's and stays a traceback (exit 1), so that it is reported.
 Errors of the other rooms that are the user's too (a bad `[network]` key, a dataset file that is
-not there) are listed beside these in `testbed.cli.EXIT_CODES`: the rooms do not import testbed.
+not there) are listed beside these in `exit_codes()`: the rooms do not import testbed.
 """
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ import signal
 from typing import Any
 
 from lgc_schema import OptionError
+from nodes.errors import DatasetError, DatasetFileError
+from testbed.controls import ControlError
 
 
 class UserError(Exception):
@@ -69,3 +71,28 @@ def stop_on_sigterm() -> None:
 
 class ExperimentError(RuntimeError):
     """A run that cannot go on (bad combination of settings, a failed link, a bad gradient)."""
+
+
+def exit_codes() -> list[tuple[type, int]]:
+    """The one mapping from error type to exit code (first match wins). The user's mistakes
+    are exit 2; the other rooms' own user-error classes are listed here because they do not
+    import testbed (lgc_schema.OptionError: a bad key or value of any room, the link layer's and
+    the command line's included). Anything not listed is a bug: a traceback, exit 1."""
+    return [(Stopped, -1), (UserError, 2), (OptionError, 2), (DatasetError, 2),
+            (DatasetFileError, 2), (ControlError, 2), (RunFailed, 1)]
+
+
+def exit_code(err: BaseException) -> int | None:
+    """The exit code for `err`, or None when it is a bug (let the traceback through)."""
+    for cls, code in exit_codes():
+        if isinstance(err, cls):
+            return err.exit_code if code == -1 else code
+    if isinstance(err, KeyboardInterrupt):
+        return 130
+    return None
+
+
+def one_line(err: BaseException) -> str:
+    """An error as the one line the CLI and a sweep's progress print."""
+    text = " ".join(str(err).split())
+    return text or type(err).__name__

@@ -34,8 +34,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from testbed.errors import UserError, stop_on_sigterm
-from testbed.cli import exit_code
+from testbed.errors import UserError, exit_code, one_line, stop_on_sigterm
 from testbed.commands import run as run_cmd
 from testbed.distributed.launcher import RunSpec
 from testbed.distributed.lifeline import die_with_parent
@@ -83,13 +82,9 @@ def run_point(point: Point, store: str, quiet: bool = True) -> dict:
         code = exit_code(e)
         if code is None:
             raise
-        return {"status": "refused" if code == 2 else "failed", "line": _one_line(e)}
+        return {"status": "refused" if code == 2 else "failed", "line": one_line(e)}
     lines = out.getvalue().strip().splitlines()
     return {"status": "completed", "line": lines[-1] if lines else "completed"}
-
-
-def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split()) or type(err).__name__
 
 
 def resolve(runner: str) -> Callable:
@@ -474,7 +469,7 @@ class RayPool:
                 try:
                     result, blob = ray.get(ready[0])
                 except ray.exceptions.RayError as e:
-                    yield point, {"status": "failed", "line": f"its Ray task failed: {_one_line(e)}"}, None
+                    yield point, {"status": "failed", "line": f"its Ray task failed: {one_line(e)}"}, None
                     continue
                 path = None
                 if blob:
