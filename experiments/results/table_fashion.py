@@ -396,8 +396,10 @@ def main(argv=None) -> list[dict]:
         f"iterations) at or above {100 * protocol.target:.0f}% test accuracy, mean over the seeds "
         "(shown only when every seed reached it; 'reached' in the CSV): the cell's virtual "
         "seconds and the 8 workers' joules (radio and compute) up to it.",
-        "commit: the code that made the rows (+dirty: uncommitted changes; older code: not the "
-        "current commit; unrecorded: a run file from before commits were recorded).",
+        "commit: the code that made the rows (+dirty: uncommitted changes; older code: a file its "
+        "run imported (older run files: any file of the run's code) or its experiment file's "
+        "settings differ at the current commit, comments and docstrings aside; unrecorded: a run "
+        "file from before commits were recorded).",
     ]
     if args.config:   # the first note describes the base file; say what replaced part of it
         notes.insert(1, "Base file overridden for every run: " + ", ".join(args.config) + ".")
