@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -154,9 +155,12 @@ def test_a_sweep_stopped_after_two_points_runs_only_the_other_two_again(tmp_path
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and driver.poll() is None:
         if store.exists():
-            with Store(store, readonly=True) as s:
-                if len(s.runs()) >= 2:
-                    break
+            try:
+                with Store(store, readonly=True) as s:
+                    if len(s.runs()) >= 2:
+                        break
+            except sqlite3.OperationalError:   # the file is there, its tables not yet
+                pass
         time.sleep(0.1)
     driver.send_signal(signal.SIGINT)
     out, _ = driver.communicate(timeout=120)
