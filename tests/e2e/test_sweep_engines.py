@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -144,26 +143,21 @@ def test_a_ray_worker_killed_mid_run_is_retried_and_leaves_whole_rows(tmp_path):
 
 def test_a_sweep_stopped_after_two_points_runs_only_the_other_two_again(tmp_path, capsys):
     store = tmp_path / "s.db"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    # points 1 and 2 are 3 iterations, 3 and 4 are 2,000 (about 6 s each on an idle machine; at
-    # 300, about a second, a poll starved by a loaded machine missed the window): the stop, sent
-    # once 2 runs are in the store, lands in point 3
+    env = dict(os.environ, PYTHONUNBUFFERED="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    # points 1 and 2 are 3 iterations, 3 and 4 are 2,000 (about 6 s each on an idle machine):
+    # the stop, sent when the sweep reports its second point done, lands in point 3
     sets = [s for s in TINY if not s.startswith(("run.iterations", "run.eval_every"))] + ["run.eval_every=500"]
     args = sweep_args(store, "--jobs", "1", sets=sets, grid=["--grid", "run.iterations=3,2000", "--seeds", "0,1"])
     driver = subprocess.Popen([sys.executable, "-m", "testbed.cli", *args],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and driver.poll() is None:
-        if store.exists():
-            try:
-                with Store(store, readonly=True) as s:
-                    if len(s.runs()) >= 2:
-                        break
-            except sqlite3.OperationalError:   # the file is there, its tables not yet
-                pass
-        time.sleep(0.1)
-    driver.send_signal(signal.SIGINT)
-    out, _ = driver.communicate(timeout=120)
+    seen = []
+    for line in driver.stdout:   # the sweep's own progress lines, as a user sees them
+        seen.append(line)
+        if line.startswith("[2/4 done]"):
+            driver.send_signal(signal.SIGINT)
+            break
+    out = "".join(seen) + driver.communicate(timeout=120)[0]
     assert driver.returncode == 130, out
     first = membership(store)
     completed = {name for name, (_, _, status) in first.items() if status == "completed"}
