@@ -590,7 +590,9 @@ def test_no_difference_claims_give_the_interval_of_the_run_files():
         return f"{st.mean(d) - half:+.2f}", f"{st.mean(d) + half:+.2f}"
 
     expected = {interval("lgc_ps", "lgc_scaled"), interval("lgc_ps_paper", "lgc_scaled"),
-                interval("lgc_scaled_momentum", "lgc_scaled"), interval("lgc_ps", "fp32")}
+                interval("lgc_scaled_momentum", "lgc_scaled"), interval("lgc_ps", "fp32"),
+                interval("lgc_ps_nowarmup", "fp32"), interval("lgc_scaled_nowarmup", "fp32"),
+                interval("lgc_ps_nowarmup", "lgc_scaled_nowarmup")}
     written = set()
     for doc in (text(), (ROOT / "README.md").read_text(encoding="utf-8")):
         written |= set(re.findall(r"\[([+-]\d+\.\d\d), ([+-]\d+\.\d\d)\]", " ".join(doc.split())))
@@ -617,21 +619,26 @@ def test_the_momentum_variants_time_to_90_states_the_run_files():
 
 def test_the_plateau_grids_wall_time_states_the_run_files():
     """README and experiments/fashion_plateau.toml: minutes per run (wall_s), the run time of the
-    60 runs and the grid's span (from the first start, finished_utc - wall_s, to the last end)."""
+    runs and the grid's span (from the first start, finished_utc - wall_s, to the last end), for the
+    12 rows with DGC's warm-up and then the rows without it."""
     import datetime as dt
-    grid = {m for m in PLATEAU_LABELS.values() if not m.endswith("_nowarmup")}   # the 12 rows stated
-    runs = [r for m, by in plateau_runs().items() if m in grid for r in by.values()]
-    minutes = [r["wall_s"] / 60 for r in runs]
-    end = [dt.datetime.strptime(r["finished_utc"], "%Y-%m-%d %H:%M:%S") for r in runs]
-    start = min(e - dt.timedelta(seconds=r["wall_s"]) for e, r in zip(end, runs))
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    m = re.search(r"([\d.]+)-([\d.]+) minutes per run, the (\d+) runs in ([\d.]+) hours of run time, the whole "
-                  r"grid from (\d\d:\d\d) to (\d\d:\d\d) UTC \(([\d.]+) hours\)", readme)
-    assert m, "README states the plateau grid's measured wall time"
-    assert rounds_to(m[1], min(minutes)) and rounds_to(m[2], max(minutes)) and int(m[3]) == len(runs)
-    assert rounds_to(m[4], sum(minutes) / 60)
-    assert (m[5], m[6]) == (start.strftime("%H:%M"), max(end).strftime("%H:%M"))
-    assert rounds_to(m[7], (max(end) - start).total_seconds() / 3600)
+    stated = list(re.finditer(r"([\d.]+)-([\d.]+) minutes per run, the (\d+) runs in ([\d.]+) hours of run "
+                              r"time, the whole grid from (\d\d:\d\d) to (\d\d:\d\d) UTC \(([\d.]+) hours\)", readme))
+    assert len(stated) == 2, "README states both plateau grids' measured wall time"
+    for m, warmup in zip(stated, (True, False)):
+        grid = {x for x in PLATEAU_LABELS.values() if x.endswith("_nowarmup") != warmup}
+        runs = [r for k, by in plateau_runs().items() if k in grid for r in by.values()]
+        minutes = [r["wall_s"] / 60 for r in runs]
+        end = [dt.datetime.strptime(r["finished_utc"], "%Y-%m-%d %H:%M:%S") for r in runs]
+        start = min(e - dt.timedelta(seconds=r["wall_s"]) for e, r in zip(end, runs))
+        assert rounds_to(m[1], min(minutes)) and rounds_to(m[2], max(minutes)) and int(m[3]) == len(runs)
+        assert rounds_to(m[4], sum(minutes) / 60)
+        assert (m[5], m[6]) == (start.strftime("%H:%M"), max(end).strftime("%H:%M"))
+        assert rounds_to(m[7], (max(end) - start).total_seconds() / 3600)
+        if warmup:
+            grid_minutes = minutes
+    minutes = grid_minutes
     toml = " ".join(line.lstrip("# ") for line in (ROOT / "experiments" / "fashion_plateau.toml").read_text().splitlines())
     m = re.search(r"([\d.]+)-([\d.]+) minutes;", toml)
     assert m and rounds_to(m[1], min(minutes)) and rounds_to(m[2], max(minutes))
