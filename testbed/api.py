@@ -38,14 +38,14 @@ import numpy as np
 from channels.errors import DeliveryError
 from lgc_schema import OptionError
 from nodes.plugins import give
-from testbed.commands.export import write_csv
 from testbed import checkpoint
 from testbed.config import ConfigError, ExperimentConfig, config_from_raw, load_config, set_keys
 from testbed.errors import RunFailed, SetupError, UserError
-from testbed.distributed.launcher import RunSpec, launch_torchrun
+from testbed.distributed.launcher import launch_torchrun
+from testbed.runspec import RunSpec
 from testbed.progress import control_reporter, progress_printer, summary_line, unit_of
 from testbed.store import Store
-from testbed.summary import public_export
+from testbed.summary import public_export, write_csv
 
 TABLES = ("iterations", "evals", "nodes", "links", "events", "controls")
 

@@ -70,7 +70,7 @@ from typing import Any
 from collections.abc import Iterable
 
 from testbed.errors import UserError
-from testbed.distributed.lifeline import alive
+from testbed.lifeline import alive
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (

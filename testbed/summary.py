@@ -1,5 +1,6 @@
 """One run's headline figures, worded once for every view that prints them: the CLI's summary
-line and `testbed runs`, the dashboard's runs table and live message, and `testbed export`.
+line and `testbed runs`, the dashboard's runs table and live message, and `testbed export`
+(whose CSV layout, `write_csv`, the Python API's `Run.to_csv` shares).
 
 - Bytes on the wire: every bit the run's iterations sent, up and down (the store's
   `runs.total_bits`, the sum of its iteration rows), in megabytes (10^6 bytes), three decimals.
@@ -11,7 +12,9 @@ line and `testbed runs`, the dashboard's runs table and live message, and `testb
 """
 from __future__ import annotations
 
+import csv
 import json
+from pathlib import Path
 
 # What one iteration of the store is in a federated run (testbed/federated.py), by its mode
 ITERATION_UNITS = {"sync": "round", "fedbuff": "server step"}
@@ -101,3 +104,30 @@ def summary_text(s: dict) -> str:
     return (f"{plural(s['iterations'], s['unit'])}, test accuracy final {percent(s['final_accuracy'])} "
             f"(best {percent(s['best_accuracy'])}), virtual time {s['virtual_time_s']:.2f} s, "
             f"{s['megabytes']} on the wire")
+
+
+CSV_TABLES = ("iterations", "evals", "nodes", "links", "events")
+
+
+def csv_paths(out: Path) -> dict[str, Path]:
+    """Where each table goes: `out` a folder -> out/TABLE.csv; `out` named *.csv -> that file
+    for the iterations and STEM.TABLE.csv beside it for the others."""
+    if out.suffix.lower() != ".csv":
+        return {t: out / f"{t}.csv" for t in CSV_TABLES}
+    return {t: out if t == "iterations" else out.with_name(f"{out.stem}.{t}.csv") for t in CSV_TABLES}
+
+
+def write_csv(data: dict, out: Path) -> list[Path]:
+    written = []
+    for table, path in csv_paths(out).items():
+        rows = data[table]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="") as f:
+            if rows:
+                w = csv.DictWriter(f, fieldnames=list(rows[0]))
+                w.writeheader()
+                for r in rows:
+                    w.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v
+                                for k, v in r.items()})
+        written.append(path)
+    return written

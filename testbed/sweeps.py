@@ -5,7 +5,7 @@ store of its own; this process, the one writer of the sweep's store, copies each
 point ends.
 
 - `run_point` is the one place a point is run: the entry `testbed run` uses
-  (`testbed.commands.run.run` with a `RunSpec`), into the store it is given.
+  (`testbed.api.run_spec` with a `RunSpec`), into the store it is given.
 - A sweep is identified by `sweep_key` (its file's content, grid, overrides and seeds), recorded
   in the store with its members: running the same sweep again skips the points that completed
   and runs the failed, stopped and missing ones again.
@@ -35,9 +35,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from testbed.errors import UserError, exit_code, one_line, stop_on_sigterm
-from testbed.commands import run as run_cmd
-from testbed.distributed.launcher import RunSpec
-from testbed.distributed.lifeline import die_with_parent
+from testbed import api
+from testbed.runspec import RunSpec
+from testbed.lifeline import die_with_parent
 from testbed.progress import summary_line
 from testbed.store import Store
 
@@ -71,12 +71,12 @@ def sweep_key(file: str, grid: list[tuple[str, list[str]]], overrides: list[str]
 
 
 def run_point(point: Point, store: str, quiet: bool = True) -> dict:
-    """Run `point` into the store at `store` through `testbed run`'s entry; never raises for a
+    """Run `point` into the store at `store` through `testbed run`'s entry (testbed.api.run_spec); never raises for a
     run that fails or is refused. {"status": completed | failed | refused, "line": one line}."""
     out = io.StringIO()
     try:
         with contextlib.redirect_stdout(out):   # its summary names the point's store: ours says it
-            run_cmd.run(RunSpec(store=store, file=point.file, name=point.name,
+            api.run_spec(RunSpec(store=store, file=point.file, name=point.name,
                                 overrides=tuple(point.overrides), quiet=quiet))
     except Exception as e:  # what the CLI turns into exit 1 or 2; anything else is a bug
         code = exit_code(e)

@@ -51,8 +51,8 @@ LAZY = {
     # plotly and a headless Chromium: only `make validate-ns3 FIGURE=...` draws the walk
     ("validation/ns3/walk.py", "plotly"): "plotly: only the figure",
     ("validation/ns3/walk.py", "dashboards.export"): "plotly, Chromium: only the figure",
-    ("testbed/cli.py", "dashboards.app"): "dash: only `testbed dashboard` serves it",
-    ("testbed/cli.py", "dashboards.export"): "plotly: only `testbed export --format html|png`",
+    ("testbed/commands/dashboard.py", "dashboards.app"): "dash: only `testbed dashboard` serves it",
+    ("testbed/commands/export.py", "dashboards.export"): "plotly: only `testbed export --format html|png`",
     ("testbed/commands/methods.py", "nodes.compression.registry"):
         "torch: the methods' modules; the parser registers `methods` without them",
     ("nodes/data.py", "sklearn"): "3 s to import; only the digits and synthetic datasets use it",
@@ -76,6 +76,27 @@ LAZY = {
     ("testbed/tensorboard_export.py", "torch"):
         "torch.utils.tensorboard needs the optional tensorboard package: one line names it if missing",
 }
+
+
+# testbed's rooms, top first: a module imports only from its own room or the rooms below it
+# (nodes, channels and lgc_schema lie below them all). The first room whose names match a module
+# (the name itself or a package prefix) holds it.
+ROOMS = (
+    ("entry", ("testbed.cli", "testbed.commands", "testbed.launch", "testbed.sweeps")),
+    ("python api", ("testbed.api",)),
+    ("torchrun", ("testbed.distributed",)),
+    ("experiment", ("testbed.experiment",)),
+    ("drivers", ("testbed.data_parallel", "testbed.federated", "testbed.flower")),
+    ("run", ("testbed.loop", "testbed.rounds", "testbed.setup", "testbed.checkpoint",
+             "testbed.steering", "testbed.energy_accounting", "testbed.threads")),
+    ("emulation and store", ("testbed",)),
+)
+
+
+def room_of(module: str) -> int:
+    """The index of `module`'s room in ROOMS (0 is the top)."""
+    return next(i for i, (_, names) in enumerate(ROOMS)
+                if any(module == n or module.startswith(n + ".") for n in names))
 
 
 @dataclass(frozen=True)
@@ -165,6 +186,15 @@ def test_no_import_cycle_counting_function_level_imports(graph):
             cycles.append(" -> ".join(f"{u} ({g.edges[u, v]['where']})" for u, v in edges)
                           + f" -> {edges[0][0]}")
     assert not cycles, "import cycles (each arrow at the file:line that imports):\n" + "\n".join(cycles)
+
+
+def test_testbed_imports_run_one_way_down_its_rooms(graph):
+    mods, imports = graph
+    up = [f"{i.where}: {i.source} ({ROOMS[room_of(i.source)][0]}) imports {i.target} "
+          f"({ROOMS[room_of(i.target)][0]})"
+          for i in imports if i.source.startswith("testbed") and i.target.startswith("testbed")
+          and i.target in mods and room_of(i.target) < room_of(i.source)]
+    assert not up, "imports running back up testbed's rooms:\n" + "\n".join(up)
 
 
 def lazy_key(i: Import) -> tuple[str, str]:

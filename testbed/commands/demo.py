@@ -11,7 +11,7 @@ from lgc_schema import OptionError
 from testbed.commands import add_store_arg, check_listen, listen_error
 from testbed.commands import run as run_cmd
 from testbed.errors import RunFailed
-from testbed.distributed.launcher import RunSpec
+from testbed.runspec import RunSpec
 from testbed.store import Store
 
 

@@ -1,15 +1,13 @@
 """`testbed export RUN --format csv|json|html|png|tensorboard`: a run's rows for other tools."""
 from __future__ import annotations
 
-import csv
 import json
 import sys
 from pathlib import Path
 
-from testbed.cli import export_figures
 from testbed.commands import add_store_arg, open_store
 from testbed.errors import UserError
-from testbed.summary import public_export
+from testbed.summary import public_export, write_csv
 from testbed.tensorboard_export import write_tensorboard
 
 
@@ -26,31 +24,13 @@ def register(sub) -> None:
     p.set_defaults(func=main)
 
 
-CSV_TABLES = ("iterations", "evals", "nodes", "links", "events")
+# dashboards/ is reached only from the `dashboard` and `export` commands, and only when used
+def export_figures(store, run_ref, path, fmt: str):
+    """Write a run's dashboard figures as `fmt` ("html" or "png") to `path`."""
+    from dashboards import export
 
-
-def csv_paths(out: Path) -> dict[str, Path]:
-    """Where each table goes: `out` a folder -> out/TABLE.csv; `out` named *.csv -> that file
-    for the iterations and STEM.TABLE.csv beside it for the others."""
-    if out.suffix.lower() != ".csv":
-        return {t: out / f"{t}.csv" for t in CSV_TABLES}
-    return {t: out if t == "iterations" else out.with_name(f"{out.stem}.{t}.csv") for t in CSV_TABLES}
-
-
-def write_csv(data: dict, out: Path) -> list[Path]:
-    written = []
-    for table, path in csv_paths(out).items():
-        rows = data[table]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", newline="") as f:
-            if rows:
-                w = csv.DictWriter(f, fieldnames=list(rows[0]))
-                w.writeheader()
-                for r in rows:
-                    w.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v
-                                for k, v in r.items()})
-        written.append(path)
-    return written
+    writer = {"html": export.export_html, "png": export.export_png}[fmt]
+    return writer(store, run_ref, path)
 
 
 def main(args) -> int:

@@ -13,7 +13,8 @@ from testbed.commands import add_store_arg, open_store
 from testbed.api import build_experiment, run_experiment
 from testbed.config import config_from_stored
 from testbed.errors import UserError
-from testbed.distributed.launcher import RunSpec, launch_torchrun
+from testbed.distributed.launcher import launch_torchrun
+from testbed.runspec import RunSpec
 
 
 class ResumeError(UserError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from testbed import api
 from testbed.commands import add_store_arg
-from testbed.distributed.launcher import RunSpec
+from testbed.runspec import RunSpec
 
 
 def register(sub) -> None:

@@ -28,7 +28,7 @@ from testbed.errors import ConfigError
 from testbed.errors import ExperimentError
 from testbed.distributed.rank import rank_experiment
 from testbed.distributed.launcher import LAUNCHER_PID_ENV, REPORT_DIR_ENV, STOP_FILE, TIMEOUT_ENV
-from testbed.distributed.lifeline import alive, die_with_parent, watch
+from testbed.lifeline import alive, die_with_parent, watch
 from testbed.progress import progress_printer, summary_line, unit_of
 from testbed.store import Store
 

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
@@ -27,7 +26,8 @@ from tqdm import tqdm
 from lgc_schema import OptionError
 from testbed import checkpoint
 from testbed.errors import RunFailed, SetupError
-from testbed.distributed.lifeline import die_with_parent
+from testbed.lifeline import die_with_parent
+from testbed.runspec import RunSpec
 from testbed.store import Store
 
 REPORT_DIR_ENV = "TESTBED_LAUNCH_REPORT_DIR"
@@ -35,20 +35,6 @@ LAUNCHER_PID_ENV = "TESTBED_LAUNCHER_PID"
 STOP_FILE = "stop"        # in the report folder: the launcher was told to stop (not a failure)
 TIMEOUT_ENV = "TESTBED_DIST_TIMEOUT"
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """One run as a command asks for it (`testbed run`, `resume`, `sweep`): what the
-    in-process run and `launch_torchrun` need, and nothing of argparse."""
-    store: str
-    file: str | None = None             # None when resuming
-    overrides: tuple[str, ...] = ()     # KEY=VALUE
-    name: str | None = None             # the run's name (else [run] name or the file's stem)
-    launcher: str = "local"             # "local" | "torchrun"
-    nproc: int | None = None            # torchrun processes (None: the file's workers)
-    quiet: bool = False                 # no progress bar
-    resume: int | None = None           # continue this run id from its checkpoints
 
 
 def count_workers(cfg) -> int:
@@ -122,7 +108,7 @@ def launch_torchrun(spec: RunSpec, cfg) -> int:
 
     torchrun's and the ranks' output go to a log file beside the store (its path is printed);
     the terminal gets a progress bar read from the store and, at the end, one line. torchrun
-    dies with this process (PR_SET_PDEATHSIG) and its ranks with it (testbed.distributed.lifeline)."""
+    dies with this process (PR_SET_PDEATHSIG) and its ranks with it (testbed.lifeline)."""
     try:
         workers = count_workers(cfg)
     except ValueError as e:  # a network the validator let through but the topology refuses
