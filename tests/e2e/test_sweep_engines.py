@@ -149,8 +149,11 @@ def test_a_sweep_stopped_after_two_points_runs_only_the_other_two_again(tmp_path
     # the stop, sent when the sweep reports its second point done, lands in point 3
     sets = [s for s in TINY if not s.startswith(("run.iterations", "run.eval_every"))] + ["run.eval_every=500"]
     args = sweep_args(store, "--jobs", "1", sets=sets, grid=["--grid", "run.iterations=3,2000", "--seeds", "0,1"])
+    # Ctrl-C's signal as at a terminal: a job started in the background (`make test &`, a CI
+    # runner) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler
     driver = subprocess.Popen([sys.executable, "-m", "testbed.cli", *args],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = []
     for line in driver.stdout:   # the sweep's own progress lines, as a user sees them
         seen.append(line)
