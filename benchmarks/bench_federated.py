@@ -81,11 +81,11 @@ def _measure(method: str, rounds: int, folder: Path):
         t, c0 = time.perf_counter(), time.process_time()
         # 50 clients drawn as a round draws them (shard sizes differ: 1 or 2 images)
         for client in sample_clients(np.random.default_rng([1, p.iteration]), range(CLIENTS), PER_ROUND):
-            sampler = ShardSampler(exp.clients.shards[client], exp.cfg.data.batch_size, client)
-            local_train(exp.model, exp.weights, sampler, exp.data.train_x, exp.data.train_y,
+            sampler = ShardSampler(exp.driver.clients.shards[client], exp.cfg.data.batch_size, client)
+            local_train(exp.driver.model, exp.driver.weights, sampler, exp.training.data.train_x, exp.training.data.train_y,
                         LOCAL_STEPS, 0.05)
         rows.append((wall, cpu, time.perf_counter() - t, time.process_time() - c0))
-        assign(exp.model, exp.weights)
+        assign(exp.driver.model, exp.driver.weights)
         begun[:] = [time.perf_counter(), time.process_time()]
 
     exp.progress = after_round
@@ -101,12 +101,12 @@ def run(quick: bool = True) -> list[dict]:
         for method in ("none", "topk"):
             timed, exp = _measure(method, rounds, Path(d))
             wall, cpu, alone, alone_cpu = (statistics.median(col) for col in zip(*timed))
-            per_client = exp.memory.nbytes() / max(1, len(exp.memory.kept))
+            per_client = exp.driver.memory.nbytes() / max(1, len(exp.driver.memory.kept))
             rows.append({"method": method, "round_s": wall, "alone_s": alone,
                          "ratio": wall / alone, "round_cpu_s": cpu, "alone_cpu_s": alone_cpu,
                          "cpu_ratio": cpu / alone_cpu,
-                         "memory_clients": len(exp.memory.kept),
-                         "memory_mb": exp.memory.nbytes() / 2**20,
+                         "memory_clients": len(exp.driver.memory.kept),
+                         "memory_mb": exp.driver.memory.nbytes() / 2**20,
                          "memory_all_mb": per_client * CLIENTS / 2**20,
                          "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
     return rows

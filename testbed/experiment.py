@@ -3,13 +3,16 @@
 `Experiment(cfg, store)` builds the world from `[network]` + `[run]` (testbed/setup.py), the
 training parts on top, the driver (testbed/data_parallel.py, or testbed/federated.py with
 `[federated]`) and the loop (testbed/loop.py), and runs it: `start()`, `run()`, `resume(run_id,
-state)`, `run_id`, `iterations`, `progress`. A torchrun rank passes its rank-specific parts in
-(`rank`: testbed/distributed/rank.py): the null store, the gradients from the ranks, the rank-0
-link, the replica check, rank 0's evaluation and stop decision, its own checkpoint file.
+state)`, `run_id`, `iterations`, `progress`. Its parts are `world`, `training`, `driver` and
+`loop`. Where the run's processes are is its placement: `LocalPlacement` (every worker in this
+process) or a torchrun rank (testbed/distributed/rank.py's `Rank`: the null store, the
+gradients from the ranks, the rank-0 link, the replica check, rank 0's evaluation and stop
+decision, its own checkpoint file); both answer `Placement`'s calls.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from nodes.compression.transport import Transport
 from testbed import checkpoint
@@ -21,7 +24,66 @@ from testbed.setup import Training, World, build_training, build_world
 from testbed.threads import DEFAULT_THREADS, apply_threads
 from testbed.transport import Timer
 
-__all__ = ["DEFAULT_THREADS", "Experiment", "ExperimentError", "Progress", "apply_threads"]
+__all__ = ["DEFAULT_THREADS", "Experiment", "ExperimentError", "LocalPlacement", "Placement",
+           "Progress", "apply_threads"]
+
+
+class Placement(Protocol):
+    """Where a run's workers compute and who decides: what `Experiment` asks of it."""
+    checkpoints: bool                     # whether the run writes checkpoints
+
+    def store_for(self, store): ...                        # the store this process writes
+    def transport(self, world) -> Transport: ...           # the phases' carrier
+    def gradients(self, world, training) -> GradientSource | None: ...  # None: the worker pool
+    def client_memories(self, world) -> Any: ...           # federated error memories (None: local)
+    def prepare(self, exp: Experiment) -> None: ...        # checks once the parts are built
+    def stop_decision(self, local): ...                    # the loop's should_stop
+    def evaluation(self, driver): ...                      # the loop's evaluate (None: the driver's)
+    def checkpoint_path(self, run_id: int): ...            # where this process checkpoints
+    def started(self, exp: Experiment) -> int: ...         # after the run's start: its id
+    def resuming(self, run_id: int, state: dict) -> None: ...  # checks before a resume
+    # and three that may be None (the driver's and loop's own behaviour): `check_replica(it,
+    # agg)`, `train_clients(driver, slots, clients, it)`, `eval_metrics()`
+
+
+class LocalPlacement:
+    """Every worker in this process: the store, the emulated network and the loop's own
+    decisions as they are."""
+    checkpoints = True
+    check_replica = train_clients = eval_metrics = None
+
+    store = None
+
+    def store_for(self, store):
+        self.store = store
+        return store
+
+    def transport(self, world) -> Transport:
+        return world.emulated_transport()
+
+    def gradients(self, world, training) -> None:
+        return None
+
+    def client_memories(self, world) -> None:
+        return None
+
+    def prepare(self, exp: Experiment) -> None:
+        pass
+
+    def stop_decision(self, local):
+        return local
+
+    def evaluation(self, driver) -> None:
+        return None
+
+    def checkpoint_path(self, run_id: int):
+        return checkpoint.path_for(self.store.path, run_id)
+
+    def started(self, exp: Experiment) -> int:
+        return exp.world.run_id
+
+    def resuming(self, run_id: int, state: dict) -> None:
+        pass
 
 
 class Experiment:
@@ -31,40 +93,33 @@ class Experiment:
                  should_stop: Callable[[], bool] | None = None,
                  gradients: Callable[[World, Training], GradientSource] | None = None,
                  transport: Callable[[World], Transport] | None = None,
-                 timer: Timer | None = None, rank=None):
+                 timer: Timer | None = None, placement: Placement | None = None):
         """`gradients` / `transport`: factories called with the set-up world (and training
-        parts) (default: every worker in this process / the emulated network); `timer(what,
-        wall_s, iteration)` receives the wall seconds of compute, compression, emulation and
-        eval (the harness); `rank`: a torchrun rank's parts (testbed/distributed/rank.py)."""
-        self.cfg, self.rank = cfg, rank
+        parts) (default: the placement's: every worker in this process / the emulated network);
+        `timer(what, wall_s, iteration)` receives the wall seconds of compute, compression,
+        emulation and eval (the harness); `placement`: where the workers are (default
+        `LocalPlacement`; a torchrun rank: testbed/distributed/rank.py's `Rank`)."""
+        self.cfg = cfg
+        self.placement = place = placement if placement is not None else LocalPlacement()
+        self.store = store = place.store_for(store)
         federated = cfg.federated is not None
-        if rank is not None:
-            store = rank.store_for(store)
-            transport = transport or rank.transport
-        self.store = store
         self.world = world = build_world(cfg, store, traced=client_names(cfg) if federated else None,
                                          timer=timer)
         self.training = training = build_training(cfg, world)
-        made = transport(world) if transport else world.emulated_transport()
-        check = rank.check_replica if rank is not None else None
+        made = transport(world) if transport else place.transport(world)
         if federated:
-            self.driver = FederatedDriver(
-                world, training, transport=made, check=check,
-                train_clients=rank.train_clients if rank is not None else None,
-                memory=rank.client_memories(world) if rank is not None else None)
+            self.driver = FederatedDriver(world, training, transport=made, check=place.check_replica,
+                                          train_clients=place.train_clients,
+                                          memory=place.client_memories(world))
         else:
-            if gradients is None and rank is not None:
-                gradients = rank.gradients
             self.driver = DataParallelDriver(
-                world, training, transport=made, check=check,
-                gradients=gradients(world, training) if gradients else None)
-        if rank is not None:
-            rank.prepare(self)
+                world, training, transport=made, check=place.check_replica,
+                gradients=gradients(world, training) if gradients else place.gradients(world, training))
+        place.prepare(self)
         self.loop = Loop(world, self.driver, progress=progress, timer=timer,
-                         should_stop=rank.stop_decision(should_stop) if rank is not None else should_stop,
-                         evaluate=rank.evaluation(self.driver) if rank is not None else None,
-                         eval_metrics=rank.eval_metrics if rank is not None else None,
-                         checkpoint_path=self.checkpoint_path if self.checkpoints else None)
+                         should_stop=place.stop_decision(should_stop),
+                         evaluate=place.evaluation(self.driver), eval_metrics=place.eval_metrics,
+                         checkpoint_path=place.checkpoint_path if place.checkpoints else None)
 
     # ------------------------------------------------------------------ what callers use
     @property
@@ -90,23 +145,19 @@ class Experiment:
     @should_stop.setter
     def should_stop(self, fn) -> None:
         """Asked before every round; under torchrun rank 0 decides for every rank."""
-        self.loop.should_stop = self.rank.stop_decision(fn) if self.rank is not None else fn
+        self.loop.should_stop = self.placement.stop_decision(fn)
 
     @property
     def checkpoints(self) -> bool:
         """Whether the run writes checkpoints (`run.checkpoint_every`, `testbed resume`)."""
-        return self.rank is None or self.rank.checkpoints
+        return self.placement.checkpoints
 
     def checkpoint_path(self, run_id: int):
-        if self.rank is not None:
-            return self.rank.checkpoint_path(run_id)
-        return checkpoint.path_for(self.store.path, run_id)
+        return self.placement.checkpoint_path(run_id)
 
     def start(self) -> int:
-        run_id = self.loop.start()
-        if self.rank is not None:
-            run_id = self.rank.started(self)
-        return run_id
+        self.loop.start()
+        return self.placement.started(self)
 
     def run(self) -> int:
         if self.world.run_id is None:
@@ -115,18 +166,5 @@ class Experiment:
 
     def resume(self, run_id: int, state: dict) -> None:
         """Continue run `run_id` of the store after the checkpoint `state`."""
-        if self.rank is not None:
-            self.rank.resuming(run_id, state)
+        self.placement.resuming(run_id, state)
         self.loop.resume(run_id, state)
-
-    def __getattr__(self, name: str):
-        """The run's parts by name, for tools and tests that look inside (the driver's, then
-        the world's, then the training parts'): `exp.model`, `exp.scheme`, `exp.clock`..."""
-        if name.startswith("__") or name in ("world", "driver", "training", "loop"):
-            raise AttributeError(name)
-        for part in ("driver", "world", "training"):
-            obj = self.__dict__.get(part)
-            if obj is not None and hasattr(obj, name):
-                return getattr(obj, name)
-        raise AttributeError(f"{type(self).__name__} has no {name!r}")
-

@@ -238,3 +238,12 @@ def test_each_lazy_import_exists_and_keeps_a_heavy_package_away(graph):
     stale = [f"{f} {m}: not imported in a function there" for f, m in LAZY if (f, m) not in used]
     stale += [f"{f} {m}: loads none of {HEAVY}" for f, m in LAZY if not loads(m)]
     assert not stale, "LAZY entries to delete (and their imports to move to the top):\n" + "\n".join(stale)
+
+
+def test_no_module_of_testbed_forwards_names_it_does_not_declare():
+    """A part is reached by its declared name (`exp.driver.model`), never looked up by
+    `__getattr__` in whatever object happens to have it."""
+    found = [f"{p.relative_to(ROOT)}:{n.lineno}" for p in sorted((ROOT / "testbed").rglob("*.py"))
+             for n in ast.walk(ast.parse(p.read_text()))
+             if isinstance(n, ast.FunctionDef) and n.name == "__getattr__"]
+    assert not found, "__getattr__ in testbed/: " + ", ".join(found)

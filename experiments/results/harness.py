@@ -172,7 +172,7 @@ def execute(spec: RunSpec, store_path: str | None = None) -> RunResult:
             result.status, result.note = "n/a", str(e)
             return result
         result.setup_s = time.perf_counter() - t0
-        result.device = str(exp.device)
+        result.device = str(exp.world.device)
         for name in timers.total:         # setup's own store writes do not count
             timers.total[name] = 0.0
         t1 = time.perf_counter()

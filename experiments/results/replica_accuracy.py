@@ -26,16 +26,16 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     exp = Experiment(load_config(args.file, args.sets), Store(":memory:"))
     state = checkpoint.load(args.checkpoint)
-    exp.load_state_dict(state)
-    theta = torch.cat([p.detach().reshape(-1) for p in exp.model.parameters()])
-    shapes = [p.shape for p in exp.model.parameters()]
+    exp.driver.load_state_dict(state)
+    theta = torch.cat([p.detach().reshape(-1) for p in exp.training.model.parameters()])
+    shapes = [p.shape for p in exp.training.model.parameters()]
     print(f"after iteration {state['iteration']}: model L2 norm {float(theta.norm()):.4f}")
-    print(f"server   test accuracy {exp.evaluate()[1]:.4%}")
-    for w, name in enumerate(exp.workers):
-        d = exp.replicas.drift.get(w)
-        acc = exp.evaluate()[1] if d is None else evaluate(
-            exp.model, exp.data.test_x, exp.data.test_y, params=unflatten(theta + d, shapes))[1]
-        print(f"{name:<8} test accuracy {acc:.4%}  drift {exp.replicas.norm(w):.4f}")
+    print(f"server   test accuracy {exp.driver.evaluate()[1]:.4%}")
+    for w, name in enumerate(exp.world.workers):
+        d = exp.driver.replicas.drift.get(w)
+        acc = exp.driver.evaluate()[1] if d is None else evaluate(
+            exp.training.model, exp.training.data.test_x, exp.training.data.test_y, params=unflatten(theta + d, shapes))[1]
+        print(f"{name:<8} test accuracy {acc:.4%}  drift {exp.driver.replicas.norm(w):.4f}")
 
 
 if __name__ == "__main__":

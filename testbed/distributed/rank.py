@@ -62,7 +62,8 @@ def aggregate_checksum(agg: torch.Tensor) -> list[int]:
 
 
 class Rank:
-    """One rank's parts of a torchrun run of `cfg` (data-parallel: rank r is worker r;
+    """One rank's parts of a torchrun run of `cfg`, the Experiment's placement
+    (testbed/experiment.py's `Placement`) (data-parallel: rank r is worker r;
     federated: rank r runs the slots k of each exchange with k mod ranks = r)."""
 
     def __init__(self, cfg, comm: Comm, *, check_replicas: bool = True, store_path: str | None = None):
@@ -201,4 +202,4 @@ class Rank:
 
 def rank_experiment(cfg, store, comm: Comm, **kwargs):
     """The Experiment a torchrun rank runs for `cfg` (`kwargs`: `Rank`'s)."""
-    return Experiment(cfg, store, rank=Rank(cfg, comm, **kwargs))
+    return Experiment(cfg, store, placement=Rank(cfg, comm, **kwargs))

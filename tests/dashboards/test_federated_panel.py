@@ -112,7 +112,7 @@ def test_the_staleness_histogram_counts_each_update_as_the_buffer_order_gives_it
            "concurrency = 3\nbuffer_size = 2\ndownload_model = false")
     exp, store = start(make(tmp_path, fed, iterations=5), tmp_path)
     exp.run()
-    w = exp.workers
+    w = exp.driver.workers
     by_hand = [{w[0]: 0, w[1]: 0}, {w[2]: 1, w[0]: 0}, {w[1]: 1, w[0]: 0}, {w[2]: 1, w[0]: 0},
                {w[1]: 1, w[0]: 0}]
     nodes = store.node_iterations(exp.run_id)

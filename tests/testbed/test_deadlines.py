@@ -68,9 +68,9 @@ def test_a_deadline_leaves_the_straggler_out(tmp_path):
     then the propagation delay)."""
     nodes = f'[network.nodes.w3]\ncompute_speed = {SLOW}'
     probe = Experiment(load_config(experiment_file(tmp_path, nodes=nodes)), Store(tmp_path / "p.db"))
-    fast = probe.step_flops / 20e9
-    n = sum(p.numel() for p in probe.model.parameters())
-    up = codec.encode_dense(torch.zeros(n), payload_bytes=probe.payload_bytes, dtype="f32").sizes
+    fast = probe.driver.step_flops / 20e9
+    n = sum(p.numel() for p in probe.driver.model.parameters())
+    up = codec.encode_dense(torch.zeros(n), payload_bytes=probe.driver.payload_bytes, dtype="f32").sizes
     fast_done = fast + wire_seconds(up)          # when w0..w2's updates are all at the server
     slow = fast / SLOW
     deadline = (fast_done + slow) / 2
@@ -101,9 +101,9 @@ def test_an_update_still_on_the_air_at_the_deadline_is_left_out_but_its_bits_cou
     deadline. It is left out, its bits were sent, and the uplink closes at the deadline."""
     nodes = '[[network.links]]\nsrc = "w3"\ndst = "server"\nbandwidth_mbps = 1.0'
     probe = Experiment(load_config(experiment_file(tmp_path, nodes=nodes)), Store(tmp_path / "p.db"))
-    fast = probe.step_flops / 20e9
-    n = sum(p.numel() for p in probe.model.parameters())
-    up = codec.encode_dense(torch.zeros(n), payload_bytes=probe.payload_bytes, dtype="f32").sizes
+    fast = probe.driver.step_flops / 20e9
+    n = sum(p.numel() for p in probe.driver.model.parameters())
+    up = codec.encode_dense(torch.zeros(n), payload_bytes=probe.driver.payload_bytes, dtype="f32").sizes
     deadline = fast + 2 * wire_seconds(up)       # w0..w2 in time; w3 needs 10x their wire time
     rec = Recorder(experiment_file(tmp_path, nodes=nodes, run=f"deadline_s = {deadline!r}",
                                    iterations=1), tmp_path / "s.db")
@@ -123,18 +123,18 @@ def test_a_left_out_worker_keeps_its_whole_compensated_gradient(tmp_path, method
     both equal the clipped gradient); the others kept only what they did not send."""
     nodes = f'[network.nodes.w3]\ncompute_speed = {SLOW}'
     probe = Experiment(load_config(experiment_file(tmp_path, nodes=nodes)), Store(tmp_path / "p.db"))
-    fast = probe.step_flops / 20e9
-    n = sum(p.numel() for p in probe.model.parameters())
-    dense = codec.encode_dense(torch.zeros(n), payload_bytes=probe.payload_bytes, dtype="f32").sizes
+    fast = probe.driver.step_flops / 20e9
+    n = sum(p.numel() for p in probe.driver.model.parameters())
+    dense = codec.encode_dense(torch.zeros(n), payload_bytes=probe.driver.payload_bytes, dtype="f32").sizes
     deadline = fast + wire_seconds(dense)  # w0..w2's sparse messages (< dense) are in time
     assert deadline < fast / SLOW          # w3 is still computing
     rec = Recorder(experiment_file(tmp_path, method=method, options=options, nodes=nodes, iterations=1,
                                    run=f"deadline_s = {deadline!r}"), tmp_path / "s.db")
     assert [r["left_out"] for r in rec.nodes()[0].values()] == [None, None, None, "deadline"]
-    (memory,) = memories(rec.exp.scheme)
+    (memory,) = memories(rec.exp.driver.scheme)
     g = [x.reshape(-1).float() for x in rec.grads[0]]
     if method == "dgc":
-        g = [rec.exp.scheme.clip(x) for x in g]
+        g = [rec.exp.driver.scheme.clip(x) for x in g]
         torch.testing.assert_close(memory.u[3], g[3], rtol=0, atol=0)
     torch.testing.assert_close(memory.residuals[3], g[3], rtol=0, atol=0)
     for w in range(3):  # the others sent their top coordinates and kept the rest
@@ -210,10 +210,10 @@ def test_an_away_worker_keeps_its_error_memory_untouched(tmp_path):
     path = experiment_file(tmp_path, method="topk", options="ratio = 0.05", iterations=1)
     first = Recorder(path, tmp_path / "a.db")
     t1 = first.iterations()[0]["virtual_time_s"]
-    (mem0,) = memories(first.exp.scheme)
+    (mem0,) = memories(first.exp.driver.scheme)
     trace = trace_file(tmp_path, {"w1": {"available": [[0, t1], [1e9, None]]}})
     rec = Recorder(path, tmp_path / "b.db", [f"run.device_trace={trace}", "run.iterations=3"])
-    (mem,) = memories(rec.exp.scheme)
+    (mem,) = memories(rec.exp.driver.scheme)
     assert [rec.nodes()[it]["w1"]["left_out"] for it in range(3)] == [None, "unavailable", "unavailable"]
     torch.testing.assert_close(mem.residuals[1], mem0.residuals[1], rtol=0, atol=0)
     assert not torch.equal(mem.residuals[0], mem0.residuals[0])  # the others went on
@@ -233,7 +233,7 @@ def test_speeds_from_the_trace_set_compute_time(tmp_path):
     trace = trace_file(tmp_path, {"w2": {"speed": [[0, 0.5], [switch, 2.0]]},
                                   "w0": {"speed": [[0, 0.25]]}})
     rec = Recorder(path, tmp_path / "b.db", [f"run.device_trace={trace}"])
-    flops = rec.exp.step_flops
+    flops = rec.exp.driver.step_flops
     starts = [0.0] + [r["virtual_time_s"] for r in rec.iterations()]
     for it in range(6):
         w2 = 0.5 if starts[it] < switch else 2.0

@@ -171,7 +171,7 @@ def test_resume_restores_moving_nodes_and_their_energy_exactly(tiny_experiment, 
     assert len(set(snr["w0"])) > 3          # w0's SNR changes as it walks
     last = exp.iterations - 1
     start = ref["iterations"][last - 1]["virtual_time_s"]
-    mob = exp.graph.graph["mobility"]
+    mob = exp.world.graph.graph["mobility"]
     pos = {n["id"]: n["pos"] for n in graph["nodes"]}
     assert pos["w1"] == pytest.approx(mob.position("w1", start)[0].tolist())
     got = killed_and_resumed(path, sets, tmp_path, capsys)

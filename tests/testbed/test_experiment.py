@@ -48,8 +48,8 @@ def test_uplink_time_matches_the_hand_computed_transfer_time(tiny_experiment, tm
     uplink phase lasts packets x (payload + header) x 8 / bandwidth + delay."""
     path = tiny_experiment(method="none", compression="", iterations=2, bandwidth=8.0, delay=3.0)
     store, rid, exp = run_file(path, tmp_path / "s.db")
-    numel = sum(p.numel() for p in exp.model.parameters())
-    payload, header = exp.payload_bytes, exp.cfg.network["link"]["header_bytes"]
+    numel = sum(p.numel() for p in exp.driver.model.parameters())
+    payload, header = exp.driver.payload_bytes, exp.cfg.network["link"]["header_bytes"]
     row = store.iterations(rid)[0]
     # Read back the real message sizes the scheme produced and time them by hand.
     nbytes = row["bits_up"] // 8 // 2
@@ -57,7 +57,7 @@ def test_uplink_time_matches_the_hand_computed_transfer_time(tiny_experiment, tm
     assert nbytes >= 4 * numel  # fp32: at least 4 bytes per parameter
     expected = (nbytes + packets * header) * 8 / 8e6 + 3e-3
     assert row["uplink_s"] == pytest.approx(expected, rel=1e-9, abs=1e-9)
-    assert row["compute_s"] == pytest.approx(exp.step_flops / 20e9)
+    assert row["compute_s"] == pytest.approx(exp.driver.step_flops / 20e9)
     assert row["virtual_time_s"] == pytest.approx(row["compute_s"] + row["uplink_s"] +
                                                   row["aggregation_s"] + row["downlink_s"])
     store.close()
@@ -156,7 +156,7 @@ def test_one_way_control_changes_only_that_direction(tiny_experiment, tmp_path):
     exp.start()
     store.request_control(exp.run_id, "w0->server", {"bandwidth_mbps": 5.0})
     exp.run()
-    specs = {(u, v): s for u, v, s in exp.network.links()}
+    specs = {(u, v): s for u, v, s in exp.world.network.links()}
     assert specs[("w0", "server")].bandwidth_mbps == 5.0
     assert specs[("server", "w0")].bandwidth_mbps == 10.0
     assert specs[("w1", "server")].bandwidth_mbps == 10.0
@@ -210,7 +210,7 @@ def test_csma_collisions_and_retries_reach_the_store(tiny_experiment, tmp_path):
     up = [r for r in rows if r["dst"] == "server"]
     assert len(up) == 2 * 3 and sum(r["collisions"] for r in up) > 0
     for r in up:
-        frames = math.ceil(its[r["iteration"]]["bits_up"] // 8 // 3 / exp.payload_bytes)
+        frames = math.ceil(its[r["iteration"]]["bits_up"] // 8 // 3 / exp.driver.payload_bytes)
         assert r["packets"] == frames + r["collisions"] and r["retries"] == r["collisions"]
     # the access point's broadcast contends with nobody: no collisions downstream
     assert all(r["collisions"] == 0 for r in rows if r["src"] == "server")
@@ -224,10 +224,10 @@ def test_dense_ring_allreduce_time_is_2_n_minus_1_chunk_steps(tiny_experiment, t
         path = tiny_experiment(name=method, method=method, compression='collective = "allreduce"',
                                iterations=1, workers=n, bandwidth=bw, delay=delay)
         store, rid, exp = run_file(path, tmp_path / f"{method}.db", ["network.topology=ring"])
-        numel = sum(p.numel() for p in exp.model.parameters())
+        numel = sum(p.numel() for p in exp.driver.model.parameters())
         size = numel * itemsize
         chunk = math.ceil(size / n)           # the link layer cuts the buffer's bytes in N
-        payload, header = exp.payload_bytes, exp.cfg.network["link"]["header_bytes"]
+        payload, header = exp.driver.payload_bytes, exp.cfg.network["link"]["header_bytes"]
         packets = math.ceil(chunk / payload)
         step = (chunk + packets * header) * 8 / (bw * 1e6) + delay * 1e-3
         row = store.iterations(rid)[0]
@@ -267,9 +267,9 @@ def test_allgather_on_a_three_node_ring_is_one_message_per_directed_link(tiny_ex
     store, rid, exp = run_file(path, tmp_path / "s.db", ["network.topology=ring"])
     row = store.iterations(rid)[0]
     nbytes = row["bits_up"] // 8 // 3          # the three messages have one length
-    payload, header = exp.payload_bytes, exp.cfg.network["link"]["header_bytes"]
+    payload, header = exp.driver.payload_bytes, exp.cfg.network["link"]["header_bytes"]
     packets = math.ceil(nbytes / payload)
-    assert nbytes >= 4 * sum(p.numel() for p in exp.model.parameters())
+    assert nbytes >= 4 * sum(p.numel() for p in exp.driver.model.parameters())
     assert row["uplink_s"] == pytest.approx((nbytes + packets * header) * 8 / (bw * 1e6) + delay * 1e-3,
                                             rel=1e-9)
     assert row["bits_down"] == 2 * row["bits_up"] and row["downlink_s"] == 0.0

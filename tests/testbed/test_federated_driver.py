@@ -58,25 +58,25 @@ def start(path, tmp_path, overrides=()):
 
 def grad_at(exp, w, batch):
     """The loss gradient at flat weights `w` on `batch`, from a model of its own."""
-    model = build_model("mlp", exp.data.input_shape, exp.data.num_classes)
+    model = build_model("mlp", exp.driver.data.input_shape, exp.driver.data.num_classes)
     torch.nn.utils.vector_to_parameters(w.clone(), model.parameters())
-    loss = F.cross_entropy(model(exp.data.train_x[batch]), exp.data.train_y[batch])
+    loss = F.cross_entropy(model(exp.driver.data.train_x[batch]), exp.driver.data.train_y[batch])
     return flatten(torch.autograd.grad(loss, list(model.parameters())))
 
 
 def batches(exp, n_clients):
     """Each client's batch order, replayed from its shard and seed."""
-    shards = split(exp.data.train_y, n_clients, "iid", seed=0)
+    shards = split(exp.driver.data.train_y, n_clients, "iid", seed=0)
     return [ShardSampler(s, 16, worker_seed(0, c)) for c, s in enumerate(shards)]
 
 
 def test_fedavg_of_one_local_step_is_one_sgd_step_on_the_pooled_batch(tmp_path):
     exp, store = start(make(tmp_path, "clients = 2\nclients_per_round = 2\nlocal_steps = 1"), tmp_path)
-    w0 = exp.weights.clone()
+    w0 = exp.driver.weights.clone()
     exp.run()
     samplers = batches(exp, 2)
     pooled = torch.cat([samplers[0].next(), samplers[1].next()])   # equal halves: the mean of means
-    torch.testing.assert_close(exp.weights, w0 - 0.1 * grad_at(exp, w0, pooled), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(exp.driver.weights, w0 - 0.1 * grad_at(exp, w0, pooled), rtol=1e-5, atol=1e-6)
     row = store.iterations(exp.run_id)[0]
     assert row["participants"] == 2 and row["staleness"] == 0.0 and row["left_out"] == 0
 
@@ -85,13 +85,13 @@ def test_fedbuff_with_one_update_per_step_and_one_client_in_flight_is_sequential
     fed = ("clients = 3\nclients_per_round = 1\nlocal_steps = 1\nmode = 'fedbuff'\n"
            "concurrency = 1\nbuffer_size = 1")
     exp, store = start(make(tmp_path, fed, iterations=5), tmp_path)
-    w = exp.weights.clone()
+    w = exp.driver.weights.clone()
     exp.run()
     rng, samplers = client_rng(0), batches(exp, 3)
     for _ in range(5):   # one client drawn per step, from everyone (nobody else is in flight)
         (c,) = sample_clients(rng, range(3), 1)
         w = w - 0.1 * grad_at(exp, w, samplers[c].next())
-    torch.testing.assert_close(exp.weights, w, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(exp.driver.weights, w, rtol=1e-5, atol=1e-6)
     assert [r["staleness"] for r in store.iterations(exp.run_id)] == [0.0] * 5
 
 
@@ -103,12 +103,12 @@ def test_a_stale_update_weighs_one_over_root_of_one_plus_its_staleness(tmp_path)
     fed = ("clients = 2\nclients_per_round = 1\nlocal_steps = 1\nmode = 'fedbuff'\n"
            "concurrency = 2\nbuffer_size = 1")
     exp, store = start(make(tmp_path, fed, iterations=2), tmp_path)
-    w0 = exp.weights.clone()
+    w0 = exp.driver.weights.clone()
     exp.run()
     s = batches(exp, 2)
     w1 = w0 - 0.1 * grad_at(exp, w0, s[0].next())
     w2 = w1 - 0.1 * grad_at(exp, w0, s[1].next()) / 2 ** 0.5
-    torch.testing.assert_close(exp.weights, w2, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(exp.driver.weights, w2, rtol=1e-5, atol=1e-6)
     assert [r["staleness"] for r in store.iterations(exp.run_id)] == [0.0, 1.0]
 
 
@@ -122,7 +122,7 @@ def test_the_model_download_carries_the_models_bytes(tmp_path):
         exp.run()
         bits.append(store.iterations(exp.run_id)[0]["bits_down"])
         store.close()
-    numel = exp.weights.numel()
+    numel = exp.driver.weights.numel()
     assert bits[0] - bits[1] == 3 * 32 * numel   # fp32 weights to each of the 3 clients
 
 
@@ -133,7 +133,7 @@ def test_a_client_sampled_again_brings_its_error_memory(tmp_path):
     exp, _ = start(make(tmp_path, "clients = 4\nclients_per_round = 2\nlocal_steps = 2",
                             iterations=6, method="topk"), tmp_path)
     kept, checked = {}, []
-    load, save = exp.memory.load, exp.memory.save
+    load, save = exp.driver.memory.load, exp.driver.memory.save
 
     def spy_load(scheme, slot, client):
         load(scheme, slot, client)
@@ -152,7 +152,7 @@ def test_a_client_sampled_again_brings_its_error_memory(tmp_path):
     exp.run()
     assert checked, "no client was drawn twice in 6 rounds of 2 out of 4"
     assert all(float(kept[c].abs().sum()) > 0 for c in checked)   # top-k kept something
-    assert set(exp.memory.kept) == set(kept)
+    assert set(exp.driver.memory.kept) == set(kept)
 
 
 @pytest.mark.parametrize("federated,network,message", [
@@ -187,11 +187,11 @@ def test_the_available_sampler_draws_only_clients_the_device_trace_has_present(t
         path = make(tmp_path, f"clients = 6\nclients_per_round = 3\nlocal_steps = 1\n"
                               f"sampler = '{sampler}'", iterations=8, name=sampler)
         exp, _ = start(path, tmp_path / sampler, [f"run.device_trace={str(trace)!r}".replace("'", '"')])
-        train = exp._train
+        train = exp.driver._train
         drawn[sampler] = []
         exp.driver._train = lambda c, it, train=train, seen=drawn[sampler]: (seen.append(c), train(c, it))[1]
         exp.run()
-        assert exp.clock < 1000
+        assert exp.world.clock < 1000
     assert drawn["available"] and set(drawn["available"]) <= {2, 3, 4, 5}
     assert {0, 1} & set(drawn["uniform"])
 
@@ -210,7 +210,7 @@ def test_a_clients_traced_link_rate_goes_with_it_to_the_slot_it_sends_from(tmp_p
     exp, store = start(path, tmp_path, [f'run.device_trace="{trace}"', 'network.medium="dedicated"',
                                         "network.link.bandwidth_mbps=10.0"])
     drawn = []
-    train = exp._train
+    train = exp.driver._train
     exp.driver._train = lambda c, it: (drawn.append(c), train(c, it))[1]
     exp.run()
     rate = {0: 1.0, 1: 4.0, 2: 10.0}

@@ -177,7 +177,7 @@ def test_a_device_trace_removes_a_worker_for_ten_iterations_on_a_ring(tmp_path):
     away = range(3, 13)
     trace = trace_file(tmp_path, {"w1": {"available": [[0, 2.5 * full], [3 * full + 9.5 * three, None]]}})
     rec = Recorder(path, tmp_path / "c.db", [f"run.device_trace={trace}"])
-    n = sum(p.numel() for p in rec.exp.model.parameters())
+    n = sum(p.numel() for p in rec.exp.driver.model.parameters())
     ring_bits = {m: 8 * 2 * (m - 1) * math.ceil(n / m) * 4 for m in (3, 4)}
     rows, nodes = rec.iterations(), rec.nodes()
     for it in range(16):
@@ -225,18 +225,18 @@ def test_a_straggler_left_out_keeps_all_it_had(tmp_path, method):
     path = experiment_file(tmp_path, method=method, options=options, nodes=nodes, iterations=1,
                            topology="mesh")
     probe = Experiment(load_config(path), Store(tmp_path / "p.db"))
-    fast = probe.step_flops / 20e9
+    fast = probe.driver.step_flops / 20e9
     deadline = (fast + fast / SLOW) / 2
     rec = Recorder(path, tmp_path / "s.db", [f"run.deadline_s={deadline!r}"])
     assert [r["left_out"] for r in rec.nodes()[0].values()] == [None, None, None, "deadline"]
     assert rec.nodes()[0]["w3"]["bits_up"] == 0
-    (memory,) = memories(rec.exp.scheme)
-    had = _had(rec.exp.scheme, how, rec.grads[0][3].reshape(-1).float())
+    (memory,) = memories(rec.exp.driver.scheme)
+    had = _had(rec.exp.driver.scheme, how, rec.grads[0][3].reshape(-1).float())
     torch.testing.assert_close(memory.residuals[3], had, rtol=0, atol=0)
     if how is not None:  # DGC's momentum is kept too
         torch.testing.assert_close(memory.u[3], had, rtol=0, atol=0)
     for w in range(3):  # the members sent part of what they had and kept the rest
-        g = _had(rec.exp.scheme, how, rec.grads[0][w].reshape(-1).float())
+        g = _had(rec.exp.driver.scheme, how, rec.grads[0][w].reshape(-1).float())
         assert not torch.equal(memory.residuals[w], g)
     rec.store.close()
 
@@ -248,17 +248,17 @@ def test_a_round_nobody_makes_closes_at_the_deadline_and_everyone_keeps_all(tmp_
     path = experiment_file(tmp_path, method="powersgd", options='collective = "allreduce"',
                            iterations=1, topology="mesh")
     probe = Experiment(load_config(path), Store(tmp_path / "p.db"))
-    deadline = probe.step_flops / 20e9 / 2
-    q0 = [q.clone() for q in probe.scheme.q]
+    deadline = probe.driver.step_flops / 20e9 / 2
+    q0 = [q.clone() for q in probe.driver.scheme.q]
     rec = Recorder(path, tmp_path / "s.db", [f"run.deadline_s={deadline!r}"])
     row = rec.iterations()[0]
     assert row["left_out"] == 4 and row["bits_up"] == 0 and row["bits_down"] == 0
     assert row["virtual_time_s"] == pytest.approx(deadline) and row["uplink_s"] == pytest.approx(deadline)
     assert not torch.any(rec.aggs[0])
-    (memory,) = memories(rec.exp.scheme)
+    (memory,) = memories(rec.exp.driver.scheme)
     for w in range(4):
         torch.testing.assert_close(memory.residuals[w], rec.grads[0][w].reshape(-1).float(), rtol=0, atol=0)
-    assert all(torch.equal(a, b) for a, b in zip(rec.exp.scheme.q, q0))
+    assert all(torch.equal(a, b) for a, b in zip(rec.exp.driver.scheme.q, q0))
     rec.store.close()
 
 

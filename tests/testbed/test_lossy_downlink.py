@@ -87,28 +87,28 @@ def test_the_replica_that_lost_a_packet_lacks_the_update_exactly_there(tiny_expe
     cfg = tiny(tiny_experiment, iterations=1)
     with Store(tmp_path / "s.db") as store:
         exp = Experiment(cfg, store)
-        exp.driver.transport.link = DropOne(exp.transport.link, "server", "w1", 2)
+        exp.driver.transport.link = DropOne(exp.driver.transport.link, "server", "w1", 2)
         sent, applied = [], []
-        downlink = exp.transport.downlink
+        downlink = exp.driver.transport.downlink
         exp.driver.transport.downlink = lambda phase: (sent.append(phase), downlink(phase))[1]
-        apply = exp.apply_gradient
+        apply = exp.driver.apply_gradient
         exp.driver.apply_gradient = lambda it, agg: (applied.append(agg.clone()), apply(it, agg))[1]
-        before = flatten(exp.model.parameters()).clone()
+        before = flatten(exp.driver.model.parameters()).clone()
         rid = exp.run()
         nodes = store.node_iterations(rid)
     (phase,), (agg,) = sent, applied
     assert phase.lossy and len(phase.message.packets) > 2
     h = codec.read_header(phase.message.packets[2])
-    lost = torch.zeros(exp.scheme.numel, dtype=torch.bool)
+    lost = torch.zeros(exp.driver.scheme.numel, dtype=torch.bool)
     lost[h.start:h.start + h.entries] = True
     lr = cfg.optim.lr
-    after = flatten(exp.model.parameters())
+    after = flatten(exp.driver.model.parameters())
     assert torch.allclose(after, before - lr * agg, atol=1e-7)     # the server's whole step
-    drift = exp.replicas.drift[1]
+    drift = exp.driver.replicas.drift[1]
     assert torch.equal(drift[lost], lr * agg[lost]) and agg[lost].abs().sum() > 0
     assert torch.equal(drift[~lost], torch.zeros(int((~lost).sum())))
     assert torch.allclose((after + drift)[lost], before[lost], atol=1e-7)  # w1 never stepped there
-    assert 0 not in exp.replicas.drift
+    assert 0 not in exp.driver.replicas.drift
     norms = {n["node"]: n["drift_norm"] for n in nodes}
     assert norms["w0"] == 0.0
     assert norms["w1"] == pytest.approx(float(torch.linalg.vector_norm(lr * agg[lost])), rel=1e-6)
@@ -147,12 +147,12 @@ def test_a_worker_with_drift_computes_its_gradient_at_its_own_replica(tiny_exper
     cfg = tiny(tiny_experiment)
     with Store(":memory:") as store:
         exp = Experiment(cfg, store)
-    shards = [s.indices for s in exp.pool.samplers]
+    shards = [s.indices for s in exp.driver.pool.samplers]
 
     def pool():
-        return WorkerPool(exp.model, exp.data.train_x, exp.data.train_y, shards, batch_size=16,
+        return WorkerPool(exp.driver.model, exp.driver.data.train_x, exp.driver.data.train_y, shards, batch_size=16,
                           seed=0, mode="sequential")
-    theta = flatten(exp.model.parameters())
+    theta = flatten(exp.driver.model.parameters())
     d = 0.05 * torch.randn(theta.numel(), generator=torch.Generator().manual_seed(1))
     got, _ = pool().gradients(offsets={1: d})
     at_theta, _ = pool().gradients()
@@ -176,7 +176,7 @@ def test_nothing_lost_means_no_drift_and_the_reliable_rows(tiny_experiment, tmp_
             exp = Experiment(tiny(tiny_experiment, method="topk", compression="ratio = 0.05",
                                   delivery=delivery), store)
             got[delivery] = rows(store, exp.run())
-        assert exp.replicas.drift == {}
+        assert exp.driver.replicas.drift == {}
     assert got["reliable"] == got["best_effort"]
     assert {n["drift_norm"] for n in got["reliable"][1]} == {0.0}
 
@@ -194,8 +194,8 @@ def test_a_lossy_downlink_trains_and_records_each_workers_drift(tiny_experiment,
     down = [l for l in links if l["src"] == "server"]
     assert sum(l["lost"] for l in down) > 0 and all(l["retransmitted"] == 0 for l in down)
     last = {n["node"]: n["drift_norm"] for n in nodes if n["iteration"] == 19}
-    for i, w in enumerate(exp.workers):
-        assert last[w] > 0 and last[w] == pytest.approx(exp.replicas.norm(i), rel=1e-12)
+    for i, w in enumerate(exp.world.workers):
+        assert last[w] > 0 and last[w] == pytest.approx(exp.driver.replicas.norm(i), rel=1e-12)
 
 
 def test_a_collective_that_stays_whole_says_so_in_one_line(tiny_experiment, tmp_path, capsys):
@@ -225,12 +225,12 @@ def test_error_feedback_still_credits_the_servers_aggregate(tiny_experiment, tmp
     cfg = tiny(tiny_experiment, method="topk", compression="ratio = 0.05", iterations=5, workers=3)
     with Store(tmp_path / "s.db") as store:
         exp = Experiment(cfg, store)
-        exp.driver.transport.link = DropOne(exp.transport.link, "server", "w1", 0, every=True)
-        had, checked = record_compensated(exp.scheme), []
-        apply = exp.apply_gradient
+        exp.driver.transport.link = DropOne(exp.driver.transport.link, "server", "w1", 0, every=True)
+        had, checked = record_compensated(exp.driver.scheme), []
+        apply = exp.driver.apply_gradient
 
         def check(it, agg):
-            kept = torch.stack([exp.scheme.memory.residuals[w] for w in range(3)]).mean(0)
+            kept = torch.stack([exp.driver.scheme.memory.residuals[w] for w in range(3)]).mean(0)
             orig = torch.stack([had[w] for w in range(3)]).mean(0)
             scale = float(orig.abs().max())
             assert torch.allclose(orig, agg + kept, atol=1e-5 * scale, rtol=0), it
@@ -238,4 +238,4 @@ def test_error_feedback_still_credits_the_servers_aggregate(tiny_experiment, tmp
             apply(it, agg)
         exp.driver.apply_gradient = check
         exp.run()
-    assert checked == list(range(5)) and set(exp.replicas.drift) == {1}
+    assert checked == list(range(5)) and set(exp.driver.replicas.drift) == {1}

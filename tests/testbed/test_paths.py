@@ -95,4 +95,4 @@ def test_the_device_trace_is_parsed_once_by_the_validator(tmp_path, monkeypatch)
         raise AssertionError("parsed twice")
     monkeypatch.setattr(testbed.device_trace, "load_device_trace", boom)
     exp = Experiment(cfg, Store(tmp_path / "s.db"))
-    assert exp.devices is cfg.devices
+    assert exp.world.devices is cfg.devices

@@ -121,7 +121,7 @@ def test_resume_with_a_device_trace_and_a_deadline(tiny_experiment, tmp_path, ca
         probe = Experiment(load_config(path, sets[1:] + ["run.iterations=2"]), probe_store)
         probe_rows = probe_store.iterations(probe.run())
     step = max(r["virtual_time_s"] - r0 for r, r0 in zip(probe_rows, [0.0, probe_rows[0]["virtual_time_s"]]))
-    fast = probe.step_flops / 20e9
+    fast = probe.driver.step_flops / 20e9
     deadline = fast + 2 * (step - fast)      # the ring of all three would end well before it
     assert fast / 1e-4 > 2 * deadline        # w2 at 1/10000 of its speed misses it
     trace = tmp_path / "devices.json"
@@ -252,7 +252,7 @@ def test_a_fedbuff_run_stopped_after_nobody_was_available_resumes_with_its_pendi
         exp = Experiment(load_config(path, sets + ["run.checkpoint_every=1"]), store,
                                   should_stop=lambda: next(calls) == back + 1)
         exp.run()
-        assert store.run(1)["status"] == "stopped" and exp.pending is not None
+        assert store.run(1)["status"] == "stopped" and exp.driver.pending is not None
     assert checkpoint.load(checkpoint.path_for(db, 1))["iteration"] == back
     assert main(["resume", "1", "--store", str(db), "--quiet"]) == 0, capsys.readouterr().err
     with Store(db) as store:
