@@ -12,12 +12,48 @@ import importlib
 import os
 import sys
 
+from testbed.commands import check_listen, listen_error
 from testbed.errors import exit_code, one_line, stop_on_sigterm
 
 # Each module exposes `register(subparsers)`; missing optional ones are skipped so one
 # unfinished room never breaks the whole CLI.
 COMMANDS = ["run", "resume", "runs", "export", "sweep", "demo", "probe", "dashboard", "control",
             "methods", "flower"]
+
+
+# The CLI is the one place that imports dashboards/ (house rule: nothing else depends on the
+# dashboard); subcommands reach it through these two functions, imported only when used.
+def serve_dashboard(store: str, host: str, port: int, access_log: bool = False,
+                    announce=None, starting: str | None = None) -> None:
+    """Serve the dashboard until interrupted. The port is bound first: one that is in use is
+    the user's error (exit 2) before anything else; `announce()` is called once it listens.
+    `starting`: the run about to start (`testbed demo`), which the page waits for while the
+    store has none."""
+    from dashboards.app import make_dashboard_server
+
+    busy = check_listen(host, port)  # werkzeug itself would print a paragraph and exit 1
+    if busy is not None:
+        raise listen_error(host, port, busy)
+    try:
+        app, server = make_dashboard_server(store, host, port, access_log=access_log,
+                                            starting=starting)
+    except OSError as e:
+        raise listen_error(host, port, e) from e
+    try:
+        if announce is not None:
+            announce()
+        server.serve_forever()
+    finally:
+        server.server_close()
+        app.board.close()
+
+
+def export_figures(store, run_ref, path, fmt: str):
+    """Write a run's dashboard figures as `fmt` ("html" or "png") to `path`."""
+    from dashboards import export
+
+    writer = {"html": export.export_html, "png": export.export_png}[fmt]
+    return writer(store, run_ref, path)
 
 
 class Parser(argparse.ArgumentParser):

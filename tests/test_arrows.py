@@ -51,8 +51,8 @@ LAZY = {
     # plotly and a headless Chromium: only `make validate-ns3 FIGURE=...` draws the walk
     ("validation/ns3/walk.py", "plotly"): "plotly: only the figure",
     ("validation/ns3/walk.py", "dashboards.export"): "plotly, Chromium: only the figure",
-    ("testbed/commands/dashboard.py", "dashboards.app"): "dash: only `testbed dashboard` serves it",
-    ("testbed/commands/export.py", "dashboards.export"): "plotly: only `testbed export --format html|png`",
+    ("testbed/cli.py", "dashboards.app"): "dash: only `testbed dashboard` serves it",
+    ("testbed/cli.py", "dashboards.export"): "plotly: only `testbed export --format html|png`",
     ("testbed/commands/methods.py", "nodes.compression.registry"):
         "torch: the methods' modules; the parser registers `methods` without them",
     ("nodes/data.py", "sklearn"): "3 s to import; only the digits and synthetic datasets use it",

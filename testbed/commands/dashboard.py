@@ -5,7 +5,8 @@ import argparse
 import sys
 
 from lgc_schema import OptionError
-from testbed.commands import add_store_arg, check_listen, listen_error
+from testbed.cli import serve_dashboard
+from testbed.commands import add_store_arg
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
@@ -21,31 +22,6 @@ def register(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="do not print the address")
     p.add_argument("--starting", metavar="TEXT", default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=main)
-
-
-def serve_dashboard(store: str, host: str, port: int, access_log: bool = False,
-                    announce=None, starting: str | None = None) -> None:
-    """Serve the dashboard until interrupted. The port is bound first: one that is in use is
-    the user's error (exit 2) before anything else; `announce()` is called once it listens.
-    `starting`: the run about to start (`testbed demo`), which the page waits for while the
-    store has none."""
-    from dashboards.app import make_dashboard_server
-
-    busy = check_listen(host, port)  # werkzeug itself would print a paragraph and exit 1
-    if busy is not None:
-        raise listen_error(host, port, busy)
-    try:
-        app, server = make_dashboard_server(store, host, port, access_log=access_log,
-                                            starting=starting)
-    except OSError as e:
-        raise listen_error(host, port, e) from e
-    try:
-        if announce is not None:
-            announce()
-        server.serve_forever()
-    finally:
-        server.server_close()
-        app.board.close()
 
 
 def main(args) -> int:

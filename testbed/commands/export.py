@@ -5,6 +5,7 @@ import json
 import sys
 from pathlib import Path
 
+from testbed.cli import export_figures
 from testbed.commands import add_store_arg, open_store
 from testbed.errors import UserError
 from testbed.summary import public_export, write_csv
@@ -22,15 +23,6 @@ def register(sub) -> None:
                                  "--logdir (the run gets a folder in it); json defaults to stdout; "
                                  "missing folders are made")
     p.set_defaults(func=main)
-
-
-# dashboards/ is reached only from the `dashboard` and `export` commands, and only when used
-def export_figures(store, run_ref, path, fmt: str):
-    """Write a run's dashboard figures as `fmt` ("html" or "png") to `path`."""
-    from dashboards import export
-
-    writer = {"html": export.export_html, "png": export.export_png}[fmt]
-    return writer(store, run_ref, path)
 
 
 def main(args) -> int:
