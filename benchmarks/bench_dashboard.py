@@ -19,7 +19,7 @@ from pathlib import Path
 from plotly.io.json import to_json_plotly
 
 from dashboards.callbacks import Dashboard
-from testbed.store import Store
+from testbed.records.store import Store
 
 TARGET_MS = 200.0
 

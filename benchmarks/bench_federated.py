@@ -1,6 +1,6 @@
 """Federated rounds at scale: 1,000 clients, 50 per round, the CNN on digits, in one
 process with the model held once. Per row: the wall seconds of one round of the federated driver
-(testbed/federated.py: sampling, model download, 50 clients' local steps in turn, the exchange
+(testbed/drivers/federated.py: sampling, model download, 50 clients' local steps in turn, the exchange
 over the emulated shared cell, the server step, the store's rows) against 50 x one client's
 local steps alone (`nodes.federated.local_train`, no driver, no network): target within 1.2x.
 And the process's peak resident memory (target under 4 GB), with the per-client error memory
@@ -33,7 +33,7 @@ from nodes.federated import local_train, sample_clients
 from nodes.workers import ShardSampler, assign
 from testbed.config import load_config
 from testbed.experiment import Experiment
-from testbed.store import Store
+from testbed.records.store import Store
 
 CLIENTS, PER_ROUND, LOCAL_STEPS = 1000, 50, 5
 

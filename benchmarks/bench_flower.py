@@ -38,12 +38,17 @@ from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 
 from testbed.flower.app import load_app
-from testbed.flower.driver import FlowerDriver, flower_identity, seed_everything, strategy_tap
+from testbed.flower.driver import (
+    FlowerDriver,
+    flower_identity,
+    seed_everything,
+    strategy_tap,
+)
 from testbed.flower.grid import LocalGrid
 from testbed.flower.pool import ClientPool
 from testbed.flower.world import flower_config, flower_world
-from testbed.loop import Loop
-from testbed.store import Store
+from testbed.records.store import Store
+from testbed.run.loop import Loop
 
 APP = Path(__file__).resolve().parents[1] / "experiments" / "flower_app"
 

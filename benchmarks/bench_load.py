@@ -33,7 +33,7 @@ import torch
 from nodes.models import build_model
 from testbed.config import load_config
 from testbed.experiment import Experiment
-from testbed.store import Store
+from testbed.records.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 FILE = ROOT / "experiments" / "quickstart.toml"

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from testbed.store import Store
+from testbed.records.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 FILE = ROOT / "experiments" / "quickstart.toml"

@@ -12,7 +12,15 @@ from typing import Any
 
 from channels.energy import check_profile, load_profiles
 from channels.errors import ChannelConfigError
-from lgc_schema import FILE_PATH, REQUIRED, Field, Rule, check_rules, check_table, unknown_key
+from lgc_schema import (
+    FILE_PATH,
+    REQUIRED,
+    Field,
+    Rule,
+    check_rules,
+    check_table,
+    unknown_key,
+)
 
 TOPOLOGIES = ("star", "ring", "mesh", "geometric", "file")
 MEDIA = ("dedicated", "shared")
@@ -271,7 +279,7 @@ def _check_profiles(out: dict) -> None:
 
 class ValidNetwork(dict):
     """The `[network]` table as `validate_network` returns it: every key checked, every default
-    filled in. Whoever takes one (build_topology, testbed.network.build_network) does not
+    filled in. Whoever takes one (build_topology, testbed.emulation.edge_network.build_network) does not
     check it again; a plain dict (a test's, a benchmark's) is validated first."""
 
 

@@ -28,7 +28,7 @@ rx_w, idle_w, sleep_w; `[devices.NAME]` compute_w and the `radio` it carries. A 
 is its `[network.nodes.X] energy_profile`, else its device trace's `profile`, else `[network]
 energy_profile` (rpi4). Not counted: the access point (mains-powered) and a board's idle power
 outside compute. Stored as node_iterations.radio_j / compute_j / energy_j, iterations.energy_j
-(the workers' sum) and runs.energy_j (testbed/store.py).
+(the workers' sum) and runs.energy_j (testbed/records/store.py).
 """
 from __future__ import annotations
 

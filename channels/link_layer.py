@@ -2,7 +2,7 @@
 
 `channels.network.Network` implements it in the process that runs the traffic; a torchrun job
 wraps that in `testbed.distributed.transport.RankZeroLink` (rank 0 runs each call, every rank gets its
-report). The emulated transport (testbed/transport.py) calls nothing else of the link layer.
+report). The emulated transport (testbed/emulation/transport.py) calls nothing else of the link layer.
 Times are absolute virtual seconds; `at` is one start time, or one per sender.
 """
 from __future__ import annotations

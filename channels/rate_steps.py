@@ -1,5 +1,5 @@
 """A link's rate as a step function of virtual time: a device's own uplink or downlink rate
-(testbed/device_trace.py's `uplink_mbps` / `downlink_mbps`), set per direction by
+(testbed/emulation/device_trace.py's `uplink_mbps` / `downlink_mbps`), set per direction by
 `Network.set_rate_steps`.
 
 Breakpoints `times_s` (strictly increasing from 0) and the rate in force from each, in bit/s;

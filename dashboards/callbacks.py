@@ -26,12 +26,25 @@ from dashboards import panels
 from dashboards import queries as Q
 from dashboards import sweep as S
 from dashboards.panel import Rows, View
-from dashboards.style import PLACEHOLDER, empty_figure, event_marks, smooth, smoothing_carry, stage_bands
-from dashboards.style import node_order
-from testbed.controls import ControlError, link_targets, validate_control
-from testbed.graph_json import graph_nodes
-from testbed.store import RunNotFound, Store
-from testbed.summary import federated_tables, final_accuracies, run_summary, summary_text
+from dashboards.style import (
+    PLACEHOLDER,
+    empty_figure,
+    event_marks,
+    node_order,
+    smooth,
+    smoothing_carry,
+    stage_bands,
+)
+from testbed.errors import ControlError
+from testbed.records.controls import link_targets, validate_control
+from testbed.records.graph_json import graph_nodes
+from testbed.records.store import RunNotFound, Store
+from testbed.records.summary import (
+    federated_tables,
+    final_accuracies,
+    run_summary,
+    summary_text,
+)
 
 LIVE_FIGURES = [p.name for p in panels.PANELS]  # the figures' order in every answer (as imported)
 NO_AXIS = "-"   # the sweep view's "no second axis" choice (one row)
@@ -135,7 +148,7 @@ class Dashboard:
 
     @staticmethod
     def _summary(store: Store, run: dict) -> dict | None:
-        """A finished run's headline figures (testbed.summary, as the CLI prints them)."""
+        """A finished run's headline figures (testbed.records.summary, as the CLI prints them)."""
         return None if run["status"] == "running" else run_summary(store, run["id"])
 
     def _empty(self, text: str):

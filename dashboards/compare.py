@@ -6,9 +6,21 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from testbed.summary import ITERATION_UNITS, participants, plural
-from dashboards.style import (PALETTE, X_AXES, base_layout, bits_sum, check_x, grid2, line_trace,
-                              make_figure, placeholder_note, points, series_uid, unit_axis)
+from dashboards.style import (
+    PALETTE,
+    X_AXES,
+    base_layout,
+    bits_sum,
+    check_x,
+    grid2,
+    line_trace,
+    make_figure,
+    placeholder_note,
+    points,
+    series_uid,
+    unit_axis,
+)
+from testbed.records.summary import ITERATION_UNITS, participants, plural
 
 
 def _run_label(run: dict) -> str:
@@ -99,7 +111,7 @@ def compare_summary(entries: Sequence[dict], target: float, baseline: dict | Non
             "final_accuracy": accs[-1] if accs else None,
             "best_accuracy": max(accs) if accs else None,
             "total_bits": totals(entry)[0],
-            "total_mb": round(totals(entry)[0] / 8e6, 3),   # as every view says it (testbed.summary)
+            "total_mb": round(totals(entry)[0] / 8e6, 3),   # as every view says it (testbed.records.summary)
             "bits_per_iteration": bpi,
             "compression_ratio": (base_bpi / bpi) if (base_bpi and bpi) else None,
             "iterations_to_target": it_target,
@@ -111,7 +123,7 @@ def compare_summary(entries: Sequence[dict], target: float, baseline: dict | Non
 def runs_table_rows(runs: Sequence[dict], final: dict | None = None,
                     federated: dict | None = None) -> list[dict]:
     """Rows of `Store.runs()` shaped for the runs table (numbers stay numbers: it sorts), with
-    `final` {run id: final accuracy} and `federated` {run id: [federated] table} (testbed.summary:
+    `final` {run id: final accuracy} and `federated` {run id: [federated] table} (testbed.records.summary:
     a federated run's participants are its clients; its iterations, rounds)."""
     rows = []
     for r in runs:

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import plotly.io as pio
 
-from dashboards.panel import Rows, View
 from dashboards import panels
-from testbed.store import Store
-from testbed.summary import run_summary, summary_text
+from dashboards.panel import Rows, View
+from testbed.records.store import Store
+from testbed.records.summary import run_summary, summary_text
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 

@@ -10,12 +10,12 @@ and `series` on each tick, appending the new points to the traces of the same ui
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from collections.abc import Callable, Sequence
 
 from dashboards.style import NOISY, Series
-from testbed import summary
+from testbed.records import summary
 
 
 def federated_mode(run: dict) -> str | None:
@@ -25,7 +25,7 @@ def federated_mode(run: dict) -> str | None:
 
 def iteration_unit(run: dict) -> str:
     """The x-axis title of a panel drawn against the store's iterations: "iteration", or in a
-    federated run "round" (sync) or "server step" (FedBuff) (testbed.summary, as the CLI)."""
+    federated run "round" (sync) or "server step" (FedBuff) (testbed.records.summary, as the CLI)."""
     return summary.iteration_unit(run.get("config"))
 
 

@@ -10,7 +10,7 @@ the same column names as `Store.iterations()` / `node_iterations()` / `links()`,
 With stride 1 a bin is one iteration and the rows equal the store's.
 
 Reads only, on the store's connection, every value a bound parameter; the schema is the one
-documented in testbed/store.py.
+documented in testbed/records/store.py.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ help, and `Field.validate` is the one check of a key (type, bounds, choices, and
 
 used by the experiment file (testbed.config), the compression methods' options
 (nodes.compression.registry), the link layer's keys (channels.config) and the steering controls
-(testbed.controls). Standard library only, so channels (no torch) and nodes (no channels) can
+(testbed.records.controls). Standard library only, so channels (no torch) and nodes (no channels) can
 both import it and the arrows stay one way.
 """
 from __future__ import annotations

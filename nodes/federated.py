@@ -1,4 +1,4 @@
-"""Federated learning's arithmetic, apart from any clock or network (testbed/federated.py drives it).
+"""Federated learning's arithmetic, apart from any clock or network (testbed/drivers/federated.py drives it).
 
 The shape is Flower's strategy (configure a round, aggregate it) and FedOpt's view of the
 server (Reddi et al. 2021): a client runs local SGD from the global weights w and returns its

@@ -1,6 +1,6 @@
 """Each worker's model replica, held as the one shared model plus that worker's drift.
 
-Under best-effort delivery a parameter server's downlink is not resent (testbed/transport.py):
+Under best-effort delivery a parameter server's downlink is not resent (testbed/emulation/transport.py):
 a worker that loses a packet of the aggregate decodes the aggregate without that packet's
 coordinates, i.e. it steps with a zero gradient there. Every worker runs the same optimizer
 (torch's SGD: momentum, dampening 0, weight decay, Nesterov) on what it decoded, so its replica

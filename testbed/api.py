@@ -38,14 +38,25 @@ import numpy as np
 from channels.errors import DeliveryError
 from lgc_schema import OptionError
 from nodes.plugins import give
-from testbed import checkpoint
-from testbed.config import ConfigError, ExperimentConfig, config_from_raw, load_config, set_keys
-from testbed.errors import RunFailed, SetupError, UserError
+from testbed.config import (
+    ConfigError,
+    ExperimentConfig,
+    config_from_raw,
+    load_config,
+    set_keys,
+)
 from testbed.distributed.launcher import launch_torchrun
+from testbed.errors import ExperimentError, RunFailed, SetupError, TransportError, UserError
+from testbed.records.progress import (
+    control_reporter,
+    progress_printer,
+    summary_line,
+    unit_of,
+)
+from testbed.records.store import Store
+from testbed.records.summary import public_export, write_csv
+from testbed.run import checkpoint
 from testbed.runspec import RunSpec
-from testbed.progress import control_reporter, progress_printer, summary_line, unit_of
-from testbed.store import Store
-from testbed.summary import public_export, write_csv
 
 TABLES = ("iterations", "evals", "nodes", "links", "events", "controls")
 
@@ -205,7 +216,7 @@ def run_spec(spec: RunSpec) -> int:
 # ------------------------------------------------------------------------ the parts
 def build_experiment(cfg: ExperimentConfig, store: Store):
     """The Experiment of `cfg`; what its set-up refuses is the user's (SetupError, exit 2)."""
-    from testbed.experiment import Experiment, ExperimentError
+    from testbed.experiment import Experiment
 
     try:
         return Experiment(cfg, store)
@@ -219,8 +230,6 @@ def run_failures() -> tuple[type, ...]:
     the link layer finds it cannot carry only once the run sends (e.g. network.engine = "fast"
     for a multi-hop call over a fading link): the run was made, so it failed (exit 1)."""
     from nodes.compression.base import GradientError
-    from testbed.experiment import ExperimentError
-    from testbed.transport import TransportError
 
     return (ExperimentError, DeliveryError, GradientError, TransportError, OptionError)
 

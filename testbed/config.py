@@ -20,11 +20,9 @@ from channels.config import ValidNetwork, validate_network
 from channels.errors import ChannelConfigError
 from lgc_schema import Field, Rule, unknown_key
 from nodes.plugins import GIVEN_PREFIX, PluginError, is_reference, resolve_callable
-
-from testbed.device_trace import check_device_trace
+from testbed.emulation.device_trace import check_device_trace
 from testbed.errors import ConfigError, NoServerError  # noqa: F401 (NoServerError: re-exported for callers)
 from testbed.paths import resolve_paths
-
 
 # Keys a federated user reaches for that have another name here: {full key: what to set}.
 OTHER_NAMES = {f"federated.{k}": "run.iterations (one iteration of a federated run is one round; "
@@ -86,7 +84,7 @@ RUN_KEYS = {
     # Virtual seconds from an iteration's start at which its uplink closes: a worker whose
     # update has not arrived by then is left out of that iteration's aggregate.
     "deadline_s": Field(None, float, min=0, min_open=True),
-    # A device trace (testbed/device_trace.py): each worker's compute speed over virtual time
+    # A device trace (testbed/emulation/device_trace.py): each worker's compute speed over virtual time
     # and when it is available; an away worker skips the iteration.
     "device_trace": Field(None, str, noun=lgc_schema.FILE_PATH),
 }
@@ -111,7 +109,7 @@ OPTIM_KEYS = {
     "lr_schedule": Field("constant", str, choices=("constant", "cosine", "step")),
     "warmup_iterations": Field(0, int, min=0),
 }
-# Federated training (testbed/federated.py, nodes/federated.py): a population of clients, a
+# Federated training (testbed/drivers/federated.py, nodes/federated.py): a population of clients, a
 # few sampled per round, local steps with [optim] as the client's optimizer, the model delta
 # through [compression]'s exchange, a server optimizer. Each round's clients send from the
 # network's worker nodes (one per client of a round: network.workers is set to it).
@@ -230,7 +228,7 @@ class ExperimentConfig:
     network: ValidNetwork  # the [network] table, checked once, defaults filled (channels.config)
     source: str = "<config>"
     federated: FederatedConfig | None = None   # [federated]: None for data-parallel runs
-    # run.device_trace parsed (testbed.device_trace.DeviceTrace), once, by `validate`
+    # run.device_trace parsed (testbed.emulation.device_trace.DeviceTrace), once, by `validate`
     devices: Any = field(default=None, repr=False, compare=False)
 
     def as_dict(self) -> dict:
@@ -451,7 +449,7 @@ def _check_federated(raw: dict, run: dict) -> FederatedConfig | None:
 
 def _check_network(table: dict) -> ValidNetwork:
     """`[network]`, checked once by the link layer's validator: the ValidNetwork every user of
-    the run takes as it is (channels.topology, testbed.network)."""
+    the run takes as it is (channels.topology, testbed.emulation.edge_network)."""
     try:
         return validate_network(table)
     except ChannelConfigError as e:

@@ -17,7 +17,6 @@ from typing import Any
 
 from lgc_schema import OptionError
 from nodes.errors import DatasetError, DatasetFileError
-from testbed.controls import ControlError
 
 
 class UserError(Exception):
@@ -43,6 +42,11 @@ class NoServerError(ConfigError):
 class SetupError(UserError):
     """The file is valid key by key but its settings do not make a run (e.g. a parameter-server
     method on a ring, a dataset folder that is not there, `device = "cuda"` without a GPU)."""
+
+
+class ControlError(UserError, ValueError):
+    """A steering request that cannot be applied (testbed/records/controls.py checks them); the
+    message says which part and why."""
 
 
 class RunFailed(Exception):
@@ -73,13 +77,17 @@ class ExperimentError(RuntimeError):
     """A run that cannot go on (bad combination of settings, a failed link, a bad gradient)."""
 
 
+class TransportError(RuntimeError):
+    """A phase the emulated network cannot carry (e.g. a broadcast that never gets through)."""
+
+
 def exit_codes() -> list[tuple[type, int]]:
     """The one mapping from error type to exit code (first match wins). The user's mistakes
     are exit 2; the other rooms' own user-error classes are listed here because they do not
     import testbed (lgc_schema.OptionError: a bad key or value of any room, the link layer's and
     the command line's included). Anything not listed is a bug: a traceback, exit 1."""
     return [(Stopped, -1), (UserError, 2), (OptionError, 2), (DatasetError, 2),
-            (DatasetFileError, 2), (ControlError, 2), (RunFailed, 1)]
+            (DatasetFileError, 2), (RunFailed, 1)]
 
 
 def exit_code(err: BaseException) -> int | None:

@@ -1,8 +1,8 @@
 """The run of one experiment file: its world, the driver its file asks for, and the one loop.
 
-`Experiment(cfg, store)` builds the world from `[network]` + `[run]` (testbed/setup.py), the
-training parts on top, the driver (testbed/data_parallel.py, or testbed/federated.py with
-`[federated]`) and the loop (testbed/loop.py), and runs it: `start()`, `run()`, `resume(run_id,
+`Experiment(cfg, store)` builds the world from `[network]` + `[run]` (testbed/run/setup.py), the
+training parts on top, the driver (testbed/drivers/data_parallel.py, or testbed/drivers/federated.py with
+`[federated]`) and the loop (testbed/run/loop.py), and runs it: `start()`, `run()`, `resume(run_id,
 state)`, `run_id`, `iterations`, `progress`. Its parts are `world`, `training`, `driver` and
 `loop`. Where the run's processes are is its placement: `LocalPlacement` (every worker in this
 process) or a torchrun rank (testbed/distributed/rank.py's `Rank`: the null store, the
@@ -14,15 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from nodes.compression.transport import Transport
-from testbed import checkpoint
-from testbed.data_parallel import DataParallelDriver, GradientSource
+from testbed.drivers.data_parallel import DataParallelDriver, GradientSource
+from testbed.drivers.federated import FederatedDriver, client_names
+from testbed.emulation.iteration_report import ClockedTransport
+from testbed.emulation.transport import Timer
 from testbed.errors import ExperimentError
-from testbed.federated import FederatedDriver, client_names
-from testbed.loop import Loop, Progress
-from testbed.setup import Training, World, build_training, build_world
-from testbed.threads import DEFAULT_THREADS, apply_threads
-from testbed.transport import Timer
+from testbed.processes.threads import DEFAULT_THREADS, apply_threads
+from testbed.run import checkpoint
+from testbed.run.loop import Loop, Progress
+from testbed.run.setup import Training, World, build_training, build_world
 
 __all__ = ["DEFAULT_THREADS", "Experiment", "ExperimentError", "LocalPlacement", "Placement",
            "Progress", "apply_threads"]
@@ -33,7 +33,7 @@ class Placement(Protocol):
     checkpoints: bool                     # whether the run writes checkpoints
 
     def store_for(self, store): ...                        # the store this process writes
-    def transport(self, world) -> Transport: ...           # the phases' carrier
+    def transport(self, world) -> ClockedTransport: ...           # the phases' carrier
     def gradients(self, world, training) -> GradientSource | None: ...  # None: the worker pool
     def client_memories(self, world) -> Any: ...           # federated error memories (None: local)
     def prepare(self, exp: Experiment) -> None: ...        # checks once the parts are built
@@ -58,7 +58,7 @@ class LocalPlacement:
         self.store = store
         return store
 
-    def transport(self, world) -> Transport:
+    def transport(self, world) -> ClockedTransport:
         return world.emulated_transport()
 
     def gradients(self, world, training) -> None:
@@ -92,7 +92,7 @@ class Experiment:
     def __init__(self, cfg, store, *, progress: Callable[[Progress], None] | None = None,
                  should_stop: Callable[[], bool] | None = None,
                  gradients: Callable[[World, Training], GradientSource] | None = None,
-                 transport: Callable[[World], Transport] | None = None,
+                 transport: Callable[[World], ClockedTransport] | None = None,
                  timer: Timer | None = None, placement: Placement | None = None):
         """`gradients` / `transport`: factories called with the set-up world (and training
         parts) (default: the placement's: every worker in this process / the emulated network);
@@ -107,6 +107,9 @@ class Experiment:
                                          timer=timer)
         self.training = training = build_training(cfg, world)
         made = transport(world) if transport else place.transport(world)
+        if not isinstance(made, ClockedTransport):
+            raise TypeError(f"{type(made).__name__} has no virtual clock: the loop's transport opens "
+                            "and closes each iteration (begin/end, testbed/emulation/iteration_report.py)")
         if federated:
             self.driver = FederatedDriver(world, training, transport=made, check=place.check_replica,
                                           train_clients=place.train_clients,

@@ -34,12 +34,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from testbed.errors import UserError, exit_code, one_line, stop_on_sigterm
 from testbed import api
+from testbed.errors import UserError, exit_code, one_line, stop_on_sigterm
+from testbed.processes.lifeline import die_with_parent
+from testbed.records.progress import summary_line
+from testbed.records.store import Store
 from testbed.runspec import RunSpec
-from testbed.lifeline import die_with_parent
-from testbed.progress import summary_line
-from testbed.store import Store
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_RUNNER = "testbed.sweeps:run_point"
@@ -381,7 +381,9 @@ def _worker_process(inbox, log: str, setting: dict) -> None:
     os.close(out)
     os.environ.clear()
     os.environ.update(setting["environ"])
-    from testbed.experiment import apply_threads   # preloaded by the server: no import here
+    from testbed.experiment import (
+        apply_threads,  # preloaded by the server: no import here
+    )
     apply_threads(setting["threads"])
     sys.exit(worker_main(_received(inbox)))
 

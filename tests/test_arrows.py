@@ -44,7 +44,7 @@ CASES = {
 LAZY = {
     ("experiments/results/provenance.py", "nodes.compression.registry"):
         "torch: a run file's effective options only when one is written",
-    # a sweep loads Ray only with --ray, and the orchestrator only inside a Ray task
+    # a sweep loads Ray only with --ray, and the experiment only inside a Ray task
     ("testbed/sweeps.py", "ray"): "ray: only `testbed sweep --ray`",
     ("testbed/sweeps.py", "testbed.experiment"):
         "torch: the thread policy inside a Ray task or a forked worker (preloaded there)",
@@ -62,35 +62,39 @@ LAZY = {
     ("testbed/config.py", "nodes.compression.registry"): "torch: the methods' Fields and collectives",
     ("testbed/config.py", "nodes.models"): "torch: the model names",
     # the link layer (channels.network: numba, simpy, scipy): only when a command runs it
-    ("testbed/commands/probe.py", "testbed.network"): "numba: the probe runs the link layer",
-    ("testbed/distributed/launcher.py", "testbed.network"): "numba: the launcher counts the workers",
-    # torch: the run and resume commands load the orchestrator only when they run
-    ("testbed/api.py", "testbed.experiment"): "torch: the orchestrator",
+    ("testbed/commands/probe.py", "testbed.emulation.edge_network"): "numba: the probe runs the link layer",
+    ("testbed/distributed/launcher.py", "testbed.emulation.edge_network"): "numba: the launcher counts the workers",
+    # torch: the run and resume commands load the experiment only when they run
+    ("testbed/api.py", "testbed.experiment"): "torch: the experiment",
     ("testbed/api.py", "nodes.compression.base"): "torch: GradientError's room",
-    ("testbed/api.py", "testbed.transport"): "torch: TransportError's module",
     ("testbed/api.py", "torch"): "the model object's type is checked only when one is given",
     # flwr, torch: `testbed flower run` loads Flower and the emulated grid only when it runs
     ("testbed/commands/flower.py", "testbed.flower.launch"): "flwr, torch: the Flower run",
-    ("testbed/commands/flower.py", "testbed.transport"): "torch: TransportError's module",
-    ("testbed/checkpoint.py", "torch"): "`testbed resume` reads checkpoint paths before any torch",
-    ("testbed/tensorboard_export.py", "torch"):
+    ("testbed/run/checkpoint.py", "torch"): "`testbed resume` reads checkpoint paths before any torch",
+    ("testbed/records/tensorboard_export.py", "torch"):
         "torch.utils.tensorboard needs the optional tensorboard package: one line names it if missing",
 }
 
 
 # testbed's rooms, top first: a module imports only from its own room or the rooms below it
 # (nodes, channels and lgc_schema lie below them all). The first room whose names match a module
-# (the name itself or a package prefix) holds it.
+# (the name itself or a package prefix) holds it. Below the experiment a room is a folder; the
+# flat modules are the entry points, the Python API, the experiment and the shared vocabulary.
 ROOMS = (
     ("entry", ("testbed.cli", "testbed.commands", "testbed.launch", "testbed.sweeps")),
     ("python api", ("testbed.api",)),
     ("torchrun", ("testbed.distributed",)),
     ("experiment", ("testbed.experiment",)),
-    ("drivers", ("testbed.data_parallel", "testbed.federated", "testbed.flower")),
-    ("run", ("testbed.loop", "testbed.rounds", "testbed.setup", "testbed.checkpoint",
-             "testbed.steering", "testbed.energy_accounting", "testbed.threads")),
-    ("emulation and store", ("testbed",)),
+    ("drivers", ("testbed.drivers", "testbed.flower")),
+    ("run", ("testbed.run",)),
+    ("records", ("testbed.records",)),
+    ("emulation and configuration", ("testbed.emulation", "testbed.config", "testbed.paths",
+                                     "testbed.runspec")),
+    ("errors and processes", ("testbed.errors", "testbed.processes", "testbed")),
 )
+# The modules directly in testbed/ (its folders hold the rest).
+FLAT = {"__init__", "api", "cli", "config", "errors", "experiment", "launch", "paths", "runspec",
+        "sweeps"}
 
 
 def room_of(module: str) -> int:
@@ -247,3 +251,13 @@ def test_no_module_of_testbed_forwards_names_it_does_not_declare():
              for n in ast.walk(ast.parse(p.read_text()))
              if isinstance(n, ast.FunctionDef) and n.name == "__getattr__"]
     assert not found, "__getattr__ in testbed/: " + ", ".join(found)
+
+
+def test_testbed_has_few_flat_modules_and_each_folder_is_a_room():
+    """testbed/ holds at most 10 modules of its own (FLAT); every other module is in a folder
+    that one room names whole, so the folders are the map."""
+    flat = {p.stem for p in (ROOT / "testbed").glob("*.py")}
+    assert flat == FLAT and len(FLAT) <= 10, f"flat modules in testbed/: {sorted(flat)}"
+    folders = sorted(p.parent.name for p in (ROOT / "testbed").glob("*/__init__.py"))
+    named = {n.split(".")[1] for _, names in ROOMS for n in names if n.count(".") == 1}
+    assert set(folders) <= named, f"folders of testbed/ no room names: {sorted(set(folders) - named)}"

@@ -14,11 +14,11 @@ import sys
 import time
 from pathlib import Path
 
-from testbed import checkpoint
 from testbed.cli import main
 from testbed.config import load_config
 from testbed.experiment import Experiment
-from testbed.store import Store
+from testbed.records.store import Store
+from testbed.run import checkpoint
 
 FILE = Path(__file__).resolve().parents[1] / "experiments" / "fed_fashion.toml"
 ROUNDS, EVERY, STOP = 24, 8, 20
@@ -49,7 +49,7 @@ def compare(out: Path, mode: str) -> dict:
         Experiment(cfg, s, should_stop=lambda: next(calls) == STOP).run()
         stopped = s.run(1)
     path = checkpoint.path_for(db, 1)
-    state = checkpoint.load(path)["federated"]
+    state = checkpoint.load(path)["driver"]["federated"]
     if main(["resume", "1", "--store", str(db), "--quiet"]) != 0:
         raise SystemExit("testbed resume failed")
     with Store(db) as s:

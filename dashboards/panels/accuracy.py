@@ -6,9 +6,23 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from dashboards.panel import Panel
-from dashboards.style import (PALETTE, X_AXES, Series, add_marks, base_layout, check_x, grid2,
-                              last_x, line_trace, make_figure, placeholder_note, points, smooth,
-                              smooth_note, titled)
+from dashboards.style import (
+    PALETTE,
+    X_AXES,
+    Series,
+    add_marks,
+    base_layout,
+    check_x,
+    grid2,
+    last_x,
+    line_trace,
+    make_figure,
+    placeholder_note,
+    points,
+    smooth,
+    smooth_note,
+    titled,
+)
 
 
 def accuracy_series(iterations: Sequence[dict], evals: Sequence[dict],
@@ -24,7 +38,7 @@ def accuracy_figure(iterations: Sequence[dict], evals: Sequence[dict], events: S
                     x: str = "iteration", uirevision=None, note: str = "", smoothing: float = 0.0,
                     as_dict: bool = False) -> go.Figure | dict:
     """Test accuracy (top) and train/test loss (bottom) against iteration or virtual time; with
-    LGC in its LGC stage, the coder's in-use relative error (testbed.store's lgc_coder_error)
+    LGC in its LGC stage, the coder's in-use relative error (testbed.records.store's lgc_coder_error)
     on the bottom axis too."""
     s, _ = smooth(accuracy_series(iterations, evals, x), "accuracy", smoothing)
     traces = [

@@ -1,4 +1,4 @@
-"""A federated run (testbed/federated.py): the clients whose updates counted, per round (sync)
+"""A federated run (testbed/drivers/federated.py): the clients whose updates counted, per round (sync)
 or per server step (FedBuff), and for FedBuff the mean staleness of a step's updates and a
 histogram of every counted update's staleness (node_iterations.staleness: one per update, so
 the counts are exact; binned rows carry each bin's values in `staleness_each`). A Flower run
@@ -13,9 +13,22 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from dashboards.panel import Panel, Rows, federated_mode
-from dashboards.style import (PALETTE, Series, add_marks, axis, base_layout, grid2, last_x,
-                              line_trace, make_figure, placeholder_note, points, smooth,
-                              smooth_note, titled)
+from dashboards.style import (
+    PALETTE,
+    Series,
+    add_marks,
+    axis,
+    base_layout,
+    grid2,
+    last_x,
+    line_trace,
+    make_figure,
+    placeholder_note,
+    points,
+    smooth,
+    smooth_note,
+    titled,
+)
 
 
 def staleness_values(nodes: Sequence[dict]) -> list[int]:

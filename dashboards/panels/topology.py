@@ -11,7 +11,7 @@ from plotly.colors import get_colorscale, sample_colorscale
 
 from dashboards.panel import Panel
 from dashboards.style import axis, base_layout, make_figure, placeholder_note
-from testbed.graph_json import graph_edges, graph_nodes
+from testbed.records.graph_json import graph_edges, graph_nodes
 
 # An explicit list, not the name: plotly.js defines its named "YlOrRd" in the reverse order
 # of Python's, which left the colour bar saying the opposite of the link colours.

@@ -27,8 +27,9 @@ from pathlib import Path
 
 from experiments.results.provenance import provenance
 from testbed.config import NoServerError, load_config
-from testbed.experiment import Experiment, ExperimentError
-from testbed.store import Store
+from testbed.errors import ExperimentError
+from testbed.experiment import Experiment
+from testbed.records.store import Store
 from testbed.sweeps import Outcome, Point, run_sweep
 
 ROOT = Path(__file__).resolve().parents[2]

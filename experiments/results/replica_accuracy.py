@@ -12,10 +12,10 @@ import argparse
 import torch
 
 from nodes.workers import evaluate, unflatten
-from testbed import checkpoint
 from testbed.config import load_config
 from testbed.experiment import Experiment
-from testbed.store import Store
+from testbed.records.store import Store
+from testbed.run import checkpoint
 
 
 def main(argv=None) -> None:
@@ -26,10 +26,10 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     exp = Experiment(load_config(args.file, args.sets), Store(":memory:"))
     state = checkpoint.load(args.checkpoint)
-    exp.driver.load_state_dict(state)
+    exp.driver.load_state_dict(state["driver"])
     theta = torch.cat([p.detach().reshape(-1) for p in exp.training.model.parameters()])
     shapes = [p.shape for p in exp.training.model.parameters()]
-    print(f"after iteration {state['iteration']}: model L2 norm {float(theta.norm()):.4f}")
+    print(f"after iteration {state['loop']['iteration']}: model L2 norm {float(theta.norm()):.4f}")
     print(f"server   test accuracy {exp.driver.evaluate()[1]:.4%}")
     for w, name in enumerate(exp.world.workers):
         d = exp.driver.replicas.drift.get(w)

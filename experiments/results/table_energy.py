@@ -28,7 +28,7 @@ from experiments.results.harness import DOCS_RESULTS, stage_lengths
 from experiments.results.table_fashion import options
 from testbed.config import load_config
 from testbed.experiment import Experiment
-from testbed.store import Store
+from testbed.records.store import Store
 
 BASE = "experiments/fashion_mobile.toml"
 ITERATIONS = 600

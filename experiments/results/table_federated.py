@@ -79,7 +79,7 @@ MORE = [Column("tta_low_s", f"virtual s to {100 * LOW:.0f}%", "{:,.0f}"),
 
 
 def make_trace(path: Path, clients: int = 100, sigma: float = HET_SIGMA, seed: int = 26) -> Path:
-    """A device trace (testbed/device_trace.py) of `clients` clients c0.., each one compute
+    """A device trace (testbed/emulation/device_trace.py) of `clients` clients c0.., each one compute
     speed drawn log-normal (median 1), as FedScale's client profiles spread compute times."""
     speeds = np.random.default_rng(seed).lognormal(0.0, sigma, clients)
     nodes = {f"c{c}": {"speed": [[0, round(float(v), 6)]]} for c, v in enumerate(speeds)}

@@ -5,18 +5,27 @@ ring all-reduces are summed on the real bytes with ring_sum. `members` (default:
 are the workers that take part: the others' messages are not carried, and a ring must be
 formed over exactly the members (tests of how a method aggregates without some workers). The testbed's loop drives the same
 generator with the same loop (`transport.drive`) over the emulated network instead
-(testbed/transport.py).
+(testbed/emulation/transport.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 
 from nodes.compression.base import Message, Scheme
-from nodes.compression.phases import (AllGather, AllReduce, Broadcast, Downlink, Members, Scatter,
-                                      ServerCompute, Uplink, WorkerCompute)
+from nodes.compression.phases import (
+    AllGather,
+    AllReduce,
+    Broadcast,
+    Downlink,
+    Members,
+    Scatter,
+    ServerCompute,
+    Uplink,
+    WorkerCompute,
+)
 from nodes.compression.ring import allreduce_bytes_per_node, ring_sum
 from nodes.compression.transport import Transport, drive
 

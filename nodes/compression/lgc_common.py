@@ -19,17 +19,27 @@ from dataclasses import dataclass
 
 import torch
 
+from lgc_schema import Field, Rule
 from nodes.compression import codec
 from nodes.compression.base import Message, Scheme
 from nodes.compression.dgc import DGC, MASKING_HELP
 from nodes.compression.layers import OPTIONS as LAYER_OPTIONS
-from nodes.compression.lgc_autoencoder import (GradientAutoencoder, channels_problem, latent_problem,
-                                               parse_channels)
-from nodes.compression.lgc_messages import (INDEX_CODINGS, ORDERS, order_of, positions_message,
-                                            read_positions, sparse_message)
+from nodes.compression.lgc_autoencoder import (
+    GradientAutoencoder,
+    channels_problem,
+    latent_problem,
+    parse_channels,
+)
+from nodes.compression.lgc_messages import (
+    INDEX_CODINGS,
+    ORDERS,
+    order_of,
+    positions_message,
+    read_positions,
+    sparse_message,
+)
 from nodes.compression.lgc_trainer import AETrainer
 from nodes.compression.templates import check_leader
-from lgc_schema import Field, Rule
 
 STAGES = ("warmup", "ae_train", "lgc")
 
@@ -316,7 +326,7 @@ class LGCBase(Scheme):
         return z.detach().cpu().numpy().astype("<f2" if self.latent_dtype == "f16" else "<f4").tobytes()
 
     def eval_metrics(self) -> dict[str, float]:
-        """What the testbed's loop stores with each evaluation (testbed.store EVAL_COLUMNS)."""
+        """What the testbed's loop stores with each evaluation (testbed.records.store EVAL_COLUMNS)."""
         return self.in_use.take()
 
     def state_dict(self) -> dict:

@@ -9,7 +9,7 @@ import errno
 import socket
 
 from testbed.errors import UserError
-from testbed.store import Store
+from testbed.records.store import Store
 
 DEFAULT_STORE = "runs.db"
 

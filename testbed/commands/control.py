@@ -1,6 +1,6 @@
 """`testbed control RUN --link TARGET --bandwidth-mbps X ...`: steer a running run from the shell.
 
-The request is validated here (same rules as the dashboard: testbed.controls), written to the
+The request is validated here (same rules as the dashboard: testbed.records.controls), written to the
 store, and applied by the running experiment at its next iteration; the command waits (10 s by
 default) for the run to say so and prints the iteration it applied it at."""
 from __future__ import annotations
@@ -8,9 +8,8 @@ from __future__ import annotations
 import time
 
 from lgc_schema import OptionError
-
 from testbed.commands import add_store_arg, open_store
-from testbed.controls import validate_control
+from testbed.records.controls import validate_control
 
 WAIT_S = 10.0
 

@@ -11,8 +11,8 @@ from lgc_schema import OptionError
 from testbed.commands import add_store_arg, check_listen, listen_error
 from testbed.commands import run as run_cmd
 from testbed.errors import RunFailed
+from testbed.records.store import Store
 from testbed.runspec import RunSpec
-from testbed.store import Store
 
 
 def register(sub) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 from testbed.cli import export_figures
 from testbed.commands import add_store_arg, open_store
 from testbed.errors import UserError
-from testbed.summary import public_export, write_csv
-from testbed.tensorboard_export import write_tensorboard
+from testbed.records.summary import public_export, write_csv
+from testbed.records.tensorboard_export import write_tensorboard
 
 
 def register(sub) -> None:

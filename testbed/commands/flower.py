@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 from channels.errors import DeliveryError
-from testbed.commands import add_store_arg
 from testbed.api import opened_store
-from testbed.errors import RunFailed
-from testbed.progress import summary_line
+from testbed.commands import add_store_arg
+from testbed.errors import RunFailed, TransportError
+from testbed.records.progress import summary_line
 
 
 def register(sub) -> None:
@@ -42,7 +42,6 @@ def register(sub) -> None:
 
 def main(args) -> int:
     from testbed.flower.launch import FlowerSpec, run_flower
-    from testbed.transport import TransportError
 
     spec = FlowerSpec(app_dir=args.app, store=args.store, network=args.network, name=args.name,
                       overrides=list(args.overrides), run_config=list(args.run_config),

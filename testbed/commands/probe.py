@@ -11,7 +11,7 @@ out of the iteration's aggregate ("unavailable" | "deadline"). Every sender is r
 so the deadline counts only for what arrives: a gather's update not at the server by then, an
 all-gather's message not at every other present worker by then (in this one call: what a
 best-effort link lost is not resent here). A ring formed at t = 0 runs to its end, so a
-deadline leaves nobody off it (testbed/transport.py has the rules of a training iteration).
+deadline leaves nobody off it (testbed/emulation/transport.py has the rules of a training iteration).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from channels.energy import load_profiles, radio_seconds
 from channels.errors import ChannelConfigError, DeliveryError
 from lgc_schema import OptionError
 from testbed.config import RUN_KEYS, ConfigError, apply_overrides, load_raw
-from testbed.device_trace import apply_link_rates, check_device_trace
+from testbed.emulation.device_trace import apply_link_rates, check_device_trace
 from testbed.errors import RunFailed
 from testbed.paths import resolve_paths
 
@@ -79,7 +79,7 @@ def _away(args, workers) -> list:
 
 
 def _one(network: dict, seed: int, args):
-    from testbed.network import build_network
+    from testbed.emulation.edge_network import build_network
 
     edge = build_network(network, seed)
     net, workers, server = edge.network, edge.workers, edge.server
@@ -181,7 +181,7 @@ def _left_out(rep, network: dict, seed: int, args) -> dict:
     deadline = getattr(args, "deadline_s", None)
     if args.pattern == "p2p" or (deadline is None and getattr(args, "device_trace", None) is None):
         return {}
-    from testbed.network import build_network
+    from testbed.emulation.edge_network import build_network
 
     workers = build_network(network, seed).workers
     left = {str(w): "unavailable" for w in _away(args, workers)}

@@ -2,18 +2,18 @@
 
 The run keeps its id and name; its rows after the checkpoint's iteration are removed and
 written again, so from the checkpoint on they are those the uninterrupted run would have
-written (same file, same seed). A federated run (testbed/federated.py) resumes in one process
+written (same file, same seed). A federated run (testbed/drivers/federated.py) resumes in one process
 (`--launcher local`); under torchrun only data-parallel runs do."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from testbed import checkpoint
-from testbed.commands import add_store_arg, open_store
 from testbed.api import build_experiment, run_experiment
+from testbed.commands import add_store_arg, open_store
 from testbed.config import config_from_stored
-from testbed.errors import UserError
 from testbed.distributed.launcher import launch_torchrun
+from testbed.errors import UserError
+from testbed.run import checkpoint
 from testbed.runspec import RunSpec
 
 
@@ -61,7 +61,7 @@ def main(args) -> int:
             state = checkpoint.load(path)
         except (OSError, ValueError, RuntimeError) as e:
             raise ResumeError(f"run {rid}: checkpoint {path} cannot be read ({e})") from e
-        print(f"run {rid} ({run['name']}) resumes after iteration {state['iteration']}", flush=True)
+        print(f"run {rid} ({run['name']}) resumes after iteration {state['loop']['iteration']}", flush=True)
         spec = RunSpec(store=args.store, launcher=args.launcher, quiet=args.quiet, resume=rid)
         if args.launcher == "torchrun":  # every rank loads its own checkpoint
             store.close()  # rank 0 writes it

@@ -2,8 +2,15 @@
 from __future__ import annotations
 
 from testbed.commands import add_store_arg, open_store
-from testbed.summary import (ITERATION_UNITS, federated_tables, final_accuracies, megabytes,
-                             participants, percent, plural)
+from testbed.records.summary import (
+    ITERATION_UNITS,
+    federated_tables,
+    final_accuracies,
+    megabytes,
+    participants,
+    percent,
+    plural,
+)
 
 
 def register(sub) -> None:

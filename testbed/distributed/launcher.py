@@ -2,7 +2,7 @@
 
 `launch_torchrun(spec, cfg)` starts `python -m torch.distributed.run` with one process per
 worker (rendezvous c10d on 127.0.0.1 at a free port), each running `python -m testbed.launch`
-(testbed/distributed/launch.py, the rank's program), waits, and reports the run, or the rank that failed,
+(testbed/distributed/rank_program.py, the rank's program), waits, and reports the run, or the rank that failed,
 in one line. Each rank writes a small JSON report (run id, status, error) into the folder named
 by REPORT_DIR_ENV; the launcher reads them to say which rank failed and marks the run failed
 in the store if rank 0 could not.
@@ -24,11 +24,11 @@ from pathlib import Path
 from tqdm import tqdm
 
 from lgc_schema import OptionError
-from testbed import checkpoint
 from testbed.errors import RunFailed, SetupError
-from testbed.lifeline import die_with_parent
+from testbed.processes.lifeline import die_with_parent
+from testbed.records.store import Store
+from testbed.run import checkpoint
 from testbed.runspec import RunSpec
-from testbed.store import Store
 
 REPORT_DIR_ENV = "TESTBED_LAUNCH_REPORT_DIR"
 LAUNCHER_PID_ENV = "TESTBED_LAUNCHER_PID"
@@ -40,7 +40,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 def count_workers(cfg) -> int:
     """Worker nodes of the file's network (what torchrun must start one process for)."""
     # here, not at the top: it loads numba and networkx, which no other command needs
-    from testbed.network import build_network
+    from testbed.emulation.edge_network import build_network
 
     return len(build_network(cfg.network, cfg.run.seed).workers)
 
@@ -108,7 +108,7 @@ def launch_torchrun(spec: RunSpec, cfg) -> int:
 
     torchrun's and the ranks' output go to a log file beside the store (its path is printed);
     the terminal gets a progress bar read from the store and, at the end, one line. torchrun
-    dies with this process (PR_SET_PDEATHSIG) and its ranks with it (testbed.lifeline)."""
+    dies with this process (PR_SET_PDEATHSIG) and its ranks with it (testbed.processes.lifeline)."""
     try:
         workers = count_workers(cfg)
     except ValueError as e:  # a network the validator let through but the topology refuses

@@ -24,13 +24,13 @@ import sys
 import torch
 import torch.distributed as dist
 
-from testbed import checkpoint
 from testbed.distributed.comm import Comm
 from testbed.distributed.federated import RankClientMemories, train_rank_clients
 from testbed.distributed.rank_gradients import FAULT_ENV, RankGradients, parse_fault
 from testbed.distributed.transport import DistributedTransport
 from testbed.errors import ExperimentError
 from testbed.experiment import Experiment
+from testbed.run import checkpoint
 
 
 class NullStore:
@@ -189,7 +189,7 @@ class Rank:
         if self.federated:
             raise ExperimentError("federated runs do not resume under torchrun yet; "
                                   "use --launcher local")
-        its = self.comm.all_gather_ints([state["iteration"]], "checkpoint check")
+        its = self.comm.all_gather_ints([state["loop"]["iteration"]], "checkpoint check")
         if len({i[0] for i in its}) != 1:
             raise ExperimentError(f"the ranks' checkpoints of run {run_id} are of different "
                                   f"iterations ({[i[0] for i in its]}); the run cannot resume")

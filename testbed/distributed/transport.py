@@ -19,8 +19,8 @@ from channels.report import CollectiveReport
 from nodes.compression import phases as ph
 from nodes.compression.base import Message
 from testbed.distributed.comm import Comm, WorkerFailure
-from testbed.network import EdgeNetwork
-from testbed.transport import EmulatedTransport
+from testbed.emulation.edge_network import EdgeNetwork
+from testbed.emulation.transport import EmulatedTransport
 
 
 def identity(worker: int) -> int:
@@ -131,12 +131,13 @@ class DistributedTransport(EmulatedTransport):
     bytes (its `SHARES` step), then the emulated handler carries it over `RankZeroLink`. Clock,
     timing, traffic and the iteration's report are the emulated transport's own."""
 
-    def __init__(self, net: EdgeNetwork, *, comm: Comm, owner=identity, measured: bool = False,
+    def __init__(self, edge_network: EdgeNetwork, *, comm: Comm, owner=identity, measured: bool = False,
                  timer=None):
         """`owner(w)`: the rank that computes worker w (a federated round's clients spread
         over fewer ranks than slots, testbed/distributed/federated.py)."""
         self.comm, self.owner = comm, owner
-        super().__init__(net, measured=measured, link=RankZeroLink(comm, net.network), timer=timer)
+        super().__init__(edge_network, measured=measured, link=RankZeroLink(comm, edge_network.network),
+                         timer=timer)
 
     def carriers(self):
         return {kind: handler if kind not in SHARES else self._shared(SHARES[kind], handler)

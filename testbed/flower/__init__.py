@@ -7,7 +7,7 @@ grid.py     Flower Grids that run the ClientApps: plain, and over our links (a C
 flops.py    a call's FLOPs, counted once per node, call kind and model;
 pool.py     a round's ClientApps in worker processes;
 compress.py the client mod `compress` and the grid's codec (our compressors for Flower apps);
-driver.py   the ServerApp in a thread, one `testbed.rounds.Round` per send_and_receive;
+driver.py   the ServerApp in a thread, one `testbed.run.rounds.Round` per send_and_receive;
 launch.py   `testbed flower run`'s run: the app, its world and the loop.
 
 Importing this package does not import flwr; its modules do.

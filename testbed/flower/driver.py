@@ -1,4 +1,4 @@
-"""A Flower run as a driver of rounds (testbed/rounds.py): the ServerApp runs unchanged in a
+"""A Flower run as a driver of rounds (testbed/run/rounds.py): the ServerApp runs unchanged in a
 thread over the emulated grid, and each `send_and_receive` it makes is one `Round`.
 
 The thread runs only while the caller wants a round: `rounds()` lets it carry one round, then
@@ -13,7 +13,7 @@ MetricRecord key holding "loss" / "acc"); a `flower_round` event says what the r
 (train or evaluate, its messages and replies, and the reason of each error reply by node
 id). A strategy still sending
 after `run.iterations` rounds fails the run (`BudgetExceeded`): the driver's budget is one
-more round, which it refuses. The loop (testbed/loop.py) writes the rounds' rows.
+more round, which it refuses. The loop (testbed/run/loop.py) writes the rounds' rows.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from flwr.supercore.task_identity import TaskIdentity
 
 from testbed.errors import RunFailed
 from testbed.flower.grid import EmulatedGrid, metric
-from testbed.rounds import Round
+from testbed.run.rounds import Round
 
 
 class BudgetExceeded(RunFailed):

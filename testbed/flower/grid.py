@@ -60,12 +60,11 @@ from flwr.supercore.run import Run
 from nodes.compression import phases as ph
 from nodes.compression.base import Message as Wire
 from nodes.compression.transport import carry_all
+from testbed.emulation.world_at import compute_seconds
 from testbed.errors import RunFailed
 from testbed.flower.flops import CallFlops, call_key
 from testbed.flower.world import available
-from testbed.traces import compute_seconds
-from testbed.rounds import Round
-
+from testbed.run.rounds import Round
 
 NODE_IDS = 1000   # node i's Flower node id is NODE_IDS + i (the ServerApp's is SUPERLINK_NODE_ID)
 
@@ -204,8 +203,8 @@ class Sent:
 
 
 class EmulatedGrid(LocalGrid):
-    """The grid over the emulated edge (module doc) of `world` (testbed/setup.py), on its
-    clock. `on_round(round, kind, replies)` receives each round as a `testbed.rounds.Round`
+    """The grid over the emulated edge (module doc) of `world` (testbed/run/setup.py), on its
+    clock. `on_round(round, kind, replies)` receives each round as a `testbed.run.rounds.Round`
     (and its messages' type) after it is carried; `codec` (testbed/flower/compress.py)
     carries compressed updates."""
 

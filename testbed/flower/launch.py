@@ -4,13 +4,13 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
+from testbed.errors import ConfigError
 from testbed.flower.app import load_app
 from testbed.flower.compress import GridCodec
-from testbed.errors import ConfigError
 from testbed.flower.driver import FlowerDriver
 from testbed.flower.pool import ClientPool, processes
 from testbed.flower.world import flower_config, flower_world
-from testbed.loop import Loop
+from testbed.run.loop import Loop
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The emulated edge a Flower app runs on: the run's `testbed.setup.World` from an experiment
+"""The emulated edge a Flower app runs on: the run's `testbed.run.setup.World` from an experiment
 file's `[network]`, `[run]` and (optionally) `[compression]` alone. The app brings its own
 model, data and strategy, so `[data]`, `[model]`, `[optim]` and `[federated]` are refused.
 
@@ -12,10 +12,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from testbed.config import RUN_KEYS, ExperimentConfig, apply_overrides, load_raw, validate
+from testbed.config import (
+    RUN_KEYS,
+    ExperimentConfig,
+    apply_overrides,
+    load_raw,
+    validate,
+)
 from testbed.errors import ConfigError
 from testbed.paths import resolve_paths
-from testbed.setup import World, build_world
+from testbed.run.setup import World, build_world
 
 NOT_FLOWER = ("data", "model", "optim", "federated")
 DEFAULT_BUDGET = 10_000

@@ -6,11 +6,11 @@ import pickle
 
 import numpy as np
 import pytest
-
-from channels.rate_steps import RateSteps
 from channels_helpers import identical, make_net
 from test_channels_engines import _same
 from test_channels_relay import _mesh
+
+from channels.rate_steps import RateSteps
 
 PKT = 1500 * 8     # a full packet on the wire (1460 B payload + 40 B header), bits
 
@@ -106,7 +106,11 @@ def test_csma_fast_equals_simpy_with_a_stations_rate_steps(delivery):
 
 
 def test_a_fedscale_clients_capacity_reaches_the_link_layer(tmp_path):
-    from testbed.device_trace import apply_link_rates, from_fedscale, parse_device_trace
+    from testbed.emulation.device_trace import (
+        apply_link_rates,
+        from_fedscale,
+        parse_device_trace,
+    )
     behave = {7: {"active": [0], "inactive": [1e6], "finish_time": 1e6}}
     capacity = {7: {"computation": 100.0, "communication": 2500.0}}   # kbit/s: 2.5 Mb/s
     trace = parse_device_trace(json.loads(json.dumps(from_fedscale(behave, capacity, [7]))))
@@ -119,7 +123,7 @@ def test_a_fedscale_clients_capacity_reaches_the_link_layer(tmp_path):
 
 
 def test_a_device_traces_steps_reach_every_packet(tmp_path):
-    from testbed.device_trace import apply_link_rates, parse_device_trace
+    from testbed.emulation.device_trace import apply_link_rates, parse_device_trace
     trace = parse_device_trace({"nodes": {"w0": {"uplink_mbps": [[0, 8.0], [1.0, 4.0]]}}})
     net = make_net(workers=2, engine="fast", delay_ms=1.0)
     # at the iteration's start (t = 0) the links show 8 Mb/s; the link layer has the steps

@@ -6,7 +6,7 @@ import pytest
 from dash import no_update
 
 from dashboards.callbacks import LIVE_FIGURES, Dashboard
-from testbed.store import Store
+from testbed.records.store import Store
 
 GRAPH = {"nodes": [{"id": "server", "role": "server"}, {"id": "w0", "role": "worker"}],
          "edges": [{"source": "w0", "target": "server", "bandwidth_mbps": 10.0}]}

@@ -1,8 +1,14 @@
-"""testbed.controls: what a steering request may ask, checked against a hand-made topology."""
+"""testbed.records.controls: what a steering request may ask, checked against a hand-made topology."""
 import pytest
 
-from testbed.controls import (ControlError, directed_links, link_targets, resolve_target,
-                              validate_changes, validate_control)
+from testbed.errors import ControlError
+from testbed.records.controls import (
+    directed_links,
+    link_targets,
+    resolve_target,
+    validate_changes,
+    validate_control,
+)
 
 # server - w0, server - w1 (undirected), and one node name containing a dash.
 GRAPH = {"nodes": [{"id": "server", "role": "server"}, {"id": "w0", "role": "worker"},

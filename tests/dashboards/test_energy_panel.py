@@ -5,10 +5,10 @@ import os
 import pytest
 from dash import no_update
 
+from dashboards.callbacks import LIVE_FIGURES, Dashboard
 from dashboards.panels.energy import energy_figure
 from dashboards.style import series_uid
-from dashboards.callbacks import LIVE_FIGURES, Dashboard
-from testbed.store import Store
+from testbed.records.store import Store
 
 GRAPH = {"nodes": [{"id": "server", "role": "server"}, {"id": "w0", "role": "worker"},
                    {"id": "w1", "role": "worker"}],

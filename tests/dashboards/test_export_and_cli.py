@@ -3,10 +3,10 @@ import argparse
 
 import pytest
 
-from testbed.commands import dashboard as dashboard_cmd
 from dashboards.export import export_html, export_png, find_chromium
 from dashboards.panels import PANELS
-from testbed.store import Store
+from testbed.commands import dashboard as dashboard_cmd
+from testbed.records.store import Store
 
 
 @pytest.fixture
@@ -73,7 +73,9 @@ def test_dashboard_subcommand_defaults_to_loopback(monkeypatch, capsys):
     assert args.func(args) == 0
     assert served == {"path": "x.db", "host": "127.0.0.1", "port": 8050, "access_log": False}
     assert capsys.readouterr().out == "dashboard: http://127.0.0.1:8050 (store x.db)\n"  # once
-    from testbed.cli import main  # the CLI's one error boundary turns the refusal into exit 2
+    from testbed.cli import (
+        main,  # the CLI's one error boundary turns the refusal into exit 2
+    )
 
     assert main(["dashboard", "--port", "70000"]) == 2
     assert "--port = 70000: must be in 1..65535" in capsys.readouterr().err

@@ -2,8 +2,8 @@
 first load and appended ticks, equals the store's own participants and staleness rows; a sync
 run draws participants only; a data-parallel run shows a one-line note. FedBuff's histogram of
 single updates' staleness counts what the buffer order gives by hand, binned or not."""
-from collections import Counter
 import os
+from collections import Counter
 
 from dashboards.callbacks import LIVE_FIGURES, Dashboard
 from dashboards.export import run_figures
@@ -134,7 +134,7 @@ def test_a_flower_run_shows_its_replies_per_round_by_outcome(tmp_path):
     """A Flower run (node 3 of the echo app raises in round 1) draws the store's replies_ok,
     _failed, _lost and _late per round, and its page shows the panel."""
     from testbed import cli
-    from testbed.store import Store
+    from testbed.records.store import Store
     from tests.testbed.flower.flower_runs import ECHO
 
     db = tmp_path / "runs.db"

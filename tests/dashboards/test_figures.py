@@ -8,7 +8,13 @@ from dashboards.panels.channel import channel_figure
 from dashboards.panels.latency import latency_figure, latency_series
 from dashboards.panels.rate import rate_figure, rate_series
 from dashboards.panels.topology import link_loads, topology_figure
-from dashboards.style import event_marks, series_uid, smooth, smoothing_carry, stage_bands
+from dashboards.style import (
+    event_marks,
+    series_uid,
+    smooth,
+    smoothing_carry,
+    stage_bands,
+)
 
 
 def its(n, bits_up=800, bits_down=200, uplink=0.5):
@@ -272,8 +278,8 @@ def test_compare_summary_ratio_and_time_to_target():
     assert rows["fp32"]["compression_ratio"] == 1.0
     assert rows["topk"]["compression_ratio"] == 10.0  # 1000 vs 100 bits per iteration
     assert rows["fp32"]["total_bits"] == 4000 and rows["topk"]["total_bits"] == 200
-    # MB on the wire as the CLI prints it (testbed.summary.megabytes: 10^6 bytes, 3 decimals)
-    from testbed.summary import megabytes
+    # MB on the wire as the CLI prints it (testbed.records.summary.megabytes: 10^6 bytes, 3 decimals)
+    from testbed.records.summary import megabytes
 
     assert f"{rows['topk']['total_mb']:.3f} MB" == megabytes(200) == "0.000 MB"
     assert f"{rows['fp32']['total_mb']:.3f} MB" == megabytes(4000)

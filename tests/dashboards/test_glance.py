@@ -11,7 +11,7 @@ from dashboards.panels import PANELS
 from dashboards.panels.energy import energy_figure
 from dashboards.panels.rate import rate_figure
 from dashboards.style import log_ticks, series_uid, si_label, spread
-from testbed.store import Store
+from testbed.records.store import Store
 
 GRAPH = {"nodes": [{"id": "server", "role": "server"}, {"id": "w0", "role": "worker"},
                    {"id": "w1", "role": "worker"}],

@@ -11,7 +11,7 @@ from dashboards.layout import build_layout
 from dashboards.panel import Panel, Rows, View
 from dashboards.panels import PANELS
 from dashboards.style import base_layout, line_trace, make_figure, points
-from testbed.store import Store
+from testbed.records.store import Store
 
 GRAPH = {"nodes": [{"id": "server", "role": "server"}, {"id": "w0", "role": "worker"},
                    {"id": "w1", "role": "worker"}],

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from testbed.records.store import Store
 from tests.e2e.test_torchrun import assert_same_rows
-from testbed.store import Store
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[2]

@@ -37,11 +37,11 @@ if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
     pytest.skip(f"no {CHROMIUM} / {CHROMEDRIVER}: run .ci/install-browser.sh", allow_module_level=True)
 
 from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.common.exceptions import ElementClickInterceptedException  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
-from testbed.store import Store  # noqa: E402
+from testbed.records.store import Store  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,7 +1,7 @@
 """`testbed run FED.toml --launcher torchrun`: a federated round's clients spread over Gloo
 ranks on loopback (slot k on rank k mod N), compared with the in-process run of the same file.
 
-The in-process run (testbed/federated.py, never touching torch.distributed) is the reference:
+The in-process run (testbed/drivers/federated.py, never touching torch.distributed) is the reference:
 equal rows, every column of every table but wall time, losses included, mean that each rank
 trained its clients from the same weights with the same batches, that the clients' error
 memories followed them from rank to rank, and that the deltas' bytes, the seeded loss pattern
@@ -17,13 +17,13 @@ import pytest
 
 pytest.importorskip("channels.network", reason="the link layer (channels/network.py) is not there")
 
+from test_torchrun import ROOT, assert_same_rows, last_run, run_torchrun  # noqa: E402
+
 from nodes.federated import sample_clients  # noqa: E402
 from testbed.config import load_config  # noqa: E402
+from testbed.drivers.federated import client_rng  # noqa: E402
 from testbed.experiment import Experiment  # noqa: E402
-from testbed.federated import client_rng  # noqa: E402
-from testbed.store import Store  # noqa: E402
-
-from test_torchrun import ROOT, assert_same_rows, last_run, run_torchrun  # noqa: E402
+from testbed.records.store import Store  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.store import Store
+from testbed.records.store import Store
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[2]

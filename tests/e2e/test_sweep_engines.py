@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from testbed.cli import main
-from testbed.store import Store
+from testbed.records.store import Store
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]

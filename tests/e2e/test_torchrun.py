@@ -24,7 +24,7 @@ pytest.importorskip("channels.network", reason="the link layer (channels/network
 
 from testbed.config import load_config  # noqa: E402
 from testbed.experiment import Experiment  # noqa: E402
-from testbed.store import Store  # noqa: E402
+from testbed.records.store import Store  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]

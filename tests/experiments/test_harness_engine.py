@@ -11,7 +11,7 @@ if str(ROOT) not in sys.path:           # `experiments` is a folder of the repo,
     sys.path.insert(0, str(ROOT))
 
 from experiments.results import harness  # noqa: E402
-from testbed.store import Store  # noqa: E402
+from testbed.records.store import Store  # noqa: E402
 
 TABLE_FIGURES = ("status", "iterations", "evals", "bits", "bits_up", "stages", "virtual_time_s",
                  "virtual_s", "packets", "lost", "packets_up", "lost_up", "method")

@@ -108,7 +108,7 @@ def test_a_row_whose_run_files_changed_is_older_and_one_whose_report_changed_is_
     full = {c: subprocess.run(["git", "rev-parse", c], capture_output=True, text=True,
                               cwd=ROOT).stdout.strip() for c in ("5b737c3", "4883b71", "1f8f9ca")}
     prov = {"commit": full["4883b71"], "clean": True, "config": T.PLATEAU_BASE,
-            "overrides": ["run.seed=0"], "files": ["testbed/loop.py", "nodes/compression/dgc.py"]}
+            "overrides": ["run.seed=0"], "files": ["testbed/run/loop.py", "nodes/compression/dgc.py"]}
     assert "older" not in marks(prov, full["1f8f9ca"])
     assert "older" not in marks({**prov, "files": None}, full["1f8f9ca"])   # the RUN_CODE rule
     assert marks({**prov, "commit": full["5b737c3"]}, full["4883b71"]).endswith("(older code)")
@@ -140,6 +140,6 @@ def test_a_change_to_comments_and_docstrings_keeps_the_code_the_same():
     assert code_of(before.replace("return 1", "return 2")) != code_of(before)
     assert code_of('def f():\n    """Only words."""\n') == code_of("def f():\n    pass\n")
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
-    assert _code_at(head, "testbed/loop.py") == code_of((ROOT / "testbed/loop.py").read_text()) or \
-        subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "testbed/loop.py"], cwd=ROOT).returncode
+    assert _code_at(head, "testbed/run/loop.py") == code_of((ROOT / "testbed/run/loop.py").read_text()) or \
+        subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "testbed/run/loop.py"], cwd=ROOT).returncode
     assert _code_at(head, "no/such/file.py") is None

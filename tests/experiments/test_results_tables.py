@@ -1,4 +1,4 @@
-"""The result-table scripts in tiny modes: real orchestrator runs, well-formed CSV, figures that
+"""The result-table scripts in tiny modes: real runs of the loop, well-formed CSV, figures that
 can be checked by hand (fp32's bits from the parameter count, its transfer time at 1 Mbit/s,
 the Gilbert-Elliott stationary loss, the timers adding up to the wall time)."""
 from __future__ import annotations
@@ -204,7 +204,7 @@ def test_federated_comparison_rows_share_the_federated_files_data_and_cell(tmp_p
 
     from experiments.results import table_federated as tf
     from testbed.config import load_config
-    from testbed.device_trace import load_device_trace
+    from testbed.emulation.device_trace import load_device_trace
 
     s = tf.spec("dp_topk", seed=2, rounds=40)
     assert s.config == tf.DP_BASE and "run.iterations=200" in s.overrides

@@ -14,7 +14,7 @@ from torch import nn
 from testbed import api
 from testbed.cli import main
 from testbed.config import config_from_stored, load_config
-from testbed.store import Store
+from testbed.records.store import Store
 
 USER = '''
 import torch

@@ -8,9 +8,9 @@ import torch
 from nodes.compression import codec
 from nodes.compression.memory import memories
 from testbed.config import ConfigError, load_config
-from testbed.data_parallel import LocalGradients
+from testbed.drivers.data_parallel import LocalGradients
 from testbed.experiment import Experiment
-from testbed.store import Store
+from testbed.records.store import Store
 from tests.testbed.experiment_files import experiment_file as write_experiment
 
 BANDWIDTH, DELAY, HEADER = 10e6, 1e-3, 40
@@ -255,8 +255,8 @@ def test_on_a_shared_cell_a_late_update_holds_the_air_until_it_is_sent(tmp_path)
     from channels.config import validate_network
     from nodes.compression.base import Message
     from nodes.compression.phases import Downlink, Uplink
-    from testbed.network import build_network
-    from testbed.transport import EmulatedTransport
+    from testbed.emulation.edge_network import build_network
+    from testbed.emulation.transport import EmulatedTransport
 
     T, d = (1460 + 40) * 8 / 10e6, 1e-4
     table = validate_network({"topology": "star", "workers": 3, "medium": "shared",

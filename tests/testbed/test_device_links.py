@@ -8,7 +8,7 @@ import pytest
 from testbed.cli import main as cli
 from testbed.config import ConfigError, load_config
 from testbed.experiment import Experiment
-from testbed.store import Store
+from testbed.records.store import Store
 from tests.testbed.experiment_files import experiment_file
 
 

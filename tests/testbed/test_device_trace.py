@@ -3,7 +3,11 @@ import re
 
 import pytest
 
-from testbed.device_trace import DeviceTraceError, from_fedscale, parse_device_trace
+from testbed.emulation.device_trace import (
+    DeviceTraceError,
+    from_fedscale,
+    parse_device_trace,
+)
 
 
 def test_speed_steps_and_availability_intervals():

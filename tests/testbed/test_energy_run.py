@@ -11,7 +11,7 @@ from channels.energy import load_profiles
 from testbed.cli import main as cli
 from testbed.config import ConfigError, load_config
 from testbed.experiment import Experiment
-from testbed.store import Store
+from testbed.records.store import Store
 from tests.testbed.experiment_files import experiment_file
 
 ITERATIONS = 4

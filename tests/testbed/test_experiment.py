@@ -1,4 +1,4 @@
-"""The orchestrator end to end: seeded determinism, virtual time against a hand computation,
+"""A run end to end: seeded determinism, virtual time against a hand computation,
 clean failure on a bad gradient, steering picked up at the next iteration, kill -9 of a run."""
 import math
 import os
@@ -11,7 +11,7 @@ import pytest
 
 from testbed.config import load_config
 from testbed.experiment import Experiment
-from testbed.store import Store
+from testbed.records.store import Store
 
 
 def run_file(path, store_path, overrides=()):
@@ -240,7 +240,7 @@ def test_dense_ring_allreduce_time_is_2_n_minus_1_chunk_steps(tiny_experiment, t
 
 @pytest.mark.parametrize("topology,collective", [("ring", "allreduce"), ("star", "ps"), ("star", "allreduce")])
 def test_scalecom_and_powersgd_run_on_ring_and_star(tiny_experiment, tmp_path, topology, collective):
-    """The two all-reduce-compatible compressors through the orchestrator: a ring has no server
+    """The two all-reduce-compatible compressors through the loop: a ring has no server
     (no downlink), a star carries either collective (a ring all-reduce relays through the AP)."""
     for method, opts in (("scalecom", "ratio = 0.05"), ("powersgd", "rank = 2")):
         path = tiny_experiment(name=method, method=method, workers=3, iterations=3,

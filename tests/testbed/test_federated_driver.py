@@ -1,4 +1,4 @@
-"""The federated driver (testbed/federated.py) against hand computations: FedAvg of one local
+"""The federated driver (testbed/drivers/federated.py) against hand computations: FedAvg of one local
 step is one SGD step on the pooled batch; FedBuff with K = 1 and one client in flight is
 sequential SGD; a stale update weighs 1/sqrt(1 + staleness); the model download's bits are
 the model's bytes; the config's one-line errors."""
@@ -13,9 +13,9 @@ from nodes.models import build_model
 from nodes.partition import split
 from nodes.workers import ShardSampler, flatten, worker_seed
 from testbed.config import ConfigError, load_config
+from testbed.drivers.federated import client_rng
 from testbed.experiment import Experiment
-from testbed.federated import client_rng
-from testbed.store import Store
+from testbed.records.store import Store
 
 FED = """
 [run]

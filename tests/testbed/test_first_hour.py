@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from testbed import checkpoint
 from testbed.cli import CLOSED_PIPE, COMMANDS, main
-from testbed.store import Store
+from testbed.records.store import Store
+from testbed.run import checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -265,7 +265,7 @@ def test_cli_dashboard_and_export_print_the_same_bytes_and_accuracies(finished_r
     """The run sent 3 * 5,000,000 + 3 bits: 1.875 MB (10^6 bytes) on the wire; its evaluations
     87.5% then 81.25%: final 81.25%, best 87.50%. The CLI's summary line, `testbed runs`, the
     JSON and HTML export and the dashboard's runs table and live message say the same."""
-    from testbed.progress import summary_line
+    from testbed.records.progress import summary_line
 
     with Store(finished_run) as s:
         line = summary_line(s, 1, "done")
@@ -307,7 +307,7 @@ def test_a_federated_run_speaks_of_rounds_and_clients(tmp_path, capsys):
         for i in range(5):
             s.append_iteration(rid, {"iteration": i, "virtual_time_s": i + 1.0, "bits_up": 8, "bits_down": 8})
         s.finish_run(rid, "completed")
-        from testbed.progress import summary_line
+        from testbed.records.progress import summary_line
 
         assert summary_line(s, rid, "fed").startswith("run 1 (fed) completed: 5 rounds, ")
     assert main(["runs", "--store", str(db)]) == 0

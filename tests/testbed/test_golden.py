@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent / "golden"))
 import compare  # noqa: E402  (tests/testbed/golden/compare.py)
 
 from testbed.cli import main  # noqa: E402
-from testbed.store import Store  # noqa: E402
+from testbed.records.store import Store  # noqa: E402
 
 FAST = ["torchrun_topk_2", "torchrun_dgc_4", "torchrun_lgc_ps_2", "torchrun_lgc_rar_2",
         "torchrun_scalecom_2", "torchrun_topk_allgather_2", "torchrun_lgc_ablation_2",
@@ -85,9 +85,9 @@ def test_a_parting_is_accepted_only_after_rounding_and_within_the_bands():
 
 def test_a_mutation_of_the_compute_time_fails_a_golden_run(tmp_path, monkeypatch):
     """A real run with each worker's compute time 1.000001 times longer is not its fixture's."""
-    from testbed import traces
-    seconds = traces.compute_seconds
-    monkeypatch.setattr(traces, "compute_seconds", lambda *a, **k: seconds(*a, **k) * 1.000001)
+    from testbed.emulation import world_at
+    seconds = world_at.compute_seconds
+    monkeypatch.setattr(world_at, "compute_seconds", lambda *a, **k: seconds(*a, **k) * 1.000001)
     got = compare.rerun("torchrun_topk_2", tmp_path)
     assert [m for m in compare.mismatches(compare.fixture("torchrun_topk_2"), got)
             if ".compute_s" in m]

@@ -18,10 +18,11 @@ from nodes.compression.memory import memories
 from nodes.compression.phases import AllGather, AllReduce, Broadcast, Members
 from nodes.compression.templates import leader_among
 from testbed.config import load_config
+from testbed.emulation.edge_network import build_network
+from testbed.emulation.transport import EmulatedTransport
+from testbed.errors import TransportError
 from testbed.experiment import Experiment
-from testbed.network import build_network
-from testbed.store import Store
-from testbed.transport import EmulatedTransport, TransportError
+from testbed.records.store import Store
 from tests.testbed.test_deadlines import SLOW, Recorder, experiment_file, trace_file
 
 T = (1460 + 40) * 8 / 10e6   # one full packet (1460 B payload + 40 B header) at 10 Mbit/s
@@ -275,8 +276,8 @@ def test_a_ring_re_formed_without_an_away_worker_routes_around_it():
     assert t.traffic.links[("w1", "w0")]["packets"] == 4 * 2
     assert t.traffic.links[("w0", "w3")]["packets"] == 4 * 2
     t.begin(1, t.clock, {w: t.clock for w in ("w0", "w1", "w2", "w3")})  # w2 back: routes as before
-    assert t.net.network.path("w1", "w3") in (["w1", "w2", "w3"], ["w1", "w0", "w3"])
-    assert t.net.network.path("w1", "w2") == ["w1", "w2"]
+    assert t.edge_network.network.path("w1", "w3") in (["w1", "w2", "w3"], ["w1", "w0", "w3"])
+    assert t.edge_network.network.path("w1", "w2") == ["w1", "w2"]
     # with no way around (w1 and w3 both away), w0 -> w2 still goes through one of them
-    t.net.network.set_away(["w1", "w3"])
-    assert len(t.net.network.path("w0", "w2")) == 3
+    t.edge_network.network.set_away(["w1", "w3"])
+    assert len(t.edge_network.network.path("w0", "w2")) == 3

@@ -14,7 +14,7 @@ from channels.network import Network
 from channels.topology import build_topology
 from testbed.config import load_config
 from testbed.experiment import Experiment
-from testbed.store import Store
+from testbed.records.store import Store
 
 SNR_DB = 20 - (40 + 30 * math.log10(10)) - (-174 + 10 * math.log10(20e6) + 7)
 STEADY = '{ model = "fading", fading = "none", shadowing_db = 0.0 }'

@@ -12,15 +12,15 @@ from channels.config import validate_network
 from nodes.compression import codec
 from nodes.compression.base import Message
 from nodes.compression.phases import Downlink
+from nodes.compression.testing import record_compensated
 from nodes.replicas import Replicas
 from nodes.workers import WorkerPool, flatten
 from testbed.cli import main
 from testbed.config import load_config
+from testbed.emulation.edge_network import build_network
+from testbed.emulation.transport import EmulatedTransport
 from testbed.experiment import Experiment
-from testbed.network import build_network
-from testbed.store import Store
-from testbed.transport import EmulatedTransport
-from nodes.compression.testing import record_compensated
+from testbed.records.store import Store
 
 
 class DropOne:

@@ -6,14 +6,14 @@ import textwrap
 import pytest
 
 import channels.config
-import testbed.device_trace
+import testbed.emulation.device_trace
 from channels.config import ValidNetwork, validate_network
 from channels.topology import build_topology
 from testbed.commands.probe import load_participation, load_probe_config
 from testbed.config import config_from_stored, load_config
-from testbed.device_trace import DeviceTrace
+from testbed.emulation.device_trace import DeviceTrace
 from testbed.experiment import Experiment
-from testbed.store import Store
+from testbed.records.store import Store
 
 GRAPH = {"directed": False, "multigraph": False, "graph": {},
          "nodes": [{"id": "server", "role": "server"}, {"id": "w0"}, {"id": "w1"}],
@@ -93,6 +93,6 @@ def test_the_device_trace_is_parsed_once_by_the_validator(tmp_path, monkeypatch)
 
     def boom(*a, **k):
         raise AssertionError("parsed twice")
-    monkeypatch.setattr(testbed.device_trace, "load_device_trace", boom)
+    monkeypatch.setattr(testbed.emulation.device_trace, "load_device_trace", boom)
     exp = Experiment(cfg, Store(tmp_path / "s.db"))
     assert exp.world.devices is cfg.devices

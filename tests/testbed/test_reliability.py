@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from testbed.cli import main
-from testbed.store import Store
+from testbed.records.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 

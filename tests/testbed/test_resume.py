@@ -8,6 +8,7 @@ Gilbert-Elliott loss, so the resumed run also depends on the link layer's restor
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,14 +16,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
-from testbed import checkpoint
+from nodes.federated import sample_clients
 from testbed.cli import main
 from testbed.config import load_config
+from testbed.drivers.federated import client_rng
 from testbed.experiment import Experiment
-from nodes.federated import sample_clients
-from testbed.federated import client_rng
-from testbed.store import Store
+from testbed.records.store import Store
+from testbed.run import checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 GE = '{ model = "gilbert_elliott", p_good_to_bad = 0.1, p_bad_to_good = 0.4, loss_good = 0.02, loss_bad = 0.5 }'
@@ -38,7 +40,7 @@ VICTIM = textwrap.dedent("""
     import os, signal, sys
     from testbed.config import load_config
     from testbed.experiment import Experiment
-    from testbed.store import Store
+    from testbed.records.store import Store
 
     def progress(p):
         if p.iteration == int(sys.argv[3]):  # iterations done so far
@@ -96,7 +98,7 @@ def killed_and_resumed(path, sets, tmp_path, capsys) -> dict:
         killed = store.run(1)
         assert killed["status"] == "failed" and killed["last_iteration"] == KILL_AFTER - 1
     saved = checkpoint.load(checkpoint.path_for(db, 1))
-    assert saved["iteration"] == EVERY - 1  # the last one before the kill
+    assert saved["loop"]["iteration"] == EVERY - 1  # the last one before the kill
 
     code = main(["resume", "1", "--store", str(db), "--quiet"])
     out = capsys.readouterr()
@@ -253,7 +255,7 @@ def test_a_fedbuff_run_stopped_after_nobody_was_available_resumes_with_its_pendi
                                   should_stop=lambda: next(calls) == back + 1)
         exp.run()
         assert store.run(1)["status"] == "stopped" and exp.driver.pending is not None
-    assert checkpoint.load(checkpoint.path_for(db, 1))["iteration"] == back
+    assert checkpoint.load(checkpoint.path_for(db, 1))["loop"]["iteration"] == back
     assert main(["resume", "1", "--store", str(db), "--quiet"]) == 0, capsys.readouterr().err
     with Store(db) as store:
         got = rows(store, 1)
@@ -275,3 +277,31 @@ def test_a_federated_run_is_not_resumed_under_torchrun(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.endswith("is federated: --launcher torchrun resumes data-parallel runs only; "
                         "allowed: --launcher local") and "\n" not in err
+
+
+@pytest.mark.parametrize("name", ["dp", "fed"])
+def test_a_checkpoint_of_the_earlier_flat_layout_resumes(tmp_path, capsys, name):
+    """Checkpoints written before each part's keys had a prefix of their own (format 1, recorded
+    as checkpoint_format_1/make.py says: stopped after iteration 14, checkpoint after 9) read
+    into today's layout, the driver's state in full, and the run resumes to its end."""
+    src = Path(__file__).parent / "checkpoint_format_1"
+    db = tmp_path / f"{name}.db"
+    shutil.copy(src / db.name, db)
+    shutil.copytree(src / f"{db.name}.checkpoints", tmp_path / f"{db.name}.checkpoints")
+    flat = torch.load(checkpoint.path_for(db, 1), weights_only=False)
+    assert flat["format"] == 1 and flat["iteration"] == 9
+    state = checkpoint.load(checkpoint.path_for(db, 1))
+    assert state["loop"] == {"iteration": 9, "clock": flat["clock"], "accuracy": flat["accuracy"],
+                             "stage": flat["stage"], "wall_time_s": flat["wall_time_s"]}
+    assert set(state["driver"]) == set(flat) - {"format", "iteration", "clock", "accuracy", "stage",
+                                                "wall_time_s", "network", "torch_rng", "numpy_rng"}
+    assert all(torch.equal(state["driver"]["model"][k], v) for k, v in flat["model"].items())
+    assert torch.equal(state["rng"]["torch"], flat["torch_rng"])
+    if name == "fed":
+        assert state["driver"]["federated"]["stage"] == flat["stage"]
+    assert main(["resume", "1", "--store", str(db), "--quiet"]) == 0, capsys.readouterr().err
+    with Store(db) as store:
+        rows = store.iterations(1)
+        assert store.run(1)["status"] == "completed"
+    assert [r["iteration"] for r in rows] == list(range(20))
+    assert rows[9]["virtual_time_s"] == flat["clock"] < rows[10]["virtual_time_s"]

@@ -6,11 +6,11 @@ import sys
 import textwrap
 import time
 
-from testbed.store import Store
+from testbed.records.store import Store
 
 WRITER = textwrap.dedent("""
     import sys, time
-    from testbed.store import Store
+    from testbed.records.store import Store
     s = Store(sys.argv[1])
     run = s.create_run("victim", {"k": 1}, method="none")
     i = 0

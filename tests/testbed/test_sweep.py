@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from testbed.cli import main
-from testbed.store import Store
+from testbed.records.store import Store
 from testbed.sweeps import Point, run_sweep, start_worker_server
 
 QUICK = Path(__file__).resolve().parents[2] / "experiments" / "quickstart.toml"

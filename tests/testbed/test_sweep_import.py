@@ -3,7 +3,7 @@ transaction, with new ids, and with its sweep membership; a point run again repl
 earlier member that did not complete."""
 import pytest
 
-from testbed.store import Store
+from testbed.records.store import Store
 
 
 def write_point(path, name="p[seed=0]", *, finish="completed", iterations=3):

@@ -7,7 +7,7 @@ process (tiny budget: run.iterations=1, 2 workers, the MLP on digits, whatever t
 and data). On a ring (no server) the method's collective is its first that a ring can carry
 (issue 23); a method that only exchanges through a server is refused when the file loads, with
 its one clear line, and a ring all-reduce method on a file with a deadline or a device trace is
-refused by the orchestrator (they leave workers out): that is by design, and checked as such.
+refused by the experiment (they leave workers out): that is by design, and checked as such.
 """
 from pathlib import Path
 
@@ -17,7 +17,7 @@ from nodes.compression.registry import SCHEMES, build_scheme, names
 from testbed.cli import main
 from testbed.config import ConfigError, load_config, load_raw
 from testbed.experiment import Experiment
-from testbed.store import Store
+from testbed.records.store import Store
 
 FILES = sorted((Path(__file__).resolve().parents[2] / "experiments").glob("*.toml"))
 METHODS = names()

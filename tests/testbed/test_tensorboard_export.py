@@ -2,10 +2,12 @@
 readers (EventAccumulator for one run, EventMultiplexer for a --logdir of runs)."""
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tensorboard.backend.event_processing.plugin_event_multiplexer import EventMultiplexer
+from tensorboard.backend.event_processing.plugin_event_multiplexer import (
+    EventMultiplexer,
+)
 
 from testbed.cli import main as cli
-from testbed.store import Store
+from testbed.records.store import Store
 
 # three iterations: bits (up, down), virtual and wall seconds, train loss; two evals
 ROWS = [(100, 20, 0.5, 0.1, 2.0), (50, 10, 1.25, 0.2, 1.5), (50, 10, 2.0, 0.3, 1.0)]

@@ -9,7 +9,7 @@ import torch
 
 from testbed.config import load_config
 from testbed.experiment import Experiment
-from testbed.store import Store
+from testbed.records.store import Store
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "experiments" / "quickstart.toml"
 

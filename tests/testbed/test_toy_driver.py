@@ -9,10 +9,10 @@ from nodes.compression import phases as ph
 from nodes.compression.base import Message
 from nodes.compression.transport import carry_all
 from testbed.config import load_config
-from testbed.loop import Loop
-from testbed.rounds import Round
-from testbed.setup import build_world
-from testbed.store import Store
+from testbed.records.store import Store
+from testbed.run.loop import Loop
+from testbed.run.rounds import Round
+from testbed.run.setup import build_world
 
 PACKETS, PAYLOAD = 3, 200
 
@@ -94,9 +94,10 @@ def test_drivers_reach_the_link_layer_only_through_the_transport():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2] / "testbed"
-    transports = {root / "transport.py", root / "distributed" / "transport.py"}
-    run_modules = {root / f"{m}.py" for m in ("experiment", "loop", "rounds", "setup", "data_parallel",
-                                              "federated")} | set((root / "distributed").glob("*.py"))
+    transports = {root / "emulation" / "transport.py", root / "distributed" / "transport.py"}
+    run_modules = ({root / "experiment.py"} | set((root / "run").glob("*.py"))
+                   | set((root / "drivers").glob("*.py")) | set((root / "distributed").glob("*.py")))
+    assert all(p.exists() for p in transports) and len(run_modules) > 10
     carries, loops, diamonds = [], [], []
     for path in sorted(root.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):

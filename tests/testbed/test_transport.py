@@ -8,8 +8,8 @@ from channels.config import validate_network
 from nodes.compression.base import Message, Scheme
 from nodes.compression.phases import AllGather, Downlink, ServerCompute, Uplink
 from nodes.compression.transport import drive
-from testbed.network import build_network
-from testbed.transport import EmulatedTransport
+from testbed.emulation.edge_network import build_network
+from testbed.emulation.transport import EmulatedTransport
 
 T = (1460 + 40) * 8 / 10e6     # one full packet at 10 Mbit/s: 1.2 ms
 D = 5e-3                       # propagation delay

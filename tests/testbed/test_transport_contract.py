@@ -1,14 +1,14 @@
-"""The declared contracts of the transport path: the orchestrator runs on any transport that
+"""The declared contracts of the transport path: the loop runs on any transport that
 implements `begin`/`end` (it stores what `end()`'s IterationReport says, nothing else), and the
 link layer is reached only through `channels.link_layer.LinkLayer`."""
 import pytest
 
 from channels.link_layer import LinkLayer
 from nodes.compression.ideal import IdealTransport
-from nodes.compression.transport import IterationReport, IterationTiming, Traffic
 from testbed.config import load_config
+from testbed.emulation.iteration_report import IterationReport, IterationTiming, Traffic
 from testbed.experiment import Experiment
-from testbed.store import Store
+from testbed.records.store import Store
 
 
 class HandMadeTransport(IdealTransport):
@@ -26,7 +26,7 @@ class HandMadeTransport(IdealTransport):
             traffic=Traffic(bits_up={"w0": 100 + self.it}, bits_down={"w1": 7}), left_out=left_out)
 
 
-def test_the_orchestrator_stores_what_the_iteration_report_says(tiny_experiment, tmp_path):
+def test_the_loop_stores_what_the_iteration_report_says(tiny_experiment, tmp_path):
     cfg = load_config(tiny_experiment(iterations=4), [])
     with Store(tmp_path / "s.db") as store:
         rid = Experiment(cfg, store, transport=lambda exp: HandMadeTransport()).run()
@@ -40,15 +40,18 @@ def test_the_orchestrator_stores_what_the_iteration_report_says(tiny_experiment,
     assert who[2, "w1"] == "deadline" and who[2, "w0"] is None and who[1, "w1"] is None
 
 
-def test_a_transport_without_a_clock_says_so():
-    with pytest.raises(NotImplementedError, match="IdealTransport has no virtual clock"):
-        IdealTransport().end()
+def test_a_transport_without_a_clock_says_so(tiny_experiment, tmp_path):
+    """The ideal transport carries phases but keeps no virtual clock: the loop refuses it."""
+    assert not hasattr(IdealTransport(), "begin")
+    cfg = load_config(tiny_experiment(iterations=2), [])
+    with Store(tmp_path / "s.db") as store, pytest.raises(TypeError, match="IdealTransport has no virtual clock"):
+        Experiment(cfg, store, transport=lambda world: IdealTransport())
 
 
 def test_the_network_and_the_rank_zero_link_are_link_layers(tiny_experiment):
     pytest.importorskip("torch.distributed")
     from testbed.distributed.transport import RankZeroLink
-    from testbed.network import build_network
+    from testbed.emulation.edge_network import build_network
 
     net = build_network(load_config(tiny_experiment(), []).network, 0).network
     assert isinstance(net, LinkLayer)

@@ -1,7 +1,7 @@
 """The cell as ns-3.37 sees it, beside the project's link layer: `python -m validation.ns3.run`.
 
 Builds `cell.cc` (our own scenario against ns-3's API; Debian's `libns3-dev`) with g++ and runs
-it, then runs the same cell through the project's network (`testbed.network.build_network`, the
+it, then runs the same cell through the project's network (`testbed.emulation.edge_network.build_network`, the
 `[network]` table `testbed probe` reads, default `[network.csma]`; only the rate and frame sizes
 are the scenario's): N saturated stations sending 1536-byte MPDUs (1500 bytes of payload) at
 54 Mbit/s to one sink, ACK at 24 Mbit/s.
@@ -31,8 +31,7 @@ import numpy as np
 
 from channels import csma
 from channels.config import validate_network
-from testbed.network import build_network
-
+from testbed.emulation.edge_network import build_network
 from validation.ns3 import walk
 from validation.ns3.build import HERE, LIBS, available, build  # noqa: F401 (re-exported)
 

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import json
 import math
-import tomllib
-from importlib import resources
 import subprocess
 import tempfile
 import time
+import tomllib
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +38,7 @@ import numpy as np
 from channels import csma
 from channels.config import validate_network
 from channels.energy import radio_seconds
-from testbed.network import build_network
+from testbed.emulation.edge_network import build_network
 from validation.ns3.build import build as build_cc
 
 HERE = Path(__file__).resolve().parent

@@ -13,11 +13,15 @@ import torch
 from nodes.compression.ideal import run_exchange
 from nodes.compression.memory import ErrorMemory
 from nodes.compression.registry import build_scheme, methods, names
+from nodes.compression.testing import (
+    assert_error_feedback,
+    check_error_feedback,
+    record_compensated,
+)
 from nodes.data import load_dataset
 from nodes.models import build_model
 from nodes.partition import split
 from nodes.workers import WorkerPool, param_shapes
-from nodes.compression.testing import assert_error_feedback, check_error_feedback, record_compensated
 
 W, PAYLOAD = 4, 1400
 
@@ -124,7 +128,7 @@ COLLECTIVES = [(m, c) for m in WITH_MEMORY for c in build_scheme(
 @pytest.mark.parametrize("method,collective", COLLECTIVES)
 def test_a_worker_left_out_keeps_all_it_had(method, collective, pool_and_shapes):
     """Iterations 1 and 3 go without w3 (it is no member: off the ring, its message not
-    carried), as a deadline leaves it out; the orchestrator then calls keep_undelivered. What
+    carried), as a deadline leaves it out; the driver then calls keep_undelivered. What
     w3 keeps is exactly what it had, while the members sent part of theirs."""
     from nodes.compression.memory import keep_undelivered
 

@@ -1,6 +1,6 @@
 """ScaleCom's rule by hand on 3 workers: the cyclic leader's top-k positions, the mean of every
 worker's memory-compensated values there, and the low-pass filtered error memory; on a ring
-(all-reduce) and at a server (ps), in the ideal driver and through the orchestrator."""
+(all-reduce) and at a server (ps), in the ideal driver and through the loop."""
 import pytest
 import torch
 

@@ -4,15 +4,15 @@ and passes the contract tests, with no other file edited."""
 import pytest
 import torch
 
+from lgc_schema import Field
 from nodes.compression import codec, registry
 from nodes.compression.ideal import run_exchange
 from nodes.compression.precision import precision
 from nodes.compression.templates import DenseScheme
-from lgc_schema import Field
-from tests.nodes.compression import test_schemes as contract
 from testbed.config import validate
 from testbed.experiment import Experiment
-from testbed.store import Store
+from testbed.records.store import Store
+from tests.nodes.compression import test_schemes as contract
 
 TOY = "toy_scaled_f16"
 

@@ -15,7 +15,7 @@ from testbed.flower.app import load_app
 from testbed.flower.driver import FlowerDriver, flower_identity, seed_everything
 from testbed.flower.grid import LocalGrid
 from testbed.flower.world import flower_config, flower_world
-from testbed.loop import Loop
+from testbed.run.loop import Loop
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "experiments" / "flower_app"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from testbed import cli
-from testbed.store import Store
+from testbed.records.store import Store
 from tests.testbed.flower.flower_runs import ECHO, write_file
 
 CELL = """
@@ -64,7 +64,9 @@ def test_a_clientapp_that_raises_answers_with_an_error_and_the_run_goes_on(tmp_p
         event = next(e for e in s.events(1) if e["kind"] == "flower_round" and e["iteration"] == 1)
         assert event["detail"]["errors"] == {
             "1003": "<class 'ValueError'>:<'this node's data is corrupt'>"}
-    from echo_app import SEEN   # this run's three rounds are the last three the ServerApp saw
+    from echo_app import (
+        SEEN,  # this run's three rounds are the last three the ServerApp saw
+    )
     assert [len(r) for r in SEEN["server"][-3:]] == [5, 4, 1]   # the error reply reached it
 
 

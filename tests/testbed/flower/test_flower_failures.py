@@ -7,7 +7,7 @@ import numpy as np
 from flwr.serverapp.strategy import FedAdam
 
 from testbed import cli
-from testbed.store import Store
+from testbed.records.store import Store
 from tests.testbed.flower.flower_runs import (
     EXAMPLE,
     aggregates_of,

@@ -8,7 +8,7 @@ import numpy as np
 
 from testbed.flower.driver import strategy_tap
 from testbed.flower.grid import NODE_IDS
-from testbed.store import Store
+from testbed.records.store import Store
 from tests.testbed.flower.flower_runs import (
     ECHO,
     EXAMPLE,
@@ -98,7 +98,9 @@ def test_lossy_best_effort_round_with_a_device_trace(tmp_path):
     path = write_file(tmp_path, EDGE, TRACE)
     store = Store(tmp_path / "runs.db")
     d = driver(ECHO, path, store=store)
-    from echo_app import SEEN   # importable once the app is loaded (its folder on sys.path)
+    from echo_app import (
+        SEEN,  # importable once the app is loaded (its folder on sys.path)
+    )
 
     SEEN["server"].clear()
     SEEN["client"].clear()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from testbed import cli
-from testbed.store import Store
+from testbed.records.store import Store
 from tests.testbed.flower.flower_runs import EXAMPLE
 
 APP = ["--run-config", "num-server-rounds=2", "--run-config", "fail-partition=3"]

@@ -211,7 +211,7 @@ def rerun(name: str, folder: Path) -> dict:
     the fixture ran, so that a machine with a GPU compares like with like."""
     from testbed.config import config_from_stored
     from testbed.experiment import Experiment
-    from testbed.store import Store
+    from testbed.records.store import Store
     ref = fixture(name)
     stored = json.loads(json.dumps(ref["run"]["config"]))
     stored["run"]["device"] = "cpu"
@@ -225,7 +225,7 @@ def rerun(name: str, folder: Path) -> dict:
 
 def stopped_store(name: str, folder: Path) -> Path:
     """The store and checkpoint the old code left when it stopped `name`, laid out in `folder`."""
-    from testbed import checkpoint
+    from testbed.run import checkpoint
     db = folder / f"{name}.old.db"
     db.write_bytes(lzma.decompress((ROWS / f"{name}.stopped.db.xz").read_bytes()))
     saved = checkpoint.path_for(db, 1)

@@ -25,7 +25,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from compare import without_wall   # this folder's: what a fixture keeps of an export
+from compare import without_wall  # this folder's: what a fixture keeps of an export
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -49,8 +49,8 @@ def e2e_files():
 STOPPER = textwrap.dedent("""
     import sys
     from testbed.config import load_config
-    from testbed.federated import experiment_class   # the code before the loop
-    from testbed.store import Store
+    from testbed.drivers.federated import experiment_class   # the code before the loop
+    from testbed.records.store import Store
 
     done = []
     cfg = load_config(sys.argv[1], [])

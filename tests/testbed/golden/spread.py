@@ -32,7 +32,7 @@ FIXTURES = sorted(p.name[:-len(".json.xz")] for p in compare.ROWS.glob("*.json.x
 def run_one(name: str, folder: Path) -> dict:
     if name in compare.RESUMED:
         from testbed.cli import main
-        from testbed.store import Store
+        from testbed.records.store import Store
         db = compare.stopped_store(name, folder)
         assert main(["resume", "1", "--store", str(db), "--quiet"]) == 0
         with Store(db) as store:

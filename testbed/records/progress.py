@@ -10,7 +10,7 @@ import time
 
 from tqdm import tqdm
 
-from testbed.summary import ITERATION_UNITS, run_summary, summary_text
+from testbed.records.summary import ITERATION_UNITS, run_summary, summary_text
 
 # The progress bar's word for one iteration (tqdm's "it/s" for data-parallel runs)
 SHORT_UNITS = {"iteration": "it", "round": "round", "server step": "step"}
@@ -42,7 +42,7 @@ def progress_printer(total: int, quiet: bool, unit: str = "iteration"):
 
 def summary_line(store, run_id: int, name: str) -> str:
     """`run N (name) completed: ...` with the iterations (rounds), the final and best accuracy,
-    the virtual time and the bytes on the wire (testbed.summary: worded as every view words them)."""
+    the virtual time and the bytes on the wire (testbed.records.summary: worded as every view words them)."""
     s = run_summary(store, run_id)
     return f"run {run_id} ({name}) {s['status']}: {summary_text(s)}"
 

@@ -33,7 +33,7 @@ FedScale ships the same facts as two pickled dicts keyed by client id: `client_b
 inactive[i]) modulo T) and `client_device_capacity` ({"computation": ms per sample,
 "communication": kbit/s}). `from_fedscale` turns chosen clients into this format (speed =
 the median computation of those clients / the client's own, so the median device runs at 1;
-communication, kbit/s, becomes the client's `uplink_mbps` and `downlink_mbps`). `python -m testbed.device_trace BEHAVE CAPACITY
+communication, kbit/s, becomes the client's `uplink_mbps` and `downlink_mbps`). `python -m testbed.emulation.device_trace BEHAVE CAPACITY
 --clients ID,ID,... -o trace.json` converts the pickles (open only files you trust).
 """
 from __future__ import annotations
@@ -110,7 +110,7 @@ class DeviceTrace:
         config's one-line error naming `key`."""
         for name in self.nodes:
             if name not in workers:
-                raise ConfigError(key, path, "a device trace (testbed/device_trace.py): node "
+                raise ConfigError(key, path, "a device trace (testbed/emulation/device_trace.py): node "
                                   f"{name!r} is not a worker of this network (workers: "
                                   f"{', '.join(workers)})")
         return self
@@ -240,7 +240,7 @@ def check_device_trace(key: str, path: str, network: dict | None = None) -> Devi
     try:
         trace = load_device_trace(path)
     except DeviceTraceError as e:
-        raise ConfigError(key, path, f"a device trace (testbed/device_trace.py): {e}") from None
+        raise ConfigError(key, path, f"a device trace (testbed/emulation/device_trace.py): {e}") from None
     if network is not None:  # the energy profiles it names exist
         profiles = load_profiles(network.get("energy_profiles"))
         for name, node in trace.nodes.items():
@@ -269,7 +269,7 @@ def from_fedscale(behave: dict, capacity: dict, clients: list, workers: list[str
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m testbed.device_trace",
+    ap = argparse.ArgumentParser(prog="python -m testbed.emulation.device_trace",
                                  description="Convert FedScale's device traces into ours.")
     ap.add_argument("behave", help="FedScale client_behave_trace (pickle)")
     ap.add_argument("capacity", help="FedScale client_device_capacity (pickle)")

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import sys
 
-import torch
-
 import numpy as np
+import torch
 
 from nodes.compression.registry import build_scheme
 from nodes.data import load_dataset
@@ -24,18 +23,18 @@ from nodes.partition import split
 from nodes.replicas import Replicas
 from nodes.workers import WorkerPool
 from testbed.config import ExperimentConfig, ps_without_server
-from testbed.energy_accounting import energy_profiles
+from testbed.emulation.edge_network import build_network
+from testbed.emulation.transport import EmulatedTransport, Timer
 from testbed.errors import ExperimentError
-from testbed.graph_json import graph_to_json
-from testbed.network import build_network
-from testbed.threads import apply_threads
-from testbed.transport import EmulatedTransport, Timer
+from testbed.processes.threads import apply_threads
+from testbed.records.graph_json import graph_to_json
+from testbed.run.energy_accounting import energy_profiles
 
 
 class World:
     """One run's world, built from `[network]` and `[run]` alone (`build_world`)."""
 
-    __slots__ = ("cfg", "store", "timer", "seed", "device", "net", "graph", "network", "workers",
+    __slots__ = ("cfg", "store", "timer", "seed", "device", "edge_network", "graph", "network", "workers",
                  "server", "devices", "energy", "node_speed", "node_gflops", "clock", "run_id",
                  "run_info")
 
@@ -43,7 +42,7 @@ class World:
                            **extra) -> EmulatedTransport:
         """The transport over this run's emulated network (`kind`: the emulated transport or
         one built on it, with its `extra` arguments)."""
-        return kind(self.net, measured=self.cfg.run.compute_time == "measured",
+        return kind(self.edge_network, measured=self.cfg.run.compute_time == "measured",
                     timer=self.timer, **extra)
 
     def payload_bytes(self) -> int:
@@ -84,9 +83,9 @@ def build_world(cfg: ExperimentConfig, store, *, traced: list[str] | None = None
     w.seed = seed = cfg.run.seed
     torch.manual_seed(seed)
     np.random.seed(seed)
-    w.net = build_network(cfg.network, seed)
-    w.graph, w.network = w.net.graph, w.net.network
-    w.workers, w.server = w.net.workers, w.net.server
+    w.edge_network = build_network(cfg.network, seed)
+    w.graph, w.network = w.edge_network.graph, w.edge_network.network
+    w.workers, w.server = w.edge_network.workers, w.edge_network.server
     if len(w.workers) < 1:
         raise ExperimentError("network has no worker nodes")
     w.node_speed = {n: float(w.graph.nodes[n].get("compute_speed", 1.0)) for n in w.workers}

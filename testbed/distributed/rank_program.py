@@ -21,16 +21,20 @@ from pathlib import Path
 import torch
 
 from nodes.device import resolve_device
-from testbed import checkpoint
-from testbed.distributed.comm import Comm, WorkerFailure, install_sigterm
 from testbed.config import config_from_stored, load_config
-from testbed.errors import ConfigError
-from testbed.errors import ExperimentError
+from testbed.distributed.comm import Comm, WorkerFailure, install_sigterm
+from testbed.distributed.launcher import (
+    LAUNCHER_PID_ENV,
+    REPORT_DIR_ENV,
+    STOP_FILE,
+    TIMEOUT_ENV,
+)
 from testbed.distributed.rank import rank_experiment
-from testbed.distributed.launcher import LAUNCHER_PID_ENV, REPORT_DIR_ENV, STOP_FILE, TIMEOUT_ENV
-from testbed.lifeline import alive, die_with_parent, watch
-from testbed.progress import progress_printer, summary_line, unit_of
-from testbed.store import Store
+from testbed.errors import ConfigError, ExperimentError
+from testbed.processes.lifeline import alive, die_with_parent, watch
+from testbed.records.progress import progress_printer, summary_line, unit_of
+from testbed.records.store import Store
+from testbed.run import checkpoint
 
 ORPHAN_GRACE_S = 8.0      # a rank whose launcher died ends within this (after its clean-up)
 DEFAULT_TIMEOUT_S = 300.0

@@ -16,7 +16,7 @@ import csv
 import json
 from pathlib import Path
 
-# What one iteration of the store is in a federated run (testbed/federated.py), by its mode
+# What one iteration of the store is in a federated run (testbed/drivers/federated.py), by its mode
 ITERATION_UNITS = {"sync": "round", "fedbuff": "server step"}
 
 

@@ -46,7 +46,7 @@ import torch
 from nodes.compression import phases as ph
 from nodes.compression.base import Message, check_finite
 from nodes.compression.memory import keep_undelivered
-from nodes.compression.transport import IterationReport, IterationTiming, Traffic, carry_all, drive
+from nodes.compression.transport import carry_all, drive
 from nodes.federated import (
     ClientMemories,
     Clients,
@@ -57,13 +57,14 @@ from nodes.federated import (
 )
 from nodes.partition import split
 from nodes.workers import assign, flatten
-from testbed import traces
-from testbed.data_parallel import TrainingDriver
-from testbed.device_trace import apply_link_rates
+from testbed.drivers.data_parallel import TrainingDriver
+from testbed.emulation import world_at
+from testbed.emulation.device_trace import apply_link_rates
+from testbed.emulation.iteration_report import IterationReport, IterationTiming, Traffic
+from testbed.emulation.transport import timed
 from testbed.errors import ExperimentError
-from testbed.rounds import Round
-from testbed.setup import Training, World
-from testbed.transport import timed
+from testbed.run.rounds import Round
+from testbed.run.setup import Training, World
 
 
 def client_name(c: int) -> str:
@@ -140,7 +141,7 @@ class FederatedDriver(TrainingDriver):
 
     def _client_seconds(self, client: int, slot: int, wall_s: float, t: float) -> float:
         """Virtual seconds of a client's local steps: its traced speed (else its slot's)."""
-        return traces.compute_seconds(self.world, self.workers[slot], t,
+        return world_at.compute_seconds(self.world, self.workers[slot], t,
                                       self.cfg.federated.local_steps * self.step_flops, wall_s,
                                       traced_as=client_name(client))
 
@@ -317,7 +318,7 @@ class FederatedDriver(TrainingDriver):
             "weights": self.weights.clone(), "server_opt": self.server_opt.state_dict(),
             "rng": self.rng.bit_generator.state, "version": self.version,
             "memory": self.memory.state_dict(), "clients": self.clients.state_dict(),
-            "flight": self.flight, "pending": self.pending}}
+            "flight": self.flight, "pending": self.pending, "stage": self.stage}}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
@@ -330,4 +331,4 @@ class FederatedDriver(TrainingDriver):
         self.memory.load_state_dict(f["memory"])
         self.clients.load_state_dict(f["clients"])
         self.flight, self.pending = f["flight"], f["pending"]
-        self.stage = state.get("stage")
+        self.stage = f["stage"]

@@ -1,5 +1,5 @@
 """The topology as plain JSON (the runs table's `graph_json`): written by the loop,
-read by the steering validator (testbed/controls.py) and the dashboard's figures. One module,
+read by the steering validator (testbed/records/controls.py) and the dashboard's figures. One module,
 so the writer and the readers agree on the format.
 
 Format: {"nodes": [{"id", "role", optional "pos": [x, y]}], "edges": [{"source", "target",

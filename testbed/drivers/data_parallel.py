@@ -2,7 +2,7 @@
 
 Per iteration: the gradient source gives every worker's real gradient on its shard; the
 compression scheme's `exchange()` generator is driven (`nodes.compression.transport.drive`) over
-the transport, by default the emulated network (testbed/transport.py), which says when every
+the transport, by default the emulated network (testbed/emulation/transport.py), which says when every
 packet arrives and which are lost; the aggregator's result steps the model. The virtual clock
 advances by what the compute model and the network say, never by this machine's wall clock.
 A torchrun rank (testbed/distributed/) passes in its own gradient source, transport and replica
@@ -19,12 +19,13 @@ import torch
 from nodes.compression import codec
 from nodes.compression.base import check_finite
 from nodes.compression.memory import hold_memory, keep_undelivered
-from nodes.compression.transport import IterationReport, Transport, drive
+from nodes.compression.transport import drive
 from nodes.workers import evaluate, set_gradients
-from testbed import traces
-from testbed.rounds import Round
-from testbed.setup import Training, World
-from testbed.transport import timed
+from testbed.emulation import world_at
+from testbed.emulation.iteration_report import ClockedTransport, IterationReport
+from testbed.emulation.transport import timed
+from testbed.run.rounds import Round
+from testbed.run.setup import Training, World
 
 GradientSource = Callable[[], tuple[list[torch.Tensor], list[float], float]]
 
@@ -57,10 +58,10 @@ def lr_at(cfg, it: int, iterations: int) -> float:
 
 
 class TrainingDriver:
-    """What our own drivers share: the training parts (testbed/setup.py `Training`) in a world,
+    """What our own drivers share: the training parts (testbed/run/setup.py `Training`) in a world,
     its evaluation, its checkpointed state and its start-up figures."""
 
-    def __init__(self, world: World, training: Training, transport: Transport | None = None,
+    def __init__(self, world: World, training: Training, transport: ClockedTransport | None = None,
                  check: Callable[[int, torch.Tensor], None] | None = None):
         """`check(it, aggregate)`: called before each step (a torchrun rank's replica check)."""
         self.world, self.cfg, self.training = world, world.cfg, training
@@ -93,7 +94,7 @@ class TrainingDriver:
 
     def eval_metrics(self) -> dict:
         """The method's own figures stored with each evaluation (LGC's in-use coder figures,
-        testbed.store's lgc_ columns), from its view of every worker's state."""
+        testbed.records.store's lgc_ columns), from its view of every worker's state."""
         take = getattr(self.scheme, "eval_metrics", None)
         return take() if take else {}
 
@@ -136,7 +137,7 @@ class DataParallelDriver(TrainingDriver):
     one optimizer step."""
 
     def __init__(self, world: World, training: Training, *, gradients: GradientSource | None = None,
-                 transport: Transport | None = None, check=None):
+                 transport: ClockedTransport | None = None, check=None):
         super().__init__(world, training, transport, check)
         self.gradients = gradients if gradients is not None else LocalGradients(world, training)
 
@@ -147,10 +148,10 @@ class DataParallelDriver(TrainingDriver):
             with timed(world.timer, "compute", it):
                 grads, losses, wall_compute = self.gradients()
             check_finite(grads, it)
-            present = traces.present(world, t)
-            traces.device_links(world, t)
-            traces.move(world, t)
-            ready = {w: t + (traces.compute_seconds(world, w, t, self.step_flops, wall_compute)
+            present = world_at.present(world, t)
+            world_at.device_links(world, t)
+            world_at.move(world, t)
+            ready = {w: t + (world_at.compute_seconds(world, w, t, self.step_flops, wall_compute)
                          if w in present else 0.0)
                      for w in world.workers}
             away = [r for r, w in enumerate(world.workers) if w not in present]

@@ -1,12 +1,13 @@
 """Steering: the dashboard's pending link controls, applied before a round starts.
 
-A control (testbed/controls.py) names a link or every link and the changes (bandwidth, delay,
+A control (testbed/records/controls.py) names a link or every link and the changes (bandwidth, delay,
 loss); a valid one changes the emulated network from this round on and is logged as an event,
 an invalid one is rejected with its reason. Either way the request is resolved in the store.
 """
 from __future__ import annotations
 
-from testbed.controls import ALL_LINKS, ControlError, resolve_target, validate_control
+from testbed.errors import ControlError
+from testbed.records.controls import ALL_LINKS, resolve_target, validate_control
 
 
 def apply_controls(world, it: int) -> None:

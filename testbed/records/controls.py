@@ -17,7 +17,8 @@ from typing import Any
 
 from channels.config import LINK_KEYS, LOSS_KEYS
 from lgc_schema import Field, OptionError
-from testbed.graph_json import directed_links, graph_edges, graph_nodes  # noqa: F401 (re-exported)
+from testbed.errors import ControlError
+from testbed.records.graph_json import directed_links, graph_edges, graph_nodes  # noqa: F401 (re-exported)
 
 # what a control may change: schema fields (channels' own link fields where they exist)
 CHANGE_RULES: dict[str, Field] = {
@@ -26,10 +27,6 @@ CHANGE_RULES: dict[str, Field] = {
     "loss_p": LOSS_KEYS["bernoulli"]["p"],
 }
 ALL_LINKS = "*"
-
-
-class ControlError(ValueError):
-    """A control request that cannot be applied; the message says which part and why."""
 
 
 def link_targets(graph: dict | None) -> list[str]:

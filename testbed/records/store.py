@@ -65,12 +65,12 @@ import re
 import signal
 import sqlite3
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable
 
 from testbed.errors import UserError
-from testbed.lifeline import alive
+from testbed.processes.lifeline import alive
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (

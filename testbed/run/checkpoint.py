@@ -7,17 +7,25 @@ folder is synced so the rename itself survives a power loss. A crash at any mome
 previous checkpoint or the new one, never a mixture. The run's rows up to the checkpoint are
 committed to the store before it is written, so the checkpoint never runs ahead of the rows.
 
-What it holds is the loop's `state_dict()` (testbed/loop.py) with the driver's in it: the
-iteration it was taken after, the model, the optimizer, the scheme's state (every worker's compressor state and
-the server's), the worker pool's batch order, the link layer's state, the virtual clock and the
-global random generators.
+What it holds is the loop's `state_dict()` (testbed/run/loop.py), each part's state under its
+own key:
+- `loop`: the iteration it was taken after, the virtual clock, the accuracy, the stage, the wall
+  seconds so far;
+- `network`: the link layer's state; `rng`: the global generators (`torch`, `numpy`);
+- `driver`: the driver's `state_dict()` (data-parallel: `model`, `optimizer`, `scheme` (every
+  worker's compressor state and the server's), `pool` (the batch order), `replicas`; federated:
+  those and `federated`).
+A checkpoint of the earlier flat layout (format 1) is read into this one (`load`).
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-FORMAT = 1
+FORMAT = 2
+# format 1 kept every part's keys side by side: these were the loop's and the generators'
+_FLAT_LOOP = ("iteration", "clock", "accuracy", "stage", "wall_time_s")
+_FLAT_RNG = {"torch_rng": "torch", "numpy_rng": "numpy"}
 
 
 def path_for(store_path: str | os.PathLike, run_id: int, rank: int | None = None) -> Path:
@@ -76,7 +84,22 @@ def load(path: Path) -> dict:
     import torch
 
     state = torch.load(path, map_location="cpu", weights_only=False)
+    if state.get("format") == 1:
+        state = from_format_1(state)
     if state.get("format") != FORMAT:
         raise ValueError(f"{path}: checkpoint format {state.get('format')!r}, this testbed "
-                         f"reads format {FORMAT}")
+                         f"reads formats 1 and {FORMAT}")
     return state
+
+
+def from_format_1(flat: dict) -> dict:
+    """A format-1 checkpoint (every part's keys in one dict) in today's layout; the federated
+    driver's stage, then the loop's, goes to the driver's own state."""
+    rest = {k: v for k, v in flat.items() if k != "format"}
+    loop = {k: rest.pop(k) for k in _FLAT_LOOP if k in rest}
+    loop.setdefault("wall_time_s", 0.0)
+    rng = {new: rest.pop(old) for old, new in _FLAT_RNG.items()}
+    network = rest.pop("network")
+    if "federated" in rest:
+        rest["federated"] = {**rest["federated"], "stage": loop["stage"]}
+    return {"format": FORMAT, "loop": loop, "network": network, "rng": rng, "driver": rest}

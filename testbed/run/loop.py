@@ -1,14 +1,14 @@
 """The one loop: every kind of run's rounds, stopped, steered, recorded, evaluated and saved.
 
-A driver (testbed/rounds.py `Driver`) makes the rounds; this loop, written once for every kind
+A driver (testbed/run/rounds.py `Driver`) makes the rounds; this loop, written once for every kind
 of run, does the rest, per round:
 
   1. the stop check (a request ends the run `stopped`),
-  2. the dashboard's pending controls (testbed/steering.py),
+  2. the dashboard's pending controls (testbed/run/steering.py),
   3. the driver's next round (`Driver.rounds` is advanced here, once, lazily; a driver whose
      rounds end early has completed the run),
   4. the round's rows, by the one row writer (`Loop.write_rows`): iterations, nodes (with
-     each worker's energy over the round, testbed/energy_accounting.py) and links, and the
+     each worker's energy over the round, testbed/run/energy_accounting.py) and links, and the
      evaluation rows the round brought,
   5. evaluation (`Driver.evaluate` on `run.eval_every` and after the last round, unless it
      returns None), flush (`run.flush_every`) and checkpoint (`run.checkpoint_every`),
@@ -16,8 +16,9 @@ of run, does the rest, per round:
 
 Optional driver methods the loop uses where present: `describe()` (figures for the start
 event), `notes()` (one-line notes at start), `eval_metrics()` (columns stored with each
-evaluation). A checkpoint holds the loop's state (round, clock, accuracy, stage, the link
-layer, the global generators) and the driver's `state_dict()`, in one flat dict.
+evaluation). A checkpoint holds each part's state under its own key (testbed/run/checkpoint.py):
+the loop's (round, clock, accuracy, stage), the link layer's, the global generators' and the
+driver's `state_dict()`.
 """
 from __future__ import annotations
 
@@ -29,12 +30,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from testbed import checkpoint
-from testbed.energy_accounting import node_energy
-from testbed.graph_json import graph_to_json
-from testbed.rounds import Driver, Round
-from testbed.steering import apply_controls
-from testbed.transport import Timer, timed
+from testbed.emulation.transport import Timer, timed
+from testbed.records.graph_json import graph_to_json
+from testbed.run import checkpoint
+from testbed.run.energy_accounting import node_energy
+from testbed.run.rounds import Driver, Round
+from testbed.run.steering import apply_controls
 
 
 @dataclass
@@ -49,7 +50,7 @@ class Progress:
 
 
 class Loop:
-    """Runs `driver`'s rounds in `world` (testbed/setup.py) into the world's store."""
+    """Runs `driver`'s rounds in `world` (testbed/run/setup.py) into the world's store."""
 
     def __init__(self, world, driver: Driver, *,
                  progress: Callable[[Progress], None] | None = None,
@@ -189,7 +190,7 @@ class Loop:
         if self.checkpoint_path and every and (it + 1) % every == 0 and not last:
             world.store.flush()  # the checkpoint never runs ahead of the committed rows
             checkpoint.save(self.checkpoint_path(world.run_id),
-                            {**self.state_dict(it), "wall_time_s": time.perf_counter() - wall0})
+                            self.state_dict(it, wall_time_s=time.perf_counter() - wall0))
 
     def _target_reached(self, it: int) -> bool:
         run, world = self.world.cfg.run, self.world
@@ -201,31 +202,35 @@ class Loop:
         return True
 
     # ------------------------------------------------------------------ checkpoints
-    def state_dict(self, iteration: int) -> dict:
-        """Everything the rounds after `iteration` depend on (testbed/checkpoint.py): the
-        loop's, the link layer's, the global generators' and the driver's, in one flat dict."""
-        return {"iteration": iteration, "clock": self.world.clock, "accuracy": self.accuracy,
-                "stage": self.stage, "network": self.world.network.state_dict(),
-                "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(),
-                **self.driver.state_dict()}
+    def state_dict(self, iteration: int, wall_time_s: float = 0.0) -> dict:
+        """Everything the rounds after `iteration` depend on, each part's under its own key
+        (testbed/run/checkpoint.py's layout): the loop's, the link layer's, the global
+        generators' and the driver's."""
+        return {"loop": {"iteration": iteration, "clock": self.world.clock, "accuracy": self.accuracy,
+                         "stage": self.stage, "wall_time_s": wall_time_s},
+                "network": self.world.network.state_dict(),
+                "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state()},
+                "driver": self.driver.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
-        self.driver.load_state_dict(state)
+        self.driver.load_state_dict(state["driver"])
         self.world.network.load_state_dict(state["network"])
-        torch.set_rng_state(state["torch_rng"])
-        np.random.set_state(state["numpy_rng"])
-        self.world.clock, self.accuracy, self.stage = state["clock"], state["accuracy"], state["stage"]
-        self.next_iteration = state["iteration"] + 1
+        torch.set_rng_state(state["rng"]["torch"])
+        np.random.set_state(state["rng"]["numpy"])
+        loop = state["loop"]
+        self.world.clock, self.accuracy, self.stage = loop["clock"], loop["accuracy"], loop["stage"]
+        self.next_iteration = loop["iteration"] + 1
 
     def resume(self, run_id: int, state: dict) -> None:
         """Continue run `run_id` of the store after the checkpoint `state`: its rows of later
         iterations go, and the loop starts where the checkpoint left off."""
         world = self.world
         self.load_state_dict(state)
-        self._wall_offset = state.get("wall_time_s", 0.0)
-        world.store.rewind_run(run_id, state["iteration"])
+        after = state["loop"]["iteration"]
+        self._wall_offset = state["loop"]["wall_time_s"]
+        world.store.rewind_run(run_id, after)
         world.opened(run_id)
         world.refresh_graph_json()  # links steered before the checkpoint are in its network
-        world.store.append_event(run_id, "resume", {"after_iteration": state["iteration"]},
-                                 iteration=state["iteration"], virtual_time_s=world.clock)
+        world.store.append_event(run_id, "resume", {"after_iteration": after},
+                                 iteration=after, virtual_time_s=world.clock)
         world.store.flush()

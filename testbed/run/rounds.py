@@ -4,9 +4,9 @@ A *driver* produces a run's rounds: data-parallel iterations, federated sync rou
 server steps, a Flower strategy's `send_and_receive` calls. The loop (stopping, controls,
 evaluation, checkpoints, progress and the one row writer) is written once and knows nothing
 else of how a round was made. A driver talks to the link layer only through the declared
-transport (`Transport.begin`, the scheme's phases through `drive`, phases of its own through
-`carry_all`, `Transport.end`); a round made of several transport windows merges their reports
-(`IterationReport.merge`). A driver runs in a `World` (testbed/setup.py: the network, link
+transport (`ClockedTransport.begin`, the scheme's phases through `drive`, phases of its own through
+`carry_all`, `ClockedTransport.end`); a round made of several transport windows merges their reports
+(`IterationReport.merge`). A driver runs in a `World` (testbed/run/setup.py: the network, link
 layer, device trace, energy profiles, seed, store and the virtual clock, which the driver
 advances: `world.clock` is the round's end when it yields the round).
 
@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from nodes.compression.transport import IterationReport
+from testbed.emulation.iteration_report import IterationReport
 
 
 @dataclass

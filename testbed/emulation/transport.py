@@ -58,17 +58,10 @@ from channels.energy import radio_seconds
 from channels.link_layer import LinkLayer
 from nodes.compression import phases as ph
 from nodes.compression.ring import allreduce_bytes_per_node, ring_sum
-from nodes.compression.transport import (
-    IterationReport,
-    IterationTiming,
-    Traffic,
-    Transport,
-)
-from testbed.network import EdgeNetwork
-
-
-class TransportError(RuntimeError):
-    """A phase the network cannot carry (e.g. a broadcast that never gets through)."""
+from nodes.compression.transport import Transport
+from testbed.emulation.edge_network import EdgeNetwork
+from testbed.emulation.iteration_report import IterationReport, IterationTiming, Traffic
+from testbed.errors import TransportError
 
 
 Timer = Callable[[str, float, int], None]   # (what, wall seconds, iteration)
@@ -91,12 +84,12 @@ class EmulatedTransport(Transport):
     MAX_RESENDS = 50   # rounds of resending what receivers of a broadcast missed
     MAX_SILENT = 50    # iterations in a row with packets on the air and none through: fail
 
-    def __init__(self, net: EdgeNetwork, *, measured: bool = False,
+    def __init__(self, edge_network: EdgeNetwork, *, measured: bool = False,
                  link: LinkLayer | None = None, timer: Timer | None = None):
-        self.net = net
-        self.workers = list(net.workers)
+        self.edge_network = edge_network
+        self.workers = list(edge_network.workers)
         self.measured = measured                  # scheme wall time charged to the clock
-        self.link: LinkLayer = net.network if link is None else link
+        self.link: LinkLayer = edge_network.network if link is None else link
         self.timer = timer
         self._silent = 0   # iterations in a row in which nothing got through
         self._away: list[str] = []   # the workers the link layer routes around
@@ -187,7 +180,7 @@ class EmulatedTransport(Transport):
                     self._sent = True
                     self._through = self._through or bool(f.arrived.any())
             self.traffic.add_links(r)
-            self.traffic.add_radio(radio_seconds(r, self.net.shared))
+            self.traffic.add_radio(radio_seconds(r, self.edge_network.shared))
         self.first = False
 
     # ------------------------------------------------------------------ compute phases
@@ -208,7 +201,7 @@ class EmulatedTransport(Transport):
             self._advance([], "uplink", end=self.deadline if late else max(self.clock, self.compute_end))
             return {}
         with self._emulating():
-            report = self.link.gather(sends, self.net.server, at=self._start(sends))
+            report = self.link.gather(sends, self.edge_network.server, at=self._start(sends))
         delivered = {}
         for flow in report.flows:
             w = names.index(flow.src)
@@ -230,7 +223,7 @@ class EmulatedTransport(Transport):
         if not sends:
             return {}
         with self._emulating():
-            report = self.link.scatter(self.net.server, {n: m.sizes for n, m in sends.items()},
+            report = self.link.scatter(self.edge_network.server, {n: m.sizes for n, m in sends.items()},
                                        at=self.clock)
         got = {}
         for flow in report.flows:
@@ -261,14 +254,14 @@ class EmulatedTransport(Transport):
         # an away worker receives nothing; it is sent the model when it is back (not modelled)
         dsts = self._receivers()
         with self._emulating():
-            reports = [self.link.broadcast(self.net.server, dsts, phase.message.sizes, at=self.clock)]
+            reports = [self.link.broadcast(self.edge_network.server, dsts, phase.message.sizes, at=self.clock)]
         if phase.lossy:  # lost is lost: each worker's replica lacks those coordinates
             for f in reports[0].flows:
-                if f.src == self.net.server and f.dst in dsts and not f.arrived.all():
+                if f.src == self.edge_network.server and f.dst in dsts and not f.arrived.all():
                     lost = [p for p, ok in zip(phase.message.packets, f.arrived) if not ok]
                     self.missed.setdefault(f.dst, []).extend(lost)
         else:
-            reports += self._whole(reports[0], {self.net.server: phase.message.sizes})
+            reports += self._whole(reports[0], {self.edge_network.server: phase.message.sizes})
         for n in dsts:
             self.traffic.add_bits(self.traffic.bits_down, n, phase.message.nbits)
         self._advance(reports, "downlink")
@@ -397,7 +390,7 @@ class EmulatedTransport(Transport):
                 return reports
             round_reports = []
             for src, per in missing.items():
-                sends = ([(list(per), sorted(set().union(*per.values())))] if self.net.shared else
+                sends = ([(list(per), sorted(set().union(*per.values())))] if self.edge_network.shared else
                          [([d], sorted(m)) for d, m in per.items()])
                 for targets, idx in sends:
                     with self._emulating():

@@ -6,7 +6,7 @@ layer reads positions per transmission, the topology JSON shows them).
 """
 from __future__ import annotations
 
-from testbed.device_trace import apply_link_rates
+from testbed.emulation.device_trace import apply_link_rates
 
 
 def speed(world, node: str, t: float, traced_as: str | None = None) -> float:

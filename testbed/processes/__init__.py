@@ -1,0 +1,5 @@
+"""The operating-system process a run lives in.
+
+threads.py   the thread policy of a run's process (`run.threads`);
+lifeline.py  a child process's tie to its launcher: no orphan outlives it.
+"""
