@@ -3,7 +3,7 @@ and print tables.
 
 Quick versions by default (what `make bench` runs); `--full` runs the long ones. `--out FILE`
 also writes JSON: the commit, the date, the load average before and after, the machine, and per
-bench its wall time and the figures its main() returns (a dict, where it returns one; its
+bench its wall time and the figures its main() returns (a dict or a list of rows, where it returns one; its
 repetitions among them).
 """
 from __future__ import annotations
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
         wall = time.perf_counter() - t0
         print(f"--- {name}: {wall:.1f} s wall", flush=True)
         record["benchmarks"][name] = {"wall_s": round(wall, 3), "failed": name in failed,
-                                      "figures": figures if isinstance(figures, dict) else None}
+                                      "figures": figures if isinstance(figures, (dict, list)) else None}
     if args.out:
         record["load_average_after"] = os.getloadavg()
         Path(args.out).write_text(json.dumps(record, indent=2, default=str) + "\n")

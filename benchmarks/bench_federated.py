@@ -140,7 +140,8 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(quick: bool = True) -> None:
+def main(quick: bool = True) -> dict:
+    """Prints the table; returns its figures (`python -m benchmarks federated --out FILE`)."""
     rows = run(quick)   # the run sets its threads (run.threads = 0: one)
     print(f"federated rounds: {CLIENTS} clients, {PER_ROUND} per round, {LOCAL_STEPS} local steps, "
           f"CNN on digits, shared 20 Mbit/s cell, {torch.get_num_threads()} torch thread(s); "
@@ -149,3 +150,4 @@ def main(quick: bool = True) -> None:
     enc, dec = codec_ms(10 if quick else 30)
     print(f"codec, {PER_ROUND} dense fp32 messages of 29,066 values: encode {enc:.1f} ms, "
           f"decode {dec:.1f} ms of CPU (median)")
+    return {"rows": rows, "encode_ms": enc, "decode_ms": dec}

@@ -142,20 +142,25 @@ def _in_child(kind: str, rounds: int, folder: str) -> dict | None:
     return None
 
 
-def main(quick: bool = True) -> None:
+def main(quick: bool = True) -> dict:
+    """Prints the tables; returns their figures (`python -m benchmarks flower --out FILE`)."""
     rounds = 3 if quick else 6
     kinds = ["ours", "plain", "flower"]
     if importlib.util.find_spec("ray") is None:   # flwr without its simulation extra
         print("Flower's simulation is not installed (no ray): pip install 'flwr[simulation]'")
         kinds = ["ours", "plain"]
     with tempfile.TemporaryDirectory() as tmp:
-        report(rounds, kinds, tmp)
+        return report(rounds, kinds, tmp)
 
 
-def report(rounds: int, kinds: list[str], tmp: str) -> None:
+def _load() -> float:
+    return float(open("/proc/loadavg").read().split()[0])
+
+
+def report(rounds: int, kinds: list[str], tmp: str) -> dict:
     rows = {k: r for k in kinds if (r := _in_child(k, rounds, tmp)) is not None}
-    print(f"example app, 10 nodes, FedAdam, {rounds} server rounds; load "
-          f"{open('/proc/loadavg').read().split()[0]}")
+    figures = {"server_rounds": rounds, "load_before_pool": _load(), "rows": rows}
+    print(f"example app, 10 nodes, FedAdam, {rounds} server rounds; load {figures['load_before_pool']}")
     print(f"{'grid':<8}{'wall s':>9}{'rounds':>8}{'s/round':>10}{'steady s/round':>16}{'accuracy':>10}")
     for name, r in rows.items():
         acc = "-" if r["acc"] is None else f"{r['acc']:.4f}"
@@ -163,22 +168,26 @@ def report(rounds: int, kinds: list[str], tmp: str) -> None:
         print(f"{name:<8}{r['wall']:>9.2f}{r['rounds']:>8}{r['wall'] / r['rounds']:>10.3f}"
               f"{steady:>16}{acc:>10}")
     if "ours" not in rows:
-        return
+        return figures
     o = rows["ours"]
     if "plain" in rows and o["steady"] and rows["plain"]["steady"]:
-        print(f"ours / plain steady round: {o['steady'] / rows['plain']['steady']:.3f}x "
-              "(target <= 1.15x)")
+        figures["ours_over_plain_steady"] = o["steady"] / rows["plain"]["steady"]
+        print(f"ours / plain steady round: {figures['ours_over_plain_steady']:.3f}x (target <= 1.15x)")
     if "flower" in rows:
         f = rows["flower"]
-        print(f"ours / flower per round: {(o['wall'] / o['rounds']) / (f['wall'] / f['rounds']):.3f}x "
-              f"with start-up, {o['steady'] / f['steady']:.3f}x steady (target <= 0.1x)")
+        figures["ours_over_flower_per_round"] = (o["wall"] / o["rounds"]) / (f["wall"] / f["rounds"])
+        figures["ours_over_flower_steady"] = o["steady"] / f["steady"]
+        print(f"ours / flower per round: {figures['ours_over_flower_per_round']:.3f}x with start-up, "
+              f"{figures['ours_over_flower_steady']:.3f}x steady (target <= 0.1x)")
     pool_rows = {k: r for k in ("serial100", "pool100")
                  if (r := _in_child(k, rounds, tmp)) is not None}
+    figures["pool_rows"] = pool_rows
     if len(pool_rows) == 2:
         a, b = pool_rows["serial100"], pool_rows["pool100"]
+        figures["pool_speedup"], figures["load_after_pool"] = a["steady"] / b["steady"], _load()
         print(f"100 nodes, every node trains: steady round serial {a['steady']:.3f} s, 2 worker "
-              f"processes {b['steady']:.3f} s: {a['steady'] / b['steady']:.2f}x (target >= 1.6x); "
-              f"load {open('/proc/loadavg').read().split()[0]}")
+              f"processes {b['steady']:.3f} s: {figures['pool_speedup']:.2f}x (target >= 1.6x); "
+              f"load {figures['load_after_pool']}")
     p = o["parts"]
     per_round = o["wall"] / o["rounds"]
     print(f"ours per round: {per_round * 1e3:.1f} ms; ClientApp calls (FLOPs counted "
@@ -188,6 +197,7 @@ def report(rounds: int, kinds: list[str], tmp: str) -> None:
     per_msg = (p["emulation"] + p["serde"]) / o["messages"]
     print(f"per message (emulation + serialization): {per_msg * 1e3:.2f} ms over {o['messages']} "
           f"messages; {100 * (p['emulation'] + p['serde']) / o['wall']:.1f}% of ours' wall time")
+    return figures
 
 
 if __name__ == "__main__":
