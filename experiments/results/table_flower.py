@@ -43,7 +43,8 @@ def command(strategy: str, uplink: str, seed: int, store: str) -> list[str]:
             *UPLINKS[uplink]]
     return ["testbed", "flower", "run", "experiments/flower_app",
             "--network", "experiments/flower_cell.toml", "--store", store, "--quiet",
-            "--run-config", f"num-server-rounds={MAX_ROUNDS}", f"strategy={strategy}", f"seed={seed}",
+            *[a for c in (f"num-server-rounds={MAX_ROUNDS}", f"strategy={strategy}", f"seed={seed}")
+              for a in ("--run-config", c)],
             *[a for s in sets for a in ("--set", s)]]
 
 
