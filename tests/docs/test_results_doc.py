@@ -680,9 +680,9 @@ RECOMPUTED = ("| method | 1 Mbit/s |", "| method | no loss |", "| method | itera
               "| stations | method | TDMA | CSMA |", "| method | seeds | acc % mean ± sd | paired vs fp32 |",
               "| step from DGC", "| point | setting (else cnn_fc", "| method | seeds | acc % per seed |",
               "| option | effect on accuracy |", "| N | ns-3 Mbit/s |", "| setting | N=1 |", "| row | acc % mean ± sd |",
-              "| workers | iterations | total ms/it |")
-NO_STORED_SOURCE = {"| strategy | uplink | rounds to 85% |": "the runs' stores not kept",
-                    "| grid | one at a time |": "measured once (its output not stored)"}
+              "| workers | iterations | total ms/it |", "| strategy | uplink | seeds | rounds to 85% |",
+              "| grid | one at a time |")
+NO_STORED_SOURCE: dict[str, str] = {}
 
 
 def test_every_table_is_recomputed_or_says_it_has_no_stored_source():
@@ -725,3 +725,132 @@ def test_the_plateau_tables_other_columns_state_the_run_files():
             check(r[10:12], [st.mean(e["virtual_time_s"] for e in reached), st.mean(e["energy_j"] for e in reached)], r[0])
         else:
             assert r[10] == f"- ({len(reached)}/{len(first)})" and r[11] == "-", r[0]
+
+
+def test_the_flower_table_states_its_run_files():
+    """Section 6's table from the stored rows of each run (docs/results/table_flower_runs): per
+    strategy and uplink, mean (min-max) over the seeds of the server round, the virtual seconds and
+    the joules at the first centralized evaluation at or above 85%, and the MB on the wire (all,
+    uplinks) up to that round."""
+    import statistics as st
+    runs: dict[tuple[str, str], list[dict]] = {}
+    for p in sorted((RESULTS / "table_flower_runs").glob("*.json")):
+        run = json.loads(p.read_text())
+        runs.setdefault((run["strategy"], run["uplink"]), []).append(run)
+    names = {"FedAvg": "fedavg", "FedAdam": "fedadam", "fp32": "fp32", "top-k 10%": "topk"}
+    table = doc_table("| strategy | uplink | seeds | rounds to 85% |")
+    assert {(names[r[0]], names[r[1]]) for r in table} == set(runs)
+    for r in table:
+        got = runs[(names[r[0]], names[r[1]])]
+        hits = []
+        for run in got:
+            hit = next((e for e in run["evals"] if e["test_accuracy"] >= 0.85), None)
+            if hit is not None:
+                upto = [x for x in run["rounds"] if x["iteration"] <= hit["iteration"]]
+                hits.append((hit["server_round"], hit["virtual_time_s"], sum(x["energy_j"] for x in upto),
+                             sum(x["bits_up"] + x["bits_down"] for x in upto) / 8e6,
+                             sum(x["bits_up"] for x in upto) / 8e6))
+        assert r[2] == (str(len(got)) if len(hits) == len(got) else f"{len(hits)}/{len(got)}"), r[:2]
+        for cell, column in zip(r[3:6], zip(*hits)):
+            m = re.fullmatch(r"([\d.]+) \(([\d.]+)-([\d.]+)\)", cell)
+            assert m, (r[:2], cell)
+            check(list(m.groups()), [st.mean(column), min(column), max(column)], r[:2])
+        check(r[6:8], [st.mean(h[3] for h in hits), st.mean(h[4] for h in hits)], r[:2])
+
+
+def bench(name: str) -> dict:
+    """What `python -m benchmarks NAME --out docs/results/bench/NAME.json` wrote."""
+    return json.loads((RESULTS / "bench" / f"{name}.json").read_text())
+
+
+def test_the_sweep_table_states_its_benchmark_file():
+    """Section 7's table: the medians of the stored repetitions, their ratios, the load."""
+    import statistics as st
+    record = bench("sweep")
+    f = record["benchmarks"]["bench_sweep"]["figures"]
+    serial, jobs = st.median(f["wall_s"]["serial"]), st.median(f["wall_s"]["jobs2"])
+    ray = f["wall_s"]["ray"][0]
+    (row,) = doc_table("| grid | one at a time |")
+    check(row[1:6], [serial, jobs, ray, serial / jobs, ray / jobs], "sweep")
+    assert f["rows_equal"] and f"{f['repetitions']} repetitions" in row[0]
+    said = " ".join(text().split("## 7. ")[1].split("## ")[0].split())
+    assert f"commit {record['commit'][:7]}" in said
+    assert f"load {f['load_before']:.2f}-{f['load_after']:.2f}" in said
+
+
+def said(section: str) -> str:
+    """A section of the report as one line of text."""
+    return " ".join(text().split(f"## {section}. ")[1].split("\n## ")[0].split())
+
+
+def test_the_cost_at_scale_states_its_benchmark_file():
+    record = bench("federated")
+    rows = {r["method"]: r for r in record["benchmarks"]["bench_federated"]["figures"]["rows"]}
+    words = said("4")
+    m = re.search(r"a round takes ([\d.]+)x \(fp32\) and ([\d.]+)x \(top-k\)", words)
+    assert m, "the federated cost sentence"
+    check(list(m.groups()), [rows["none"]["ratio"], rows["topk"]["ratio"]], "federated")
+    m = re.search(r"error memories of (\d+) clients hold ([\d.]+) MB", words)
+    assert m and int(m[1]) == rows["topk"]["memory_clients"], m
+    check([m[2]], [rows["topk"]["memory_mb"]], "memory")
+    assert f"commit {record['commit'][:7]}" in words
+
+
+def test_the_engine_and_dashboard_speeds_state_their_benchmark_files():
+    f = bench("channels")["benchmarks"]["bench_channels"]["figures"]
+    rate = {r["case"]: r["packets_per_wall_s"] for r in f["rows"]}
+
+    def per_s(start: str) -> list[float]:
+        return [v for k, v in rate.items() if k.startswith(start)]
+    words = said("5")
+    m = re.search(r"one hop on the shared cell ([\d.]+)M packets \(dedicated links ([\d.]+)M\), ring "
+                  r"all-reduce via the access point ([\d.]+)-([\d.]+)M, 4x4 mesh ([\d.]+)M, DCF cell "
+                  r"([\d.]+)M attempts; the SimPy reference engines (\d+)-(\d+)k; .* cache in ([\d.]+) s", words)
+    assert m, "the engine sentence"
+    ring = per_s("multi-hop relay: ring")
+    simpy = per_s("per-")
+    check(list(m.groups()), [x / 1e6 for x in (per_s("fast: 16 x 10 MB, shared")[0],
+                                               per_s("fast: 16 x 10 MB, dedicated")[0], min(ring), max(ring),
+                                               per_s("multi-hop relay: 4x4")[0], per_s("fast: 16 x 2 MB, 802.11")[0])]
+          + [min(simpy) / 1e3, max(simpy) / 1e3, f["relay_s"]], "engines")
+    d = {r["callback"]: r for r in bench("dashboard")["benchmarks"]["bench_dashboard"]["figures"]}
+    m = re.search(r"opening a run (\d+) ms median, (\d+) ms at most .* one live tick ([\d.]+)-([\d.]+) ms, "
+                  r"comparing 5 runs (\d+) ms", words)
+    assert m, "the dashboard sentence"
+    ticks = [d["live: tick, nothing new"]["median_ms"], d["live: tick, one new bin of iterations"]["median_ms"]]
+    check(list(m.groups()), [d["live: open a 5,000-iteration run"]["median_ms"],
+                             d["live: open a 5,000-iteration run"]["max_ms"], min(ticks), max(ticks),
+                             d["compare 5 runs"]["median_ms"]], "dashboard")
+
+
+def test_the_compiled_engines_and_the_thread_policy_state_their_benchmark_files():
+    compiled = [r["packets_per_wall_s"] for r in bench("channels")["benchmarks"]["bench_channels"]["figures"]["rows"]
+                if r["case"].startswith(("fast:", "multi-hop"))]
+    words = said("5")
+    m = re.search(r"loops move ([\d.]+)-([\d.]+) million packets per wall second", words)
+    assert m, "the engines' range"
+    check(list(m.groups()), [min(compiled) / 1e6, max(compiled) / 1e6], "engines")
+    rows = {r["setting"]: r for r in bench("load")["benchmarks"]["bench_load"]["figures"] if "setting" in r}
+    m = re.search(r"keeps a run at ([\d.]+)x its idle pace \(median of 3; worst ([\d.]+)x\) .* 2 threads: "
+                  r"([\d.]+)x \(worst ([\d.]+)x\)", words)
+    assert m, "the thread-policy sentence"
+    check(list(m.groups()), [rows["default"]["ratio"], rows["default"]["worst_ratio"],
+                             rows["2 threads"]["ratio"], rows["2 threads"]["worst_ratio"]], "threads")
+
+
+def test_the_flower_speed_states_its_benchmark_file():
+    f = bench("flower")["benchmarks"]["bench_flower"]["figures"]
+    rows, pool = f["rows"], f["pool_rows"]
+    o, fl, parts = rows["ours"], rows["flower"], rows["ours"]["parts"]
+    words = said("6")
+    m = re.search(r"ours took ([\d.]+) s in a fresh process against Flower's `run_simulation` \(Ray\) ([\d.]+) s, "
+                  r"\*\*([\d.]+)x over the run, ([\d.]+)x round by round\*\* \(([\d.]+) against ([\d.]+) s; .*"
+                  r"our round is ([\d.]+)x the plain in-process grid's .* \((\d+) of (\d+) calls counted.* are "
+                  r"(\d+)% of our wall time, emulation ([\d.]+)%, serialization ([\d.]+)%\. A 100-node round ran "
+                  r"([\d.]+)x as fast with 2 worker processes as serially \(([\d.]+) against ([\d.]+) s", words)
+    assert m, "the Flower speed paragraph"
+    check(list(m.groups()), [o["wall"], fl["wall"], f["ours_over_flower_per_round"], f["ours_over_flower_steady"],
+                             o["steady"], fl["steady"], f["ours_over_plain_steady"], o["counted"], o["calls"],
+                             100 * parts["client"] / o["wall"], 100 * parts["emulation"] / o["wall"],
+                             100 * parts["serde"] / o["wall"], f["pool_speedup"], pool["pool100"]["steady"],
+                             pool["serial100"]["steady"]], "flower speed")
