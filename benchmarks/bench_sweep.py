@@ -63,7 +63,7 @@ def plateau_sized(path: Path, iterations: int = 4800, workers: int = 8, every: i
     return iterations * (1 + 3 * workers) + 2 * (iterations // every)
 
 
-def driver_cost(reps: int = 3) -> None:
+def driver_cost(reps: int = 3) -> dict:
     """The driver's merge of one plateau-sized run: seconds and rows per second."""
     with tempfile.TemporaryDirectory(prefix="bench-merge-") as tmp:
         point = Path(tmp) / "point.db"
@@ -79,6 +79,7 @@ def driver_cost(reps: int = 3) -> None:
     print(f"driver: copying in one plateau-sized run (4,800 iterations, 8 workers: {rows:,} rows, "
           f"{size / 1e6:.1f} MB store): best {best:.2f} s, median {statistics.median(times):.2f} s "
           f"of {reps} -> {rows / best:,.0f} rows/s", flush=True)
+    return {"rows": rows, "store_mb": size / 1e6, "seconds": times}
 
 
 def sweep(store: Path, *way: str) -> float:
@@ -128,11 +129,11 @@ def main(quick: bool = True) -> dict:
     if autogroup:   # why a busy machine hides the speed-up
         print("the kernel shares CPU time among sessions first (sched_autogroup_enabled = 1): while "
               "other sessions keep the cores busy, the sweep's processes share one session's part")
-    driver_cost()
+    driver = driver_cost()
     print(f"load after: {open('/proc/loadavg').read().split()[:3]}")
     return {"repetitions": reps, "load_before": load_before, "load_after": load_after,
             "wall_s": times, "speedup_jobs2_over_serial": serial / jobs2, "rows_equal": same,
-            "sched_autogroup": autogroup}
+            "sched_autogroup": autogroup, "driver_copy": driver}
 
 
 def _autogroup() -> bool:
