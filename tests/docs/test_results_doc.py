@@ -763,19 +763,37 @@ def bench(name: str) -> dict:
     return json.loads((RESULTS / "bench" / f"{name}.json").read_text())
 
 
-def test_the_sweep_table_states_its_benchmark_file():
-    """Section 7's table: the medians of the stored repetitions, their ratios, the load."""
+def test_the_sweep_table_states_its_benchmark_files():
+    """Section 7's table: a row per stored run of the benchmark, the medians of its repetitions and
+    their ratios; the text's ranges, commits, load and the driver's copy."""
     import statistics as st
-    record = bench("sweep")
-    f = record["benchmarks"]["bench_sweep"]["figures"]
-    serial, jobs = st.median(f["wall_s"]["serial"]), st.median(f["wall_s"]["jobs2"])
-    ray = f["wall_s"]["ray"][0]
-    (row,) = doc_table("| grid | one at a time |")
-    check(row[1:6], [serial, jobs, ray, serial / jobs, ray / jobs], "sweep")
-    assert f["rows_equal"] and f"{f['repetitions']} repetitions" in row[0]
-    said = " ".join(text().split("## 7. ")[1].split("## ")[0].split())
-    assert f"commit {record['commit'][:7]}" in said
-    assert f"load {f['load_before']:.2f}-{f['load_after']:.2f}" in said
+    records = [bench(f"sweep_run{i}") for i in (1, 2)]
+    table = doc_table("| grid | one at a time |")
+    assert len(table) == len(records)
+    speedups, rays, loads, walls = [], [], [], {"serial": [], "jobs2": []}
+    for row, record in zip(table, records):
+        f = record["benchmarks"]["bench_sweep"]["figures"]
+        serial, jobs = st.median(f["wall_s"]["serial"]), st.median(f["wall_s"]["jobs2"])
+        ray = f["wall_s"]["ray"][0]
+        check(row[1:6], [serial, jobs, ray, serial / jobs, ray / jobs], row[0])
+        assert f["rows_equal"] and record["date"][11:16] in row[0]
+        speedups.append(serial / jobs)
+        rays.append(ray / jobs)
+        loads += [f["load_before"], f["load_after"]]
+        for way in walls:
+            walls[way] += f["wall_s"][way]
+    assert f"{records[0]['benchmarks']['bench_sweep']['figures']['repetitions']} repetitions" in table[0][0]
+    words = said("7")
+    m = re.search(r"ran a 4-point grid ([\d.]+)-([\d.]+)x faster .* Ray took ([\d.]+)-([\d.]+)x the jobs", words)
+    assert m, "the sweep finding"
+    check(list(m.groups()), [min(speedups), max(speedups), min(rays), max(rays)], "finding")
+    m = re.search(r"serial ([\d.]+)-([\d.]+) s, `--jobs 2` ([\d.]+)-([\d.]+) s\), .* took ([\d.]+) s at best", words)
+    assert m, "the sweep notes"
+    copy = records[-1]["benchmarks"]["bench_sweep"]["figures"]["driver_copy"]
+    check(list(m.groups()), [min(walls["serial"]), max(walls["serial"]), min(walls["jobs2"]),
+                             max(walls["jobs2"]), min(copy["seconds"])], "notes")
+    assert all(f"{r['commit'][:7]}" in words for r in records)
+    assert f"load {min(loads):.2f}-{max(loads):.2f}" in words
 
 
 def said(section: str) -> str:
@@ -843,7 +861,7 @@ def test_the_flower_speed_states_its_benchmark_file():
     rows, pool = f["rows"], f["pool_rows"]
     o, fl, parts = rows["ours"], rows["flower"], rows["ours"]["parts"]
     words = said("6")
-    m = re.search(r"ours took ([\d.]+) s in a fresh process against Flower's `run_simulation` \(Ray\) ([\d.]+) s, "
+    m = re.search(r"ours took ([\d.]+) s against Flower's `run_simulation` \(Ray\) ([\d.]+) s, "
                   r"\*\*([\d.]+)x over the run, ([\d.]+)x round by round\*\* \(([\d.]+) against ([\d.]+) s; .*"
                   r"our round is ([\d.]+)x the plain in-process grid's .* \((\d+) of (\d+) calls counted.* are "
                   r"(\d+)% of our wall time, emulation ([\d.]+)%, serialization ([\d.]+)%\. A 100-node round ran "
@@ -854,3 +872,22 @@ def test_the_flower_speed_states_its_benchmark_file():
                              100 * parts["client"] / o["wall"], 100 * parts["emulation"] / o["wall"],
                              100 * parts["serde"] / o["wall"], f["pool_speedup"], pool["pool100"]["steady"],
                              pool["serial100"]["steady"]], "flower speed")
+
+
+def test_the_flower_finding_states_its_run_files():
+    """Section 6's finding: top-k's cut of FedAvg's virtual seconds and joules to 85% (means over
+    the seeds), from the run files."""
+    import statistics as st
+
+    def mean_at_target(strategy, uplink, key):
+        out = []
+        for p in sorted((RESULTS / "table_flower_runs").glob(f"{strategy}_{uplink}_seed*.json")):
+            run = json.loads(p.read_text())
+            hit = next(e for e in run["evals"] if e["test_accuracy"] >= 0.85)
+            out.append(hit["virtual_time_s"] if key == "virtual" else
+                       sum(x["energy_j"] for x in run["rounds"] if x["iteration"] <= hit["iteration"]))
+        return st.mean(out)
+    m = re.search(r"cuts FedAvg's virtual time to 85% by (\d+)% and its joules by (\d+)%", said("6"))
+    assert m, "the Flower finding"
+    check(list(m.groups()), [100 * (1 - mean_at_target("fedavg", "topk", k) / mean_at_target("fedavg", "fp32", k))
+                             for k in ("virtual", "joules")], "finding")
