@@ -126,14 +126,14 @@ def energy_to_target():
 
 def ns3_cell():
     """Saturation throughput, collided attempts per success and wall time per frame against N."""
-    rows = _rows("ns3_cell.csv")
-    n = [int(r["n"]) for r in rows]
+    rows = json.loads((DATA / "ns3_validation.json").read_text())["dcf"]
+    n = [r["n"] for r in rows]
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
         "saturation throughput", "collided attempts per success", "wall time per successful frame"))
     for who, color, dash in (("ns3", "#1f2937", "solid"), ("ours", "#dc2626", "dot")):
         name = "ns-3.37" if who == "ns3" else "this testbed"
-        for col, key in ((1, "mbps"), (2, "collided_per_success"), (3, "wall_us_per_frame")):
-            fig.add_trace(go.Scatter(x=n, y=[float(r[f"{who}_{key}"]) for r in rows], name=name,
+        for col, key, scale in ((1, "mbps", 1), (2, "collided_per_success", 1), (3, "wall_per_frame_s", 1e6)):
+            fig.add_trace(go.Scatter(x=n, y=[scale * r[who][key] for r in rows], name=name,
                                      legendgroup=who, showlegend=col == 1, mode="lines+markers",
                                      line=dict(color=color, dash=dash, width=2),
                                      marker=dict(size=9, color=color)), row=1, col=col)

@@ -501,27 +501,66 @@ def test_the_short_budget_and_its_options_state_their_run_files():
     assert "every seed up" in layer and all(a[s] > ps[s] for s in a)
 
 
-def test_the_ns3_tables_state_their_csv():
-    """The DCF table against docs/results/ns3_cell.csv, which holds the figures as printed
-    (rounded): the gaps and speed-ups, computed from the unrounded run, may differ from the
-    CSV's in their last digit (the report says so), so they are held to that."""
-    rows = {int(r["n"]): {k: float(v) for k, v in r.items()} for r in read_csv("ns3_cell.csv")}
+def test_the_ns3_section_states_its_json():
+    """Section 3 against docs/results/ns3_validation.json (`python -m validation.ns3.run --save`,
+    every figure unrounded): the DCF table, both PHY settings' gaps, the walks' worst windows,
+    break and wall time, and the burst's frames."""
+    d = json.loads((RESULTS / "ns3_validation.json").read_text())
+
+    def gap(a, b):
+        return 100 * (b / a - 1) if a else 0.0
+
+    def gaps(row):
+        a, b = row["ns3"], row["ours"]
+        return [gap(a["mbps"], b["mbps"]), gap(a["collided_per_success"], b["collided_per_success"])]
     table = doc_table("| N | ns-3 Mbit/s |")
-    assert [int(r[0]) for r in table] == sorted(rows)
-    gaps = {}
-    for r in table:
-        c = rows[int(r[0])]
-        assert [float(x) for x in (r[1], r[2], r[4], r[5], r[7], r[8])] == [
-            c["ns3_mbps"], c["ours_mbps"], c["ns3_collided_per_success"], c["ours_collided_per_success"],
-            c["ns3_wall_us_per_frame"], c["ours_wall_us_per_frame"]], r[0]
-        tg = 100 * (c["ours_mbps"] / c["ns3_mbps"] - 1)
-        cg = 100 * (c["ours_collided_per_success"] / c["ns3_collided_per_success"] - 1) if c["ns3_collided_per_success"] else 0.0
-        assert abs(float(r[3].rstrip("%")) - tg) < 0.02 and abs(float(r[6].rstrip("%")) - cg) < 0.03, r[0]
-        speedup = c["ns3_wall_us_per_frame"] / c["ours_wall_us_per_frame"]
-        assert abs(float(r[9].rstrip("x")) / speedup - 1) < 0.01, r[0]
-        gaps[int(r[0])] = f"{r[3]} / {r[6]}"
-    off = next(r for r in doc_table("| setting | N=1 |") if r[0] == "detection off")
-    assert off[1:] == [gaps[n] for n in sorted(gaps)]
+    assert [int(r[0]) for r in table] == [r["n"] for r in d["dcf"]]
+    for r, row in zip(table, d["dcf"]):
+        a, b = row["ns3"], row["ours"]
+        t, c = gaps(row)
+        check([r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9]],
+              [a["mbps"], b["mbps"], t, a["collided_per_success"], b["collided_per_success"], c,
+               1e6 * a["wall_per_frame_s"], 1e6 * b["wall_per_frame_s"], a["wall_per_frame_s"] / b["wall_per_frame_s"]],
+              r[0])
+    for label, key in (("detection off", "dcf"), ("detection on", "dcf_preamble")):
+        cells = next(r for r in doc_table("| setting | N=1 |") if r[0] == label)[1:]
+        assert len(cells) == len(d[key]), label
+        for cell, row in zip(cells, d[key]):
+            check(cell.split("/"), gaps(row), label)
+    words = said("3")
+    speed = [row["speedup"] for row in d["dcf"]]
+    m = re.search(r"at (\d+)x \(1 station\) to (\d+)x \(50 stations\)", words)
+    assert m, "the finding's speed-ups"
+    check(list(m.groups()), [speed[0], speed[-1]], "speed-ups")
+    worst = max(abs(c) for key in ("dcf", "dcf_preamble") for row in d[key] for c in gaps(row)[:1])
+    assert f"within {worst:.2f}% of ns-3.37's" in words
+    one, three = d["walks"]
+
+    def worst(walk):
+        """Windows before the first break with under 2% of our attempts lost: their count, the worst
+        throughput gap and the worst gap of a radio state's joules over the window's (in %)."""
+        first = min(walk["break_s"].values())
+        held = [w for w in walk["rows"] if w["window"] < first and w["ours_loss"] < 0.02]
+        states = ("tx", "rx", "idle", "sleep")
+        joules = [abs(w[f"ours_{k}_j"] - w[f"ns3_{k}_j"]) / sum(w[f"ns3_{j}_j"] for j in states)
+                  for w in held for k in states]
+        return len(held), 100 * max(abs(w["ours_mbps"] / w["ns3_mbps"] - 1) for w in held), 100 * max(joules)
+    m = re.search(r"per 1 s window throughput within ([\d.]+)% of ns-3 .* over the (\d+) windows where the link "
+                  r"holds; it breaks in the same second \((\d+)\)\. Three stations: worst window ([\d.]+)% .* Wall "
+                  r"time ([\d.]+) s against ns-3's ([\d.]+) s \(three stations: ([\d.]+) s against ([\d.]+) s\)", words)
+    assert m, "the walk paragraph"
+    assert one["break_s"]["ours"] == one["break_s"]["ns3"] == int(m[3])
+    (n1, t1, j1), (_, t3, j3) = worst(one), worst(three)
+    assert int(m[2]) == n1
+    check([m[1], m[4]], [t1, t3], "walk gaps")
+    m2 = re.search(r"radio joules per state within ([\d.]+)% .* \(joules ([\d.]+)%", words)
+    assert m2, "the walk's joules"
+    check(list(m2.groups()), [j1, j3], "walk joules")
+    check([m[5], m[6], m[7], m[8]], [one["wall_s"]["ours"], one["wall_s"]["ns3"], three["wall_s"]["ours"],
+                                     three["wall_s"]["ns3"]], "walk wall")
+    m = re.search(r"delivers (\d+) of ([\d,]+) frames against ns-3's (\d+)", words)
+    assert m and [int(m[1]), int(m[2].replace(",", "")), int(m[3])] == [
+        d["burst"]["ours"]["received"], d["burst"]["count"], d["burst"]["ns3"]["received"]], m
 
 
 def test_the_federated_table_states_its_run_files():
