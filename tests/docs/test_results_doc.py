@@ -930,3 +930,22 @@ def test_the_flower_finding_states_its_run_files():
     assert m, "the Flower finding"
     check(list(m.groups()), [100 * (1 - mean_at_target("fedavg", "topk", k) / mean_at_target("fedavg", "fp32", k))
                              for k in ("virtual", "joules")], "finding")
+
+
+def test_every_method_on_the_shipped_file_states_its_run_lines():
+    """Section 1's last paragraph: how many methods ran the quickstart file with only the method
+    set, and the lowest and highest final accuracy with the methods that reached them."""
+    rows = [json.loads(line) for line in (RESULTS / "every_method_runs.jsonl").read_text().splitlines() if line.strip()]
+    acc = {r["spec"]["label"]: 100 * r["evals"][-1]["test_accuracy"] for r in rows if r["status"] == "completed"}
+    assert len(acc) == len(rows)
+    words = " ".join(text().split("### Every method on the shipped files")[1].split("\n## ")[0].split())
+    m = re.search(r"all (\d+) methods train .* to ([\d.]+)% \(([^)]*)\) - ([\d.]+)% \(([^)]*)\)", words)
+    assert m, "the every-method sentence"
+    assert int(m[1]) == len(acc)
+    check([m[2], m[4]], [min(acc.values()), max(acc.values())], "every method")
+    names = {"none": "fp32", "fp16": "fp16", "topk": "top-k", "randomk": "random-k", "dgc": "DGC", "qsgd": "QSGD",
+             "terngrad": "TernGrad", "signsgd": "signSGD", "powersgd": "PowerSGD", "lgc_ps": "LGC-PS",
+             "lgc_rar": "LGC-RAR", "lgc_scaled": "lgc_scaled", "lgc_ablation": "LGC ablation", "scalecom": "ScaleCom"}
+    lowest = sorted(names[k] for k, v in acc.items() if round(v, 2) == round(min(acc.values()), 2))
+    highest = sorted(names[k] for k, v in acc.items() if round(v, 2) == round(max(acc.values()), 2))
+    assert sorted(m[3].split(", ")) == lowest and sorted(m[5].split(", ")) == highest, (lowest, highest)
