@@ -8,9 +8,10 @@ experiments/flower_cell.toml` (the example app: an MLP on digits, 10 nodes, 5 tr
 evaluated per server round; a 20 Mbit/s DCF cell, reliable delivery), with at most 40 server
 rounds, stopped at the first centralized evaluation at or above 85%; the strategy, the seed
 (the app's and the run's) and, for top-k, the client mod's method and ratio set on the command
-line. Each finished run is written at once to docs/results/table_flower_runs/<strategy>_<uplink>
-_seed<S>.json: the command, the commit, the store's rows (per round: virtual time, bits up and
-down, joules) and the centralized evaluations with their server round; rerunning skips those.
+line. Each finished run is written at once to
+docs/results/table_flower_runs/STRATEGY_UPLINK_seedS.json: the command, the commit, the store's
+rows (per round: virtual time, bits up and down, joules) and the centralized evaluations with
+their server round; rerunning skips those.
 
 Per strategy and uplink, mean (min-max) over the seeds: the server round of the first evaluation
 at or above 85%, the virtual seconds then, the joules of the 10 nodes up to it, and the bytes
