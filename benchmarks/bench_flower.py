@@ -20,6 +20,7 @@ Run: `python -m benchmarks flower` (3 server rounds) or `--full` (6).
 """
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import logging
@@ -117,7 +118,9 @@ def flower(rounds: int) -> dict:
 
 def child(kind: str, rounds: int, folder: str) -> None:
     """One grid's run in this (fresh) process; its figures as one JSON line on stdout. `steady`:
-    wall seconds per round between the strategy's first and last aggregate (start-up out)."""
+    wall seconds per round between the strategy's first and last aggregate (start-up out). The
+    plain grid and Flower's driver freeze what their first round left alive from the garbage
+    collector's full passes (pauses of 10-280 ms, at random), as our loop does."""
     torch.set_num_threads(1)
     logging.getLogger("flwr").setLevel(logging.WARNING)
     run = {"ours": lambda: ours(rounds, Path(folder)), "plain": lambda: plain(rounds),
@@ -125,7 +128,14 @@ def child(kind: str, rounds: int, folder: str) -> None:
            "serial100": lambda: ours(rounds, Path(folder), 100, 1),
            "pool100": lambda: ours(rounds, Path(folder), 100, 2)}[kind]
     stamps = []
-    with strategy_tap(lambda k, r, m: stamps.append(time.perf_counter()) if k != "centralized" else None):
+
+    def tap(kind, *_):
+        if kind == "centralized":
+            return
+        if not stamps and kind in ("plain", "flower"):   # as our loop does: processes/heap.py
+            gc.freeze()
+        stamps.append(time.perf_counter())
+    with strategy_tap(tap):
         out = run()
     out["steady"] = (stamps[-1] - stamps[0]) / (len(stamps) - 1) if len(stamps) > 1 else None
     print("RESULT " + json.dumps(out), flush=True)

@@ -61,7 +61,10 @@ class Network(LinkLayer):
         self._media: dict = {}
         self._clock = 0.0
         self._paths: dict = {}      # (src, dst) -> route; cleared when link delays change
-        self._away: frozenset = frozenset()   # nodes that forward nothing (set_away)
+        self._away: frozenset = frozenset()   # nodes that forward nothing (set_away)...
+        # ...of those that could: a node with fewer than two neighbours is inside no route, so
+        # taking it away changes none (a cell's stations: routes stay cached as rounds sample)
+        self._relays = frozenset(n for n in graph if len(set(nx.all_neighbors(graph, n))) >= 2)
 
     # ------------------------------------------------------------------ topology helpers
     def _role(self, n) -> str:
@@ -83,7 +86,7 @@ class Network(LinkLayer):
     def set_away(self, nodes) -> None:
         """Nodes that forward nothing for now (a device trace's away workers): routes go around
         them where the topology has another route, and through them only where it has none."""
-        away = frozenset(nodes)
+        away = frozenset(nodes) & self._relays
         if away != self._away:
             self._away = away
             self._paths.clear()

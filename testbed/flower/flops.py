@@ -2,9 +2,9 @@
 
 Counting a call with `torch.utils.flop_counter.FlopCounterMode` costs several times the call
 itself (a Python dispatch per torch op), so a call is counted only when its figure is not
-known. A call's FLOPs are fixed by what it computes on, which the grid sees before the call
+known, and then with `TotalFlops`: FlopCounterMode's figures op by op at about half its cost. A call's FLOPs are fixed by what it computes on, which the grid sees before the call
 (`call_key`): the node (its data), the call kind (train, evaluate, query), the model it is
-sent (names, shapes and dtypes of the message's arrays), the message's config and metrics
+sent (names and shapes of the message's arrays), the message's config and metrics
 (every value but Flower's round number `server-round`) and the shapes of the node's context
 state. The first call of a key is counted; later calls of it run bare and are charged its
 figure.
@@ -26,14 +26,17 @@ import contextlib
 
 import torch
 from flwr.app import Message, RecordDict
-from torch.utils.flop_counter import FlopCounterMode
+from torch._ops import HigherOrderOperator
+from torch.utils.flop_counter import FlopCounterMode, _FlopCounterMode
 
 ROUND_KEY = "server-round"   # Flower's strategies put the round number in every config
 
 
 def _records_key(content: RecordDict, skip: str = "") -> tuple:
-    """Names, shapes and dtypes of the arrays; every config and metric value but `skip`."""
-    arrays = tuple((name, key, tuple(a.shape), a.dtype)
+    """Names and shapes of the arrays (not their dtypes: FLOPs are counted from shapes, and
+    FedOpt strategies send float64 what the nodes return as float32); every config and metric
+    value but `skip`."""
+    arrays = tuple((name, key, tuple(a.shape))
                    for name, record in content.array_records.items()
                    for key, a in record.items())
     values = tuple((name, key, repr(v))
@@ -68,14 +71,81 @@ def module_trace():
         handle.remove()
 
 
+class _TotalOnly:
+    """FlopCounterMode's module tracker reduced to the one figure read here, the total ("Global"):
+    the tracker's hooks on every module's forward and backward walk their inputs and outputs."""
+    parents = ("Global",)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+# how _TotalMode treats an op, decided once per op: as FlopCounterMode's dispatch does
+_AS_COUNTER, _RUN, _RUN_COUNTED = 0, 1, 2
+_SKIPPED = {"sym_is_contiguous", "is_contiguous", "is_strides_like_format",
+            "is_non_overlapping_and_dense", "size", "sym_size", "stride", "sym_stride",
+            "storage_offset", "sym_storage_offset", "numel", "sym_numel", "dim", "layout"}
+_DECOMPOSES = torch._C.DispatchKey.CompositeImplicitAutograd
+_TREATMENT: dict = {}     # op -> its treatment, for the default registry
+
+
+def _treatment(func, registry: dict) -> int:
+    """FlopCounterMode's dispatch (torch/utils/flop_counter.py) hands an op on untouched (the
+    size queries), splits a higher-order op, decomposes an op that has a decomposition and is
+    not in its registry (the check it makes on the overload), else runs it and counts the FLOPs
+    its registry gives. The first three stay FlopCounterMode's (`_AS_COUNTER`)."""
+    if isinstance(func, HigherOrderOperator) or func._overloadpacket.__name__ in _SKIPPED:
+        return _AS_COUNTER
+    if func not in registry and func is not torch.ops.prim.device.default and (
+            _DECOMPOSES in func.py_kernels
+            or torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _DECOMPOSES)):
+        return _AS_COUNTER
+    return _RUN_COUNTED if func._overloadpacket in registry else _RUN
+
+
+class _TotalMode(_FlopCounterMode):
+    """FlopCounterMode's dispatch with its per-op decisions made once per op (it re-enters
+    itself to try a decomposition on every op, most of which have none)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        how = _TREATMENT.get(func)
+        if how is None:
+            how = _TREATMENT[func] = _treatment(func, self.counter.flop_registry)
+        if how == _AS_COUNTER:
+            return super().__torch_dispatch__(func, types, args, kwargs)
+        kwargs = kwargs if kwargs else {}
+        out = func(*args, **kwargs)
+        if how == _RUN_COUNTED:
+            self.counter._count_flops(func._overloadpacket, out, args, kwargs)
+        return out
+
+
+class TotalFlops(FlopCounterMode):
+    """`FlopCounterMode(display=False)` for its total alone (`get_total_flops()`, the same
+    figure), at about half its cost per op."""
+
+    def __init__(self):
+        super().__init__(display=False)
+        self.mod_tracker = _TotalOnly()
+
+    def __enter__(self):
+        self.flop_counts.clear()
+        self.mode = _TotalMode(self)
+        self.mode.__enter__()
+        return self
+
+
 def run_measured(call, count: bool) -> tuple:
-    """`call()` -> (result, ok) run with its module trace, under FlopCounterMode if `count`:
+    """`call()` -> (result, ok) run with its module trace, its FLOPs counted if `count`:
     (result, ok, FLOPs or None, trace). The part of a charge that runs where the call runs."""
     with module_trace() as trace:
         if not count:
             result, ok = call()
             return result, ok, None, tuple(trace)
-        with FlopCounterMode(display=False) as counter:
+        with TotalFlops() as counter:
             result, ok = call()
     return result, ok, float(counter.get_total_flops()), tuple(trace)
 
@@ -89,7 +159,7 @@ class CallFlops:
         self.by_key: dict[tuple, tuple] = {}      # key -> trace of its last counted call
         self.by_trace: dict[tuple, float] = {}    # (key, trace) -> FLOPs of a counted call
         self.volatile: set[tuple] = set()         # keys counted at every call
-        self.counted = 0      # calls counted with FlopCounterMode
+        self.counted = 0      # calls counted (TotalFlops: FlopCounterMode's total)
         self.estimated = 0    # bare calls whose trace no counted call made
 
     def must_count(self, key: tuple) -> bool:

@@ -250,24 +250,38 @@ class EmulatedGrid(LocalGrid):
         reply, flops = self.flops.charge(key, call)
         return reply, flops, time.perf_counter() - c
 
-    def _compute_all(self, msgs: list[Message]) -> list[tuple[Message, float, float]]:
-        """`_compute` of each message, here one after the other or in the pool's processes
-        (the FLOP figures settled here in message order either way)."""
-        if self.pool is None or len(msgs) < 2:
-            return [self._compute(m) for m in msgs]
+    def _compute_all(self, runs: list[tuple[Message, bytes]]
+                     ) -> list[tuple[Message | None, float, float, bytes | None]]:
+        """Each node's ClientApp on the message it received (the sent message, and the bytes
+        that arrived): (its reply, FLOPs, wall seconds, the reply's bytes). Here one after the
+        other, each node its own copy deserialized from what arrived (no bytes back: the link
+        serializes the reply); or in the pool's processes, the bytes going as they are and the
+        reply's coming back, deserialized here only for a codec to split (else None: the
+        strategy gets what the uplink delivers). FLOP figures are settled here in message order
+        either way."""
+        if self.pool is None or len(runs) < 2:
+            out = []
+            for _, data in runs:
+                c = time.perf_counter()
+                msg = deserialize(data)
+                self.wall["serde"] += time.perf_counter() - c
+                out.append((*self._compute(msg), None))
+            return out
+        msgs = [m for m, _ in runs]
         contexts = [self.contexts[m.metadata.dst_node_id] for m in msgs]
         keys = [None if self.flops is None else call_key(m, c.state)
                 for m, c in zip(msgs, contexts)]
-        done = self.pool.map([(serialize(m), c, k is not None and self.flops.must_count(k))
-                              for m, c, k in zip(msgs, contexts, keys)])
+        done = self.pool.map([(data, c, k is not None and self.flops.must_count(k))
+                              for (_, data), c, k in zip(runs, contexts, keys)])
         out = []
         for m, k, (data, context, ok, flops, trace, wall) in zip(msgs, keys, done):
             self.client_calls += 1
             self.contexts[m.metadata.dst_node_id] = context
-            reply = deserialize(data)
-            reply.metadata.__dict__["_message_id"] = str(uuid4())
+            c = time.perf_counter()
+            reply = None if self.codec is None else deserialize(data)
+            self.wall["serde"] += time.perf_counter() - c
             out.append((reply, 0.0 if k is None else self.flops.settle(k, ok, flops, trace),
-                        wall))
+                        wall, data))
         return out
 
     def round_trip(self, messages: list[Message], timeout: float | None) -> list[Message]:
@@ -312,25 +326,27 @@ class EmulatedGrid(LocalGrid):
             if len(packets) < len(s.wire.packets):
                 left[name] = "lost"
                 continue
-            c = time.perf_counter()
-            runs.append((s, deserialize(b"".join(packets)), t_arr))
-            self.wall["serde"] += time.perf_counter() - c
+            runs.append((s, b"".join(packets), t_arr))
         c = time.perf_counter()
-        computed = self._compute_all([msg for _, msg, _ in runs])
+        computed = self._compute_all([(s.message, data) for s, data, _ in runs])
         self.wall["client"] += time.perf_counter() - c
-        for (s, _, t_arr), (reply, flops, wall) in zip(runs, computed):
+        for (s, _, t_arr), (reply, flops, wall, data) in zip(runs, computed):
             name = w[s.index]
             compute_s[name] = compute_seconds(self.world, name, t_arr, flops, wall)
             ready[name] = t_arr + compute_s[name]
-            replies[s.index] = reply
+            replies[s.index] = (s.message, reply, data)
 
         # uplink: each reply from its node's compute end, the round closing at the deadline
         c = time.perf_counter()
-        wires, extras = {}, {}
-        for i, reply in replies.items():
-            rest, extra = (reply, []) if self.codec is None else self.codec.split(i, reply)
-            wires[i] = self._wire(serialize(rest), w[i], server, reply, extra)
-            extras[i] = (rest, len(wires[i].packets) - len(extra))
+        wires, n_own = {}, {}   # each reply's packets; how many are its own serialized bytes
+        for i, (request, reply, data) in replies.items():
+            if self.codec is None:   # the pool's bytes as they are, else this reply's
+                own, extra = (data if data is not None else serialize(reply)), []
+            else:
+                rest, extra = self.codec.split(i, reply)
+                own = serialize(rest)
+            wires[i] = self._wire(own, w[i], server, request, extra)
+            n_own[i] = len(wires[i].packets) - len(extra)
         self.wall["serde"] += time.perf_counter() - c
         c = time.perf_counter()
         self.transport.begin(it, down.clock, ready, present=[w[i] for i in replies],
@@ -348,7 +364,7 @@ class EmulatedGrid(LocalGrid):
                 left[name] = "deadline"
                 continue
             packets = up_got.get(s.index, [])
-            rest, n_rest = extras[s.index]
+            n_rest = n_own[s.index]
             if len(packets) < n_rest or packets[:n_rest] != wires[s.index].packets[:n_rest]:
                 left[name] = "lost"   # the reply's own bytes are incomplete: it is lost
                 continue

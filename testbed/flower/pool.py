@@ -10,8 +10,9 @@ that imports torch and flwr once, so a worker starts without paying those import
 copying this process's threads (the ServerApp's, torch's pools) mid-use, as a plain fork would;
 each worker then imports the app's ClientApp.
 
-A call travels as Flower serializes it: the message's protobuf bytes and the node's context
-(pickled) go out, the reply's bytes and the context it left come back, with the FLOPs and
+A call travels as Flower serializes it: the message's protobuf bytes as they arrived over the
+link and the node's context (pickled) go out, the reply's bytes (which the link then carries
+as they are) and the context it left come back, with the FLOPs and
 module trace of testbed/flower/flops.py, whose cache stays in this process: it decides before
 the round which calls are counted and settles their figures after, in node order, as the serial
 grid does. So the virtual clock, the bytes and every row are those of a serial run (under
@@ -26,6 +27,7 @@ import multiprocessing as mp
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from uuid import uuid4
 
 import torch
 from flwr.app import Context
@@ -58,6 +60,7 @@ def _call(msg_bytes: bytes, context: Context, count: bool) -> tuple:
 
         def call():
             reply = run_client_app(client_app, msg, context)
+            reply.metadata.__dict__["_message_id"] = str(uuid4())   # as the grid's own calls
             return reply, not reply.has_error()
         c = time.perf_counter()
         reply, ok, flops, trace = run_measured(call, count)

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from testbed.emulation.transport import Timer, timed
+from testbed.processes.heap import frozen_heap
 from testbed.records.graph_json import graph_to_json
 from testbed.run import checkpoint
 from testbed.run.energy_accounting import node_energy
@@ -97,7 +98,8 @@ class Loop:
         if world.run_id is None:
             self.start()
         try:
-            self._loop()
+            with frozen_heap() as settle:   # testbed/processes/heap.py: no full collector
+                self._loop(settle)          # passes over what the first round left alive
         except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (testbed.errors.Stopped)
             how = f"stopped by {e.args[0]}" if e.args else "interrupted by the user (SIGINT)"
             world.store.finish_run(world.run_id, "stopped", how)
@@ -110,7 +112,7 @@ class Loop:
         return world.run_id
 
     # ------------------------------------------------------------------ the loop
-    def _loop(self) -> None:
+    def _loop(self, settle: Callable[[], None] = lambda: None) -> None:
         world = self.world
         wall0 = time.perf_counter() - self._wall_offset
         rounds = iter(self.driver.rounds(self.next_iteration))
@@ -128,6 +130,8 @@ class Loop:
                 self.stage = rnd.stage
             bits = self.write_rows(rnd, time.perf_counter() - wall0)
             self._evaluate_and_save(it, rnd, wall0)
+            if it == self.next_iteration:
+                settle()
             if self.progress:
                 self.progress(Progress(it + 1, self.iterations, world.clock, bits,
                                        rnd.train_loss, self.accuracy, self.stage))

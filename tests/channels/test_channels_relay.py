@@ -224,3 +224,18 @@ def test_the_earliest_give_up_is_the_one_raised(kind, seed, queue, medium):
             _traffic(net, kind, np.random.default_rng(seed))
         errors.append((e.value.src, e.value.dst, e.value.packet, e.value.attempts, e.value.at_s))
     assert errors[0] == errors[1]
+
+
+def test_routes_go_around_an_away_relay_and_stay_cached_when_only_leaves_are_away(monkeypatch):
+    """A node with one neighbour is inside no route: taking it away (a cell's stations sampled
+    out of a round) recomputes nothing; taking away a node that relays does."""
+    net = _mesh("fast")
+    searched = []
+    real = nx.shortest_path
+    monkeypatch.setattr(nx, "shortest_path", lambda *a, **k: searched.append(a[1:3]) or real(*a, **k))
+    assert net.path("w0", "w2") == ["w0", "r0", "server", "w2"]
+    net.set_away(["w1"])                      # a leaf: the cached route stands
+    assert net.path("w0", "w2") == ["w0", "r0", "server", "w2"] and len(searched) == 1
+    assert net.path("w3", "server") == ["w3", "w2", "server"]
+    net.set_away(["w1", "w2"])                # w2 relays w3's traffic: around it, via w4
+    assert net.path("w3", "server") == ["w3", "w4", "server"] and len(searched) == 3

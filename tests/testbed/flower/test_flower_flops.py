@@ -39,8 +39,9 @@ def evaluate(msg, context):
     return Message(RecordDict(), reply_to=msg)
 
 
-def message(grid, kind: str, out: int, inp: int, server_round: int, **config) -> Message:
-    content = RecordDict({"arrays": ArrayRecord({"w": Array(np.ones((out, inp), np.float32))}),
+def message(grid, kind: str, out: int, inp: int, server_round: int, dtype=np.float32,
+            **config) -> Message:
+    content = RecordDict({"arrays": ArrayRecord({"w": Array(np.ones((out, inp), dtype))}),
                           "config": ConfigRecord({"server-round": server_round, **config})})
     msg = Message(content, grid.node_ids[0], kind)
     grid.push_messages([msg])
@@ -53,13 +54,15 @@ def test_a_calls_flops_are_counted_once_and_again_when_the_model_or_batch_change
     counter = grid.flops
     HIDDEN["batch"] = 16
 
-    def flops(kind, out, inp, server_round, **config):
+    def flops(kind, out, inp, server_round, dtype=np.float32, **config):
         with flower_identity(1):
-            return grid._compute(message(grid, kind, out, inp, server_round, **config))[1]
+            return grid._compute(message(grid, kind, out, inp, server_round, dtype, **config))[1]
 
-    # train, a 4x8 layer on batches of 16: counted, then reused in later rounds
+    # train, a 4x8 layer on batches of 16: counted, then reused in later rounds, also when the
+    # strategy sends the model in float64 (FedOpt's does): FLOPs are counted from shapes
     assert flops("train", 4, 8, 1) == 4 * 16 * 8 * 4 and counter.counted == 1
     assert flops("train", 4, 8, 2) == 4 * 16 * 8 * 4 and counter.counted == 1
+    assert flops("train", 4, 8, 2, np.float64) == 4 * 16 * 8 * 4 and counter.counted == 1
     # evaluate is another call kind: counted on its own (forward only)
     assert flops("evaluate", 4, 8, 2) == 2 * 16 * 8 * 4 and counter.counted == 2
     assert flops("evaluate", 4, 8, 3) == 2 * 16 * 8 * 4 and counter.counted == 2
@@ -75,3 +78,57 @@ def test_a_calls_flops_are_counted_once_and_again_when_the_model_or_batch_change
     assert flops("train", 4, 32, 6) == 4 * 8 * 32 * 4 and counter.counted == 5
     HIDDEN["batch"] = 16     # counted still: the key now counts at every call
     assert flops("train", 4, 32, 7) == 4 * 16 * 32 * 4 and counter.counted == 6
+
+
+def _workloads():
+    """Training and evaluation steps over the op kinds ClientApps run: products, convolutions,
+    recurrent cells, attention, in-place optimizer updates, inference mode (where linear and
+    matmul come whole and FlopCounterMode decomposes them)."""
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(64, 100), torch.nn.ReLU(), torch.nn.Linear(100, 10))
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8),
+                               torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+                               torch.nn.Linear(8 * 4 * 4, 10))
+    gru = torch.nn.GRU(6, 12, batch_first=True)
+    attention = torch.nn.MultiheadAttention(16, 4, batch_first=True)
+
+    def train(model, x, y):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        for _ in range(2):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+
+    def recurrent():
+        out, _ = gru(torch.randn(4, 5, 6))
+        (out.sum() + torch.einsum("bij,bkj->bik", out, out).mean()).backward()
+
+    def attend():
+        x = torch.randn(2, 7, 16)
+        out, _ = attention(x, x, x, need_weights=False)
+        torch.nn.functional.scaled_dot_product_attention(x, x, x).sum().add(out.sum()).backward()
+
+    def evaluate():
+        with torch.no_grad():
+            conv.eval()(torch.randn(5, 3, 8, 8)).argmax(1)
+        with torch.inference_mode():   # linear and matmul reach the mode whole: decomposed
+            mlp(torch.randn(3, 64)).matmul(torch.randn(10, 2))
+    return {"mlp": lambda: train(mlp, torch.randn(32, 64), torch.randint(0, 10, (32,))),
+            "conv": lambda: train(conv.train(), torch.randn(5, 3, 8, 8), torch.randint(0, 10, (5,))),
+            "recurrent": recurrent, "attention": attend, "evaluate": evaluate}
+
+
+def test_the_total_counter_gives_flop_counter_modes_figures_op_by_op():
+    """TotalFlops skips FlopCounterMode's per-module bookkeeping and caches its per-op
+    decisions; each op's count must stay FlopCounterMode's."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from testbed.flower.flops import TotalFlops
+    for name, work in _workloads().items():
+        with FlopCounterMode(display=False) as reference:
+            work()
+        for _ in range(2):     # the second time with every op's decision cached
+            with TotalFlops() as total:
+                work()
+            assert dict(total.flop_counts["Global"]) == dict(reference.flop_counts["Global"]), name
+        assert total.get_total_flops() == reference.get_total_flops() > 0, name
