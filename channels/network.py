@@ -21,7 +21,7 @@ import numpy as np
 
 import zlib
 
-from channels import fast, relay
+from channels import fast
 from channels.config import NETWORK_KEYS, validate_link
 from channels.csma import CsmaParams
 from channels.errors import ChannelConfigError
@@ -236,6 +236,7 @@ class Network(LinkLayer):
             t0 = min([start, *(m.free_at for m, _ in media.values())])
             SimEngine(t0).run(media, stats)
         elif engine == "relay":
+            from channels import relay   # numba's compiled relay: imported by multi-hop only
             relay.run(media, stats)
         else:
             for med, queues in media.values():
@@ -249,6 +250,7 @@ class Network(LinkLayer):
             return "simpy"
         if not multi_hop:
             return "fast"
+        from channels import relay
         why = relay.unsupported(media)
         if why is None:
             return "relay"
