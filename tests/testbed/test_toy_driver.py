@@ -111,3 +111,17 @@ def test_drivers_reach_the_link_layer_only_through_the_transport():
                                                for f in node.body):
                     loops.append(node.name)
     assert (carries, loops, diamonds) == ([], [], [])
+
+
+def test_the_loop_hides_what_it_found_from_the_collector_and_gives_it_back(tiny_experiment, tmp_path):
+    """During the rounds the objects alive before them are out of the collector's full passes
+    (testbed/processes/heap.py); after the run none is, so a process running several runs
+    keeps nothing of an earlier one."""
+    import gc
+    cfg = load_config(tiny_experiment(iterations=5, workers=3), ["run.eval_every=1"])
+    frozen = []
+    with Store(tmp_path / "toy.db") as store:
+        world = build_world(cfg, store)
+        Loop(world, ToyDriver(world, 3), progress=lambda p: frozen.append(gc.get_freeze_count())).run()
+    assert len(frozen) == 3 and min(frozen) > 10_000   # torch alone makes 100,000s of objects
+    assert gc.get_freeze_count() == 0
