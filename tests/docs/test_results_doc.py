@@ -911,6 +911,13 @@ def test_the_flower_speed_states_its_benchmark_file():
                              100 * parts["client"] / o["wall"], 100 * parts["emulation"] / o["wall"],
                              100 * parts["serde"] / o["wall"], f["pool_speedup"], pool["pool100"]["steady"],
                              pool["serial100"]["steady"]], "flower speed")
+    again = bench("flower_run2")["benchmarks"]["bench_flower"]["figures"]
+    m = re.search(r"Run again: ours ([\d.]+) s, the plain\s+grid's ([\d.]+) s \(first ([\d.]+) s\), so "
+                  r"([\d.]+)x the plain grid's, ([\d.]+)x Flower's, 100 nodes ([\d.]+)x", words)
+    assert m, "the second Flower run"
+    check(list(m.groups()), [again["rows"]["ours"]["steady"], again["rows"]["plain"]["steady"],
+                             rows["plain"]["steady"], again["ours_over_plain_steady"],
+                             again["ours_over_flower_steady"], again["pool_speedup"]], "flower run 2")
 
 
 def test_the_flower_finding_states_its_run_files():
