@@ -250,16 +250,31 @@ class EmulatedGrid(LocalGrid):
         reply, flops = self.flops.charge(key, call)
         return reply, flops, time.perf_counter() - c
 
-    def _compute_all(self, runs: list[tuple[Message, bytes]]
+    def _start_calls(self, calls: list[tuple[Message, bytes]]):
+        """The pool's calls sent off before the downlink is emulated, so that they run while it
+        is: each present node's message as the bytes serialized for its link (those it receives
+        when it receives them whole; a node whose message is lost is dropped unseen, its reply
+        and context discarded). None without a pool, or for fewer than two calls."""
+        if self.pool is None or len(calls) < 2:
+            return None
+        msgs = [m for m, _ in calls]
+        contexts = [self.contexts[m.metadata.dst_node_id] for m in msgs]
+        keys = [None if self.flops is None else call_key(m, c.state)
+                for m, c in zip(msgs, contexts)]
+        collect = self.pool.submit([(data, c, k is not None and self.flops.must_count(k))
+                                    for (_, data), c, k in zip(calls, contexts, keys)])
+        return {m.metadata.dst_node_id: i for i, m in enumerate(msgs)}, keys, collect
+
+    def _compute_all(self, runs: list[tuple[Message, bytes]], started=None
                      ) -> list[tuple[Message | None, float, float, bytes | None]]:
         """Each node's ClientApp on the message it received (the sent message, and the bytes
         that arrived): (its reply, FLOPs, wall seconds, the reply's bytes). Here one after the
         other, each node its own copy deserialized from what arrived (no bytes back: the link
-        serializes the reply); or in the pool's processes, the bytes going as they are and the
-        reply's coming back, deserialized here only for a codec to split (else None: the
+        serializes the reply); or, `started` (`_start_calls`), in the pool's processes, the
+        reply's bytes coming back, deserialized here only for a codec to split (else None: the
         strategy gets what the uplink delivers). FLOP figures are settled here in message order
         either way."""
-        if self.pool is None or len(runs) < 2:
+        if started is None:
             out = []
             for _, data in runs:
                 c = time.perf_counter()
@@ -267,19 +282,18 @@ class EmulatedGrid(LocalGrid):
                 self.wall["serde"] += time.perf_counter() - c
                 out.append((*self._compute(msg), None))
             return out
-        msgs = [m for m, _ in runs]
-        contexts = [self.contexts[m.metadata.dst_node_id] for m in msgs]
-        keys = [None if self.flops is None else call_key(m, c.state)
-                for m, c in zip(msgs, contexts)]
-        done = self.pool.map([(data, c, k is not None and self.flops.must_count(k))
-                              for (_, data), c, k in zip(runs, contexts, keys)])
+        index, keys, collect = started
+        done = collect()
         out = []
-        for m, k, (data, context, ok, flops, trace, wall) in zip(msgs, keys, done):
+        for m, _ in runs:
+            i = index[m.metadata.dst_node_id]
+            data, context, ok, flops, trace, wall = done[i]
             self.client_calls += 1
             self.contexts[m.metadata.dst_node_id] = context
             c = time.perf_counter()
             reply = None if self.codec is None else deserialize(data)
             self.wall["serde"] += time.perf_counter() - c
+            k = keys[i]
             out.append((reply, 0.0 if k is None else self.flops.settle(k, ok, flops, trace),
                         wall, data))
         return out
@@ -300,10 +314,16 @@ class EmulatedGrid(LocalGrid):
         present = [n for n in addressed if available(self.world, n, t0)]
         left: dict[str, str] = {n: "unavailable" for n in addressed if n not in present}
         c = time.perf_counter()
+        down_bytes = {}
         for s in sent:
             if w[s.index] in present:
-                s.wire = self._wire(serialize(s.message), server, w[s.index], s.message)
+                down_bytes[s.index] = serialize(s.message)
+                s.wire = self._wire(down_bytes[s.index], server, w[s.index], s.message)
         self.wall["serde"] += time.perf_counter() - c
+        c = time.perf_counter()
+        started = self._start_calls([(s.message, down_bytes[s.index]) for s in sent
+                                     if s.index in down_bytes])
+        self.wall["client"] += time.perf_counter() - c
 
         # downlink: each present node its own message
         c = time.perf_counter()
@@ -328,7 +348,7 @@ class EmulatedGrid(LocalGrid):
                 continue
             runs.append((s, b"".join(packets), t_arr))
         c = time.perf_counter()
-        computed = self._compute_all([(s.message, data) for s, data, _ in runs])
+        computed = self._compute_all([(s.message, got_bytes) for s, got_bytes, _ in runs], started)
         self.wall["client"] += time.perf_counter() - c
         for (s, _, t_arr), (reply, flops, wall, data) in zip(runs, computed):
             name = w[s.index]

@@ -10,8 +10,9 @@ that imports torch and flwr once, so a worker starts without paying those import
 copying this process's threads (the ServerApp's, torch's pools) mid-use, as a plain fork would;
 each worker then imports the app's ClientApp.
 
-A call travels as Flower serializes it: the message's protobuf bytes as they arrived over the
-link and the node's context (pickled) go out, the reply's bytes (which the link then carries
+A call travels as Flower serializes it: the message's protobuf bytes (sent off before the
+downlink is emulated, which runs meanwhile; the call of a node whose message is lost is
+dropped) and the node's context (pickled) go out, the reply's bytes (which the link then carries
 as they are) and the context it left come back, with the FLOPs and
 module trace of testbed/flower/flops.py, whose cache stays in this process: it decides before
 the round which calls are counted and settles their figures after, in node order, as the serial
@@ -86,19 +87,30 @@ class ClientPool:
                                             initializer=_start,
                                             initargs=(str(app_dir), run_id, threads))
 
-    def map(self, calls: list[tuple[bytes, Context, bool]]) -> list[tuple]:
-        """Each (message bytes, context, count) run in a worker: (reply bytes, context after,
-        ok, FLOPs or None, trace, wall seconds), in the order given. The calls go out in one
-        contiguous chunk per worker (one round trip each, not one per call)."""
+    def submit(self, calls: list[tuple[bytes, Context, bool]]):
+        """Send off each (message bytes, context, count) to run in a worker; returns the function
+        that waits for them: [(reply bytes, context after, ok, FLOPs or None, trace, wall
+        seconds)], in the order given. The calls go out in one contiguous chunk per worker (one
+        round trip each, not one per call)."""
         step = -(-len(calls) // self.size)
         try:
             futures = [self.executor.submit(_calls, calls[i:i + step])
                        for i in range(0, len(calls), step)]
-            return [out for f in futures for out in f.result()]
         except BrokenProcessPool as e:
-            raise RunFailed("a worker process running ClientApps died (killed, out of memory, or "
-                            "the ClientApp ended its process); run them in this process "
-                            "(run.threads below 2 x client-resources-num-cpus) to see why") from e
+            raise self._died() from e
+
+        def collect() -> list[tuple]:
+            try:
+                return [out for f in futures for out in f.result()]
+            except BrokenProcessPool as e:
+                raise self._died() from e
+        return collect
+
+    @staticmethod
+    def _died() -> RunFailed:
+        return RunFailed("a worker process running ClientApps died (killed, out of memory, or "
+                         "the ClientApp ended its process); run them in this process "
+                         "(run.threads below 2 x client-resources-num-cpus) to see why")
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)

@@ -22,19 +22,29 @@ def rows(tmp_path, name: str, *extra: str) -> dict:
     return {k: out[k] for k in ("iterations", "nodes", "links", "evals")}
 
 
-def test_concurrent_clientapps_write_the_rows_of_serial_ones(tmp_path, monkeypatch):
+LOSSY = ["--set", "network.medium=dedicated", "--set", "network.link.delivery=best_effort",
+         "--set", "network.link.loss={model = \"bernoulli\", p = 0.01}"]
+
+
+@pytest.mark.parametrize("link", ["reliable", "lossy"])
+def test_concurrent_clientapps_write_the_rows_of_serial_ones(tmp_path, monkeypatch, link):
     """Two worker processes (run.threads = 2, one CPU per ClientApp) and one process: every
-    row but wall time equal, a failing node's error replies included."""
+    row but wall time equal, a failing node's error replies included; on a lossy link the
+    calls of nodes whose message is lost are made (before the downlink is emulated) and
+    dropped, their contexts untouched."""
     from testbed.flower.pool import ClientPool
 
-    serial = rows(tmp_path, "serial")
-    rounds, pool_map = [], ClientPool.map
-    monkeypatch.setattr(ClientPool, "map", lambda self, calls: rounds.append(
-        (self.size, len(calls))) or pool_map(self, calls))
+    extra = LOSSY if link == "lossy" else []
+    serial = rows(tmp_path, "serial", *extra)
+    rounds, submit = [], ClientPool.submit
+    monkeypatch.setattr(ClientPool, "submit", lambda self, calls: rounds.append(
+        (self.size, len(calls))) or submit(self, calls))
     pooled = rows(tmp_path, "pooled", "--set", "run.threads=2",
-                  "--federation-config", "client-resources-num-cpus=1")
+                  "--federation-config", "client-resources-num-cpus=1", *extra)
     assert rounds == [(2, 5), (2, 3)] * 2       # every round's calls went to the two workers
     assert sum(r["replies_failed"] for r in serial["iterations"]) >= 1
+    if link == "lossy":
+        assert sum(r["replies_lost"] for r in serial["iterations"]) >= 2
     assert pooled == serial
 
 
