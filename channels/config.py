@@ -198,6 +198,11 @@ def validate_loss(loss: Any, path: str = "network.link.loss") -> dict:
     if not isinstance(loss, dict):
         raise ChannelConfigError(path, loss, 'a table such as { model = "bernoulli", p = 0.01 }')
     model = loss.get("model", "none")
+    if "model" not in loss and loss:   # parameters without the model they belong to
+        names = ", ".join(map(repr, LOSS_MODELS))
+        raise ChannelConfigError(f"{path}.model", None, names, message=(
+            f"{path} = {loss!r} has no model: name it beside its parameters, e.g. "
+            f'{{ model = "bernoulli", p = 0.01 }} (models: {names})'))
     if model not in LOSS_KEYS:
         raise ChannelConfigError(f"{path}.model", model, "one of " + ", ".join(map(repr, LOSS_MODELS)))
     rest = {k: v for k, v in loss.items() if k != "model" and v is not None}
