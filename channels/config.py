@@ -201,8 +201,8 @@ def validate_loss(loss: Any, path: str = "network.link.loss") -> dict:
     if "model" not in loss and loss:   # parameters without the model they belong to
         names = ", ".join(map(repr, LOSS_MODELS))
         raise ChannelConfigError(f"{path}.model", None, names, message=(
-            f"{path} = {loss!r} has no model: name it beside its parameters, e.g. "
-            f'{{ model = "bernoulli", p = 0.01 }} (models: {names})'))
+            f"{path}.model is missing beside {', '.join(loss)}: the loss table names its model, "
+            f'e.g. {{ model = "bernoulli", p = 0.01 }} (one of {names})'))
     if model not in LOSS_KEYS:
         raise ChannelConfigError(f"{path}.model", model, "one of " + ", ".join(map(repr, LOSS_MODELS)))
     rest = {k: v for k, v in loss.items() if k != "model" and v is not None}

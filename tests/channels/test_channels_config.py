@@ -16,7 +16,7 @@ from channels.topology import build_topology
     ({"link": {"loss": {"model": "bernoulli", "p": 1.2}}}, "network.link.loss.p", ["1.2", "[0, 1]"]),
     ({"link": {"loss": {"model": "bernoulli", "p": -0.1}}}, "network.link.loss.p", ["-0.1"]),
     ({"link": {"loss": {"model": "bernouli", "p": 0.1}}}, "network.link.loss.model", ["bernouli", "'bernoulli'"]),
-    ({"link": {"loss": {"p": 0.1}}}, "network.link.loss.model", ["has no model", "'bernoulli'"]),
+    ({"link": {"loss": {"p": 0.1}}}, "network.link.loss.model", ["is missing beside p", "'bernoulli'"]),
     ({"topology": "hexagon"}, "network.topology", ["hexagon", "'star'"]),
     ({"toplogy": "star"}, "network.toplogy", ["did you mean 'network.topology'"]),
     ({"link": {"loss": {"model": "gilbert_elliott", "p_good_to_bad": 0.1}}}, "network.link.loss.p_bad_to_good", ["required"]),
