@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
+
 from channels.errors import ChannelConfigError
 
 RADIO_KEYS = ("tx_w", "rx_w", "idle_w", "sleep_w")
@@ -136,8 +138,14 @@ def radio_seconds(report, shared: bool) -> dict[str, list[float]]:
         if cell is not None:
             cells.setdefault(cell, []).append((u, v, st.heard_s))
     for links in cells.values():     # each station of a CSMA cell hears the others' frames
-        for x in {n for u, v, _ in links for n in (u, v)}:
-            heard = sum(h for u, v, h in links if x != u and x != v)
+        stations = list({n for u, v, _ in links for n in (u, v)})
+        at = {x: i for i, x in enumerate(stations)}
+        row = np.arange(len(stations))[:, None]
+        own = (row == [at[u] for u, _, _ in links]) | (row == [at[v] for _, v, _ in links])
+        # per station, its heard seconds summed link by link in the links' order (a running
+        # sum over every link, 0.0 for its own: the same floats as adding only the others')
+        heard_s = np.cumsum(np.where(own, 0.0, [h for _, _, h in links]), axis=1)[:, -1]
+        for x, heard in zip(stations, heard_s.tolist()):
             if heard:
                 out.setdefault(x, [0.0, 0.0])[1] += heard
     return out

@@ -68,11 +68,15 @@ class Traffic:
     def add_links(self, report) -> None:
         """Sum every per-link figure of a link-layer report (bytes, packets, lost,
         retransmitted, busy_s, collisions, retries, SNR sums): the store's links rows."""
+        names: dict[type, list[str]] = {}   # each stats type's field names, looked up once
         for (u, v), st in report.links.items():
             row = self.links.setdefault((u, v), {})
-            for f in fields(st):
-                value = getattr(st, f.name)
-                row[f.name] = row.get(f.name, 0) + (float(value) if isinstance(value, float) else int(value))
+            kind = type(st)
+            if kind not in names:
+                names[kind] = [f.name for f in fields(st)]
+            for name in names[kind]:
+                value = getattr(st, name)
+                row[name] = row.get(name, 0) + (float(value) if isinstance(value, float) else int(value))
             # the stored column: mean SNR of the iteration's transmissions (fading links only)
             row["snr_db"] = row["snr_db_sum"] / row["snr_samples"] if row["snr_samples"] else None
 
