@@ -93,3 +93,31 @@ def test_every_packaged_figure_has_a_source_and_profiles_are_checked(tmp_path):
     own.write_text('[devices.toaster]\ncompute_w = 900\nradio = "nope"\n')
     with pytest.raises(ChannelConfigError, match="devices.toaster.radio = 'nope'"):
         load_profiles(str(own))
+
+
+def test_each_station_of_a_cell_hears_the_others_frames_summed_in_link_order():
+    """The heard seconds of a station: the sum, link by link in the report's order, of the
+    heard seconds of the links it is not on (the definition, written as a loop here), to the
+    last bit, on random cells of 1-40 links over two cells."""
+    import random
+    import types
+
+    from channels.energy import radio_seconds
+    rng = random.Random(1)
+    for _ in range(200):
+        n = rng.randint(1, 40)
+        links = {}
+        for i in range(n):
+            a, b = rng.choice(["ap"] + [f"w{j}" for j in range(n)]), rng.choice(["ap", f"w{i}", "x"])
+            if a != b:
+                links[a, b] = types.SimpleNamespace(busy_s=0.0, header_s=0.0, cell=rng.choice("cd"),
+                                                    heard_s=rng.random() * 10 ** rng.randint(-6, 1))
+        expected = {}
+        for cell in "cd":
+            mine = [(u, v, st.heard_s) for (u, v), st in links.items() if st.cell == cell]
+            for x in {n for u, v, _ in mine for n in (u, v)}:
+                heard = sum(h for u, v, h in mine if x not in (u, v))
+                if heard:
+                    expected[x] = expected.get(x, 0.0) + heard
+        got = radio_seconds(types.SimpleNamespace(links=links, pattern="gather"), True)
+        assert {x: r[1] for x, r in got.items() if r[1]} == expected
