@@ -114,9 +114,9 @@ def test_each_station_of_a_cell_hears_the_others_frames_summed_in_link_order():
                                                     heard_s=rng.random() * 10 ** rng.randint(-6, 1))
         expected = {}
         for cell in "cd":
-            mine = [(u, v, st.heard_s) for (u, v), st in links.items() if st.cell == cell]
-            for x in {n for u, v, _ in mine for n in (u, v)}:
-                heard = sum(h for u, v, h in mine if x not in (u, v))
+            mine = [(a, b, st.heard_s) for (a, b), st in links.items() if st.cell == cell]
+            for x in {n for a, b, _ in mine for n in (a, b)}:
+                heard = sum(h for a, b, h in mine if x not in (a, b))
                 if heard:
                     expected[x] = expected.get(x, 0.0) + heard
         got = radio_seconds(types.SimpleNamespace(links=links, pattern="gather"), True)
