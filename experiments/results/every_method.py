@@ -11,11 +11,10 @@ already there. Prints each method's final accuracy and mean uplink bits per iter
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 
-from experiments.results.harness import DOCS_RESULTS, RunSpec, jsonl_sink, read_runs, run_many
+from experiments.results.harness import DOCS_RESULTS, RunSpec, run_missing
 from nodes.compression.registry import load_all, origin
 from nodes.compression.registry import names as method_names
 
@@ -29,18 +28,10 @@ def built_in() -> list[str]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--jobs", type=int, default=1, help="runs at once (worker processes; default 1)")
-    p.add_argument("--report", action="store_true", help="only the summary of finished runs")
-    args = p.parse_args(argv)
-    if args.jobs < 1:
-        p.error(f"--jobs {args.jobs}: must be at least 1")
-    done = {r.spec.label for r in read_runs(RUNS)} if RUNS.exists() else set()
-    todo = [RunSpec(label=m, config=BASE, overrides=[f'compression.method="{m}"'])
-            for m in built_in() if m not in done]
-    if todo and not args.report:
-        run_many(todo, jobs=args.jobs, sink=jsonl_sink(RUNS))
-    for r in sorted(read_runs(RUNS), key=lambda r: r.spec.label):
+    runs = run_missing([RunSpec(label=m, config=BASE, overrides=[f'compression.method="{m}"'])
+                        for m in built_in()], RUNS, argv, description=__doc__.splitlines()[0],
+                       report="only the summary of finished runs")
+    for r in sorted(runs, key=lambda r: r.spec.label):
         acc = r.final_accuracy
         up = statistics.fmean(r.bits_up) if r.bits_up else float("nan")
         print(f"{r.spec.label:<14} {r.status:<10} accuracy {100 * acc if acc is not None else float('nan'):6.2f}%  "

@@ -14,6 +14,7 @@ Wall-clock figures are this machine's (shared, 2 cores); virtual time is the emu
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import math
@@ -339,6 +340,24 @@ def read_runs(path: str | Path) -> list[RunResult]:
         row.pop("provenance", None)
         out.append(result_of(row))
     return out
+
+
+def run_missing(specs: list[RunSpec], path: str | Path, argv, *, description: str,
+                report: str) -> list[RunResult]:
+    """The command line of a script whose runs a `jsonl_sink` keeps at `path`: `--jobs N` runs
+    the specs whose label is not there yet, N at once, each written as it finishes; `--report`
+    (its help: `report`) runs nothing. Every run the file then holds."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--jobs", type=int, default=1, help="runs at once (worker processes; default 1)")
+    p.add_argument("--report", action="store_true", help=report)
+    args = p.parse_args(argv)
+    if args.jobs < 1:
+        p.error(f"--jobs {args.jobs}: must be at least 1")
+    done = {r.spec.label for r in read_runs(path)} if Path(path).exists() else set()
+    todo = [s for s in specs if s.label not in done]
+    if todo and not args.report:
+        run_many(todo, jobs=args.jobs, sink=jsonl_sink(path))
+    return read_runs(path)
 
 
 # ----------------------------------------------------------------------------- figures

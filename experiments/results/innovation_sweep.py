@@ -13,11 +13,10 @@ the coder's training) and over the whole run, and how many times fewer than DGC 
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 
-from experiments.results.harness import DOCS_RESULTS, RunSpec, jsonl_sink, read_runs, run_many
+from experiments.results.harness import DOCS_RESULTS, RunSpec, run_missing
 
 BASE = "experiments/compare_digits.toml"
 RUNS = DOCS_RESULTS / "lgc_innovation_runs.jsonl"
@@ -55,17 +54,9 @@ def table(runs) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--jobs", type=int, default=1, help="runs at once (worker processes; default 1)")
-    p.add_argument("--report", action="store_true", help="only the table from finished runs")
-    args = p.parse_args(argv)
-    if args.jobs < 1:
-        p.error(f"--jobs {args.jobs}: must be at least 1")
-    done = {r.spec.label for r in read_runs(RUNS)} if RUNS.exists() else set()
-    todo = [s for s in specs() if s.label not in done]
-    if todo and not args.report:
-        run_many(todo, jobs=args.jobs, sink=jsonl_sink(RUNS))
-    print(table([r for r in read_runs(RUNS) if r.status == "completed"]))
+    runs = run_missing(specs(), RUNS, argv, description=__doc__.splitlines()[0],
+                       report="only the table from finished runs")
+    print(table([r for r in runs if r.status == "completed"]))
     return 0
 
 
