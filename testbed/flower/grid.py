@@ -81,14 +81,16 @@ def error_reply(msg: Message, e: Exception) -> Message:
 
 
 def run_client_app(client_app, msg: Message, context: Context) -> Message:
-    """`client_app` on `msg`: its reply, or the error reply of what it raised, `context`
-    then as it was before the call."""
+    """`client_app` on `msg`: its reply, or the error reply of what it raised (`context` then
+    as it was before the call), with a message id of its own."""
     state = copy.deepcopy(context.state)   # what a failed call must leave behind
     try:
-        return client_app(msg, context)
+        reply = client_app(msg, context)
     except Exception as e:  # noqa: BLE001 (Flower answers any exception with an error)
         context.state = state
-        return error_reply(msg, e)
+        reply = error_reply(msg, e)
+    reply.metadata.__dict__["_message_id"] = str(uuid4())
+    return reply
 
 
 def serialize(msg: Message) -> bytes:
@@ -180,9 +182,7 @@ class LocalGrid(Grid):
     def call_client(self, msg: Message) -> Message:
         """The node's ClientApp on `msg`; the reply (an error reply if it raised) with its id."""
         self.client_calls += 1
-        reply = run_client_app(self.client_app, msg, self.contexts[msg.metadata.dst_node_id])
-        reply.metadata.__dict__["_message_id"] = str(uuid4())
-        return reply
+        return run_client_app(self.client_app, msg, self.contexts[msg.metadata.dst_node_id])
 
 
 def reply_counts(left: dict[str, str], ok: int) -> dict[str, int]:

@@ -28,7 +28,6 @@ import multiprocessing as mp
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from uuid import uuid4
 
 import torch
 from flwr.app import Context
@@ -61,7 +60,6 @@ def _call(msg_bytes: bytes, context: Context, count: bool) -> tuple:
 
         def call():
             reply = run_client_app(client_app, msg, context)
-            reply.metadata.__dict__["_message_id"] = str(uuid4())   # as the grid's own calls
             return reply, not reply.has_error()
         c = time.perf_counter()
         reply, ok, flops, trace = run_measured(call, count)
