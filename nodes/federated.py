@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from nodes.compression.memory import memories
+from nodes.sgd import SGD
 from nodes.workers import ShardSampler, assign, flatten, worker_seed
 
 SERVER_OPTIMIZERS = ("fedavg", "fedavgm", "fedadam")
@@ -133,7 +134,7 @@ def local_train(model: nn.Module, weights: torch.Tensor, sampler: ShardSampler,
     local weights, mean training loss). A fresh optimizer per call: clients keep no momentum
     between rounds (FedAvg's client)."""
     assign(model, weights)
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+    opt = SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
     losses = []
     for _ in range(steps):
         idx = sampler.next().to(train_x.device)

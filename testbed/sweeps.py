@@ -250,12 +250,12 @@ class LocalPool:
         self.workers = []
 
 
-# What a worker runs, imported once in the server the workers fork from. torch._dynamo: the
-# first torch.optim optimizer imports it (its methods are wrapped by torch._disable_dynamo),
-# about a second that every fresh process running a point would pay again. Not testbed.cli
-# (nor this module, which imports it): multiprocessing runs the sweep's main module again in
-# each worker, and runpy warns when it finds that module already imported.
-WORKER_PRELOAD = ("testbed.experiment", "torch._dynamo")
+# What a worker runs, imported once in the server the workers fork from. Not torch._dynamo (a
+# second): a run's optimizer and FLOP counter do without it (nodes/sgd.py, nodes/flops.py), and
+# the methods that need it (LGC's coder trains with torch.optim.Adam) import it once per worker.
+# Not testbed.cli (nor this module, which imports it): multiprocessing runs the sweep's main
+# module again in each worker, and runpy warns when it finds that module already imported.
+WORKER_PRELOAD = ("testbed.experiment",)
 
 
 def start_worker_server() -> None:

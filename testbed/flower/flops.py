@@ -26,8 +26,8 @@ import contextlib
 
 import torch
 from flwr.app import Message, RecordDict
-from torch._ops import HigherOrderOperator
-from torch.utils.flop_counter import FlopCounterMode, _FlopCounterMode
+
+from nodes.flops import TotalFlops
 
 ROUND_KEY = "server-round"   # Flower's strategies put the round number in every config
 
@@ -69,73 +69,6 @@ def module_trace():
         yield trace
     finally:
         handle.remove()
-
-
-class _TotalOnly:
-    """FlopCounterMode's module tracker reduced to the one figure read here, the total ("Global"):
-    the tracker's hooks on every module's forward and backward walk their inputs and outputs."""
-    parents = ("Global",)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
-
-
-# how _TotalMode treats an op, decided once per op: as FlopCounterMode's dispatch does
-_AS_COUNTER, _RUN, _RUN_COUNTED = 0, 1, 2
-_SKIPPED = {"sym_is_contiguous", "is_contiguous", "is_strides_like_format",
-            "is_non_overlapping_and_dense", "size", "sym_size", "stride", "sym_stride",
-            "storage_offset", "sym_storage_offset", "numel", "sym_numel", "dim", "layout"}
-_DECOMPOSES = torch._C.DispatchKey.CompositeImplicitAutograd
-_TREATMENT: dict = {}     # op -> its treatment, for the default registry
-
-
-def _treatment(func, registry: dict) -> int:
-    """FlopCounterMode's dispatch (torch/utils/flop_counter.py) hands an op on untouched (the
-    size queries), splits a higher-order op, decomposes an op that has a decomposition and is
-    not in its registry (the check it makes on the overload), else runs it and counts the FLOPs
-    its registry gives. The first three stay FlopCounterMode's (`_AS_COUNTER`)."""
-    if isinstance(func, HigherOrderOperator) or func._overloadpacket.__name__ in _SKIPPED:
-        return _AS_COUNTER
-    if func not in registry and func is not torch.ops.prim.device.default and (
-            _DECOMPOSES in func.py_kernels
-            or torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _DECOMPOSES)):
-        return _AS_COUNTER
-    return _RUN_COUNTED if func._overloadpacket in registry else _RUN
-
-
-class _TotalMode(_FlopCounterMode):
-    """FlopCounterMode's dispatch with its per-op decisions made once per op (it re-enters
-    itself to try a decomposition on every op, most of which have none)."""
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        how = _TREATMENT.get(func)
-        if how is None:
-            how = _TREATMENT[func] = _treatment(func, self.counter.flop_registry)
-        if how == _AS_COUNTER:
-            return super().__torch_dispatch__(func, types, args, kwargs)
-        kwargs = kwargs if kwargs else {}
-        out = func(*args, **kwargs)
-        if how == _RUN_COUNTED:
-            self.counter._count_flops(func._overloadpacket, out, args, kwargs)
-        return out
-
-
-class TotalFlops(FlopCounterMode):
-    """`FlopCounterMode(display=False)` for its total alone (`get_total_flops()`, the same
-    figure), at about half its cost per op."""
-
-    def __init__(self):
-        super().__init__(display=False)
-        self.mod_tracker = _TotalOnly()
-
-    def __enter__(self):
-        self.flop_counts.clear()
-        self.mode = _TotalMode(self)
-        self.mode.__enter__()
-        return self
 
 
 def run_measured(call, count: bool) -> tuple:

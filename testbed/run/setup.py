@@ -21,6 +21,7 @@ from nodes.flops import count_or_reason
 from nodes.models import build_model
 from nodes.partition import split
 from nodes.replicas import Replicas
+from nodes.sgd import SGD
 from nodes.workers import WorkerPool
 from testbed.config import ExperimentConfig, ps_without_server
 from testbed.emulation.edge_network import build_network
@@ -131,9 +132,9 @@ def build_training(cfg: ExperimentConfig, world: World) -> Training:
         raise ExperimentError(ps_without_server(cfg.compression.method, cfg.network.get("topology")))
     # Methods with DGC's momentum correction keep momentum inside the compressor.
     momentum = 0.0 if t.scheme.handles_momentum else cfg.optim.momentum
-    t.optimizer = torch.optim.SGD(t.model.parameters(), lr=cfg.optim.lr, momentum=momentum,
-                                  weight_decay=cfg.optim.weight_decay,
-                                  nesterov=cfg.optim.nesterov and momentum > 0)
+    t.optimizer = SGD(t.model.parameters(), lr=cfg.optim.lr, momentum=momentum,
+                      weight_decay=cfg.optim.weight_decay,
+                      nesterov=cfg.optim.nesterov and momentum > 0)
     t.step_flops, why = count_or_reason(t.model, t.data.input_shape, cfg.data.batch_size)
     if why is not None and cfg.run.compute_time == "flops":
         print(f"note: run.compute_time = 'flops': {why}; measured time is charged instead",

@@ -124,7 +124,22 @@ class _ValueDependent(nn.Module):
 
 def test_flops_fall_back_to_a_real_run_and_are_cached(monkeypatch):
     import nodes.flops as flops
+    monkeypatch.setattr(flops, "CPU_COUNT_LIMIT", 0)     # every step tried on the meta device
     model = _ValueDependent()
     assert flops.step_flops(model, (6,), 3) == (2 * 3 * 6 * 4, 2 * 3 * 6 * 4)
     monkeypatch.setattr(flops, "_count", lambda *a: (_ for _ in ()).throw(AssertionError("recounted")))
     assert flops.train_step_flops(model, (6,), 3) == 4 * 3 * 6 * 4      # from the cache
+
+
+@pytest.mark.parametrize("name,shape", [("cnn", (1, 8, 8)), ("resnet20", (3, 32, 32))])
+def test_flops_counted_on_the_cpu_and_on_the_meta_device_agree(monkeypatch, name, shape):
+    """A small step is counted by computing it on zeros, a large one on the meta device: the
+    same figures either way."""
+    import nodes.flops as flops
+    model = build_model(name, shape, 10)
+    figures = {}
+    for limit in (0, float("inf")):
+        monkeypatch.setattr(flops, "CPU_COUNT_LIMIT", limit)
+        monkeypatch.setattr(flops, "_CACHE", {})
+        figures[limit] = step_flops(model, shape, 3)
+    assert figures[0] == figures[float("inf")]

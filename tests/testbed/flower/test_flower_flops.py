@@ -123,7 +123,7 @@ def test_the_total_counter_gives_flop_counter_modes_figures_op_by_op():
     decisions; each op's count must stay FlopCounterMode's."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from testbed.flower.flops import TotalFlops
+    from nodes.flops import TotalFlops
     for name, work in _workloads().items():
         with FlopCounterMode(display=False) as reference:
             work()
