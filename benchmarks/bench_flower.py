@@ -80,7 +80,8 @@ def ours(rounds: int, folder: Path, nodes: int = 10, threads: int = 0) -> dict:
     wall = time.perf_counter() - t
     g = driver.grid
     return {"wall": wall, "rounds": g.index, "acc": acc, "parts": dict(g.wall),
-            "messages": g.messages, "counted": g.flops.counted, "calls": g.client_calls}
+            "messages": g.messages, "counted": g.flops.counted if g.flops else 0,
+            "calls": g.client_calls}
 
 
 def plain(rounds: int) -> dict:
