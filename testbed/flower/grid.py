@@ -52,7 +52,13 @@ from uuid import uuid4
 
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.common.constant import ErrorCode
-from flwr.common.serde import message_from_proto, message_to_proto
+from flwr.common.serde import (
+    error_to_proto,
+    message_from_proto,
+    message_to_proto,
+    metadata_to_proto,
+    recorddict_to_proto,
+)
 from flwr.proto.message_pb2 import Message as ProtoMessage
 from flwr.serverapp import Grid
 from flwr.supercore.run import Run
@@ -96,6 +102,24 @@ def run_client_app(client_app, msg: Message, context: Context) -> Message:
 def serialize(msg: Message) -> bytes:
     """The message as Flower puts it on the wire (its protobuf)."""
     return message_to_proto(msg).SerializeToString()
+
+
+def serializer() -> Callable[[Message], bytes]:
+    """`serialize` for the messages of one send_and_receive: a strategy sends one RecordDict to
+    every node it samples, so each distinct content (by identity, alive while its messages are)
+    is converted to protobuf once; the bytes are `serialize`'s, message by message."""
+    contents: dict[int, object] = {}
+
+    def serialize_one(msg: Message) -> bytes:
+        content = None
+        if msg.has_content():
+            content = contents.get(id(msg.content))
+            if content is None:
+                content = contents[id(msg.content)] = recorddict_to_proto(msg.content)
+        return ProtoMessage(metadata=metadata_to_proto(msg.metadata), content=content,
+                            error=error_to_proto(msg.error) if msg.has_error() else None
+                            ).SerializeToString()
+    return serialize_one
 
 
 def deserialize(data: bytes) -> Message:
@@ -314,10 +338,10 @@ class EmulatedGrid(LocalGrid):
         present = [n for n in addressed if available(self.world, n, t0)]
         left: dict[str, str] = {n: "unavailable" for n in addressed if n not in present}
         c = time.perf_counter()
-        down_bytes = {}
+        down_bytes, serialize_sent = {}, serializer()
         for s in sent:
             if w[s.index] in present:
-                down_bytes[s.index] = serialize(s.message)
+                down_bytes[s.index] = serialize_sent(s.message)
                 s.wire = self._wire(down_bytes[s.index], server, w[s.index], s.message)
         self.wall["serde"] += time.perf_counter() - c
         c = time.perf_counter()

@@ -167,3 +167,27 @@ def test_pushed_messages_are_carried_as_one_round_when_pulled(tmp_path):
     assert sorted(m.metadata.reply_to_message_id for m in first) == sorted(ids[:2])
     assert [m.metadata.reply_to_message_id for m in grid.pull_messages(ids)] == [ids[2]]
     assert grid.index == 1 and list(grid.pull_messages(ids)) == []
+
+
+def test_a_rounds_messages_sharing_one_content_serialize_as_flower_does():
+    """The round's serializer converts a shared RecordDict once; every message's bytes stay
+    Flower's own (message_to_proto), with content, without it, and with an error."""
+    from flwr.app import ArrayRecord, ConfigRecord, Error, Message, RecordDict
+
+    from testbed.flower.driver import flower_identity
+    from testbed.flower.grid import serialize, serializer
+
+    shared = RecordDict({"arrays": ArrayRecord([np.arange(12, dtype=np.float32).reshape(3, 4)]),
+                         "config": ConfigRecord({"lr": 0.1, "server-round": 2})})
+    other = RecordDict({"config": ConfigRecord({"lr": 0.2})})
+    with flower_identity(1):
+        msgs = [Message(content=shared, dst_node_id=1000 + i, message_type="train")
+                for i in range(3)]
+        msgs.append(Message(content=other, dst_node_id=1003, message_type="evaluate"))
+        msgs.append(Message(content=RecordDict(), dst_node_id=1004, message_type="query"))
+        failed = Message(content=RecordDict(), dst_node_id=1005, message_type="train")
+    msgs.append(Message(Error(code=1, reason="boom"), reply_to=failed))
+    serialize_round = serializer()
+    got = [serialize_round(m) for m in msgs]
+    assert got == [serialize(m) for m in msgs]
+    assert len(set(got[:3])) == 3       # the shared content under three nodes' metadata
