@@ -309,18 +309,18 @@ def _check_option(path: str, value: Any, field: Field) -> Any:
 
 
 def _check_compression(table: dict, network: dict) -> CompressionConfig:
-    from nodes.compression.registry import check_options, methods
+    from nodes.compression.registry import check_options, fields, find, methods
 
     if not isinstance(table, dict):
         raise ConfigError("compression", table, "a table")
-    known = methods()
     method = table.get("method", "none")
-    if method not in known:
+    if not (isinstance(method, str) and find(method)):   # imports the named method's file only
+        known = methods()
         close = difflib.get_close_matches(str(method), list(known), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ConfigError("compression.method", method,
                           "one of " + ", ".join(map(repr, known)) + hint)
-    spec = known[method]
+    spec = fields(method)
     table = lgc_schema.rename_old("compression", table, spec, ConfigError)
     options, set_aside = {}, {}
     for key, value in table.items():
@@ -329,7 +329,7 @@ def _check_compression(table: dict, network: dict) -> CompressionConfig:
         if key in spec:
             options[key] = _check_option(f"compression.{key}", value, spec[key])
             continue
-        owners = [m for m, s in known.items() if key in s or key in lgc_schema.renamed(s)]
+        owners = [m for m, s in methods().items() if key in s or key in lgc_schema.renamed(s)]
         if not owners:  # no registered method knows it: a typo, not a switch of method
             raise _unknown("compression", key, ["method", *spec])
         # switching methods on a file written for another one: its options wait, unused
@@ -391,13 +391,13 @@ def switch_to_known_good(raw: dict, file_method: str, given: set[str]) -> dict:
     """On a file written for another method (`--set compression.method=NAME`), the method's
     known-good values (registry.KNOWN_GOOD) replace the file's, except keys set on the command
     line; one note line per key replaced."""
-    from nodes.compression.registry import KNOWN_GOOD, methods
+    from nodes.compression.registry import KNOWN_GOOD, fields, find
 
     comp = raw.get("compression")
     method = comp.get("method", "none") if isinstance(comp, dict) else None
-    if method == file_method or method not in methods():
+    if method == file_method or not (isinstance(method, str) and find(method)):
         return raw
-    tables = {"run": RUN_KEYS, "data": DATA_KEYS, "optim": OPTIM_KEYS, "compression": methods()[method]}
+    tables = {"run": RUN_KEYS, "data": DATA_KEYS, "optim": OPTIM_KEYS, "compression": fields(method)}
     for path, value in KNOWN_GOOD[method].items():
         section, key = path.split(".", 1)
         table = raw.setdefault(section, {})

@@ -38,10 +38,13 @@ CASES = {
     # only inside their main()
     "cli": ("import testbed.cli as c; c.build_parser()", list(HEAVY)),
     # a run of the quickstart: no compiler stack (the optimizer and the FLOP counter do
-    # without torch._dynamo, a second), no dashboard, no other frameworks
+    # without torch._dynamo, a second), no dashboard, no other frameworks, no method but its
+    # own (topk: the registry imports a method's file when it is named)
     "run": ("import tempfile, testbed.cli as c; c.main(['run', 'experiments/quickstart.toml', "
             "'--quiet', '--store', tempfile.mkdtemp() + '/r.db', '--set', 'run.iterations=2'])",
-            ["torch._dynamo", "sklearn", "tensorboard", "dash", "numba", "ray", "flwr"]),
+            ["torch._dynamo", "sklearn", "tensorboard", "dash", "numba", "ray", "flwr",
+             "nodes.compression.dgc", "nodes.compression.lgc_common", "nodes.compression.powersgd",
+             "nodes.compression.qsgd", "nodes.compression.none"]),
 }
 
 # The function-level imports that stay, as (file, our module or another package): why. Each one

@@ -1,7 +1,9 @@
 """Methods by name: the one source of truth for `[compression] method = NAME`.
 
-Each method module decorates its Scheme with `@register(name, wire_id=..., rules=..., **fields)`;
-every module of this package is imported (lazily) to collect them, so a new method is one file.
+Each method module decorates its Scheme with `@register(name, wire_id=..., rules=..., **fields)`,
+so a new method is one file, named after the method (nodes/compression/NAME.py). A method is
+imported when it is named (`find`: its file only, what a run pays); what lists every method
+(`names`, `methods`, `testbed methods`, an unknown name's error) imports them all (`load_all`).
 Methods of other packages are found through the entry-point group `lgc_testbed.methods`
 (ENTRY_POINT_GROUP): each entry point names a module (or an object in one) whose import
 registers its methods with the same decorator; their options go through the same schema.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
 import pkgutil
 from typing import Any
 
@@ -35,7 +38,8 @@ FIRST_FREE_ID = 65   # shipped methods hold 0..12 and 64 (scalecom); new ones pi
 OUR_IDS = range(0, 128)        # methods of nodes/compression/
 OUTSIDE_IDS = range(128, 255)  # methods of other packages (entry points); 255 stays unused
 ENTRY_POINT_GROUP = "lgc_testbed.methods"
-_loaded = False
+_builtins_loaded = False       # every module of nodes.compression imported
+_entry_points_loaded = False   # every entry point of ENTRY_POINT_GROUP imported
 _load_error: Exception | None = None
 _entry_point: str | None = None   # while an entry point loads: "dist version (group name = value)"
 
@@ -86,15 +90,19 @@ def _origin_of(module: str) -> str:
 
 
 def _check_outside(name: str, wire_id: Any, taken: dict[int, str]) -> None:
-    """An entry point's method: its name new, its wire id free and in OUTSIDE_IDS."""
+    """An entry point's method: its name new (not a built-in method's: its file is imported to
+    see), its wire id free and in OUTSIDE_IDS."""
     where = f"method {name!r} of {_entry_point}"
-    if name in SCHEMES:
+    if name in SCHEMES or _builtin(name):
         raise PluginMethodError("compression.method", name, message=(
             f"{where}: compression.method = {name!r} is taken by {ORIGINS.get(name, 'another')}; "
             f"expected a name of its own"))
     if isinstance(wire_id, bool) or not isinstance(wire_id, int) or wire_id not in OUTSIDE_IDS \
             or wire_id in taken:
-        holder = f" (held by {taken[wire_id]!r})" if wire_id in taken else ""
+        if isinstance(wire_id, int) and wire_id in OUR_IDS:
+            _builtins()   # to name the built-in method that holds it
+        holder = next((f" (held by {n!r})" for n, i in WIRE_IDS.items()
+                       if i == wire_id and n != name), "")
         raise PluginMethodError("wire_id", wire_id, message=(
             f"{where}: wire_id = {wire_id!r}{holder}; expected a free integer in "
             f"{OUTSIDE_IDS.start}..{OUTSIDE_IDS.stop - 1}, the range for methods of other packages"))
@@ -106,19 +114,46 @@ def unregister(name: str) -> None:
         table.pop(name, None)
 
 
-def load_all() -> None:
-    """Import every module of nodes.compression once, then every entry point of
-    ENTRY_POINT_GROUP; the decorators fill the tables. A clash raised once is raised again on
-    every later call (the modules are imported by then, their decorators will not run again)."""
-    global _loaded, _load_error, _entry_point
+def _import_ours(module: str) -> None:
+    """Import nodes/compression/MODULE.py as ours, also while an entry point is loading."""
+    global _entry_point
+    outer, _entry_point = _entry_point, None
+    try:
+        importlib.import_module(f"{nodes.compression.__name__}.{module}")
+    finally:
+        _entry_point = outer
+
+
+def _builtin(name: str) -> bool:
+    """Whether `name` is a built-in method: the file named after it registers it."""
+    if not (isinstance(name, str) and name.isidentifier() and not name.startswith("_")):
+        return False
+    if name not in SCHEMES and importlib.util.find_spec(
+            f"{nodes.compression.__name__}.{name}") is not None:
+        _import_ours(name)
+    return name in SCHEMES and ORIGINS[name].startswith("built-in")
+
+
+def _builtins() -> None:
+    """Import every module of nodes.compression once (every built-in method)."""
+    global _builtins_loaded
+    if not _builtins_loaded:
+        _builtins_loaded = True
+        for mod in pkgutil.iter_modules(nodes.compression.__path__):
+            if not mod.name.startswith("_"):
+                _import_ours(mod.name)
+
+
+def _entry_points() -> None:
+    """Import every entry point of ENTRY_POINT_GROUP once (other packages' methods; a few ms
+    without any). A clash raised once is raised again on every later call (the modules are
+    imported by then, their decorators will not run again)."""
+    global _entry_points_loaded, _load_error, _entry_point
     if _load_error is not None:
         raise _load_error
-    if _loaded:
+    if _entry_points_loaded:
         return
-    _loaded = True
-    for mod in pkgutil.iter_modules(nodes.compression.__path__):
-        if not mod.name.startswith("_"):
-            importlib.import_module(f"nodes.compression.{mod.name}")
+    _entry_points_loaded = True
     for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP),
                      key=lambda e: (e.name, e.value)):
         dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "an unnamed package"
@@ -138,7 +173,33 @@ def load_all() -> None:
             _entry_point = None
 
 
+def load_all() -> None:
+    """Every method: each module of nodes.compression, then each entry point of
+    ENTRY_POINT_GROUP; the decorators fill the tables."""
+    _builtins()
+    _entry_points()
+
+
+def find(method: str) -> bool:
+    """Whether `method` is registered, importing as little as it takes: other packages' entry
+    points (so that a clash among them is refused on every run), then a built-in method's own
+    file (nodes/compression/METHOD.py); every method only for a name neither holds."""
+    _entry_points()
+    if method in SCHEMES or _builtin(method):
+        return True
+    load_all()
+    return method in SCHEMES
+
+
+def fields(method: str) -> dict[str, Field]:
+    """One method's option fields (`[compression]` keys), its file alone imported."""
+    if not find(method):
+        raise KeyError(f"unknown compression method {method!r}; known: {', '.join(names())}")
+    return METHODS[method]
+
+
 def methods() -> dict[str, dict[str, Field]]:
+    """Every method's option fields (imports every method)."""
     load_all()
     return METHODS
 
@@ -157,16 +218,14 @@ def names() -> list[str]:
 
 
 def wire_id(method: str) -> int:
-    load_all()
-    if method not in WIRE_IDS:
-        raise KeyError(f"unknown compression method {method!r}; known: {', '.join(names())}")
+    fields(method)
     return WIRE_IDS[method]
 
 
 def check_options(method: str, options: dict, error: type[OptionError] = OptionError) -> dict:
     """The rules between a method's options, over `options` (checked one by one) and the
     defaults of those not given (what testbed.config asks after its own key-by-key pass)."""
-    load_all()
+    fields(method)
     check_rules("compression", {**defaults(METHODS[method]), **options}, RULES[method], error)
     return options
 
@@ -175,9 +234,7 @@ def build_scheme(method: str, options: dict, *, n_workers: int, shapes, payload_
                  seed: int = 0, device="cpu") -> Scheme:
     """The method's Scheme with `options` checked against its fields (one-line OptionError
     naming compression.KEY) and defaults filled in."""
-    load_all()
-    if method not in SCHEMES:
-        raise KeyError(f"unknown compression method {method!r}; known: {', '.join(sorted(SCHEMES))}")
+    fields(method)
     full: dict[str, Any] = check_table("compression", options, METHODS[method], error=OptionError,
                                        rules=RULES[method])
     return SCHEMES[method](n_workers=n_workers, shapes=shapes, payload_bytes=payload_bytes,

@@ -23,7 +23,7 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.app.message_type import MessageType
 
-from nodes.compression.registry import SCHEMES, build_scheme, load_all
+from nodes.compression.registry import SCHEMES, build_scheme, find, names
 from nodes.compression.templates import DenseScheme, SparseScheme
 from testbed.errors import ConfigError, RunFailed
 
@@ -42,8 +42,7 @@ def compress(msg: Message, context: Context, call_next) -> Message:
 
 def fits(method: str) -> bool:
     """Whether `method` encodes one node's update on its own (what the mod needs)."""
-    load_all()
-    return issubclass(SCHEMES[method], (DenseScheme, SparseScheme))
+    return find(method) and issubclass(SCHEMES[method], (DenseScheme, SparseScheme))
 
 
 def _arrays(content: RecordDict, where: str) -> tuple[str, ArrayRecord]:
@@ -84,7 +83,7 @@ class GridCodec:
         if not fits(method):
             raise ConfigError("compression.method", method, "a method that encodes one node's "
                               "update on its own for the Flower mod (" +
-                              ", ".join(sorted(m for m in SCHEMES if fits(m))) + ")")
+                              ", ".join(sorted(m for m in names() if fits(m))) + ")")
         self.method, self.options = method, dict(options)
         self.n_nodes, self.payload_bytes, self.seed = n_nodes, payload_bytes, seed
         self.scheme = None

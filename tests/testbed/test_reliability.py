@@ -300,7 +300,7 @@ def outside_methods(tmp_path, monkeypatch):
     site = tmp_path / "site"
     site.mkdir()
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setattr(registry, "_loaded", False)
+    monkeypatch.setattr(registry, "_entry_points_loaded", False)
     monkeypatch.setattr(registry, "_load_error", None)
     made = []
 
@@ -339,6 +339,23 @@ def test_an_outside_method_that_clashes_is_one_line_exit_2(tiny_experiment, tmp_
     assert not db.exists()
     code, _, err = cli(["methods"], capsys)   # said again, not half a listing
     assert code == 2 and words in one_line(err), err
+
+
+def test_a_fresh_process_refuses_an_outside_method_named_like_a_built_in_one(outside_methods,
+                                                                              tmp_path):
+    """A run imports only the method it names; the entry points are still all read, and a
+    plugin's name is checked against the built-in file of that name (not imported before)."""
+    outside_methods("reuser", "dgc", 150)
+    probe = ("import sys; from nodes.compression import registry as r\n"
+             "try:\n    r.find('topk')\nexcept r.PluginMethodError as e:\n    print(e)\n"
+             "print(sorted(m for m in sys.modules if m.startswith('nodes.compression.lgc')))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), *sys.path])}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
+                         timeout=120)
+    said, lgc = out.stdout.strip().splitlines()[-2:]
+    assert "method 'dgc' of reuser 0.1 (entry point dgc = reuser_methods): compression.method = " \
+           "'dgc' is taken by built-in (nodes/compression/dgc.py)" in said, out.stderr
+    assert lgc == "[]"   # the other built-in methods stay unimported
 
 
 def test_an_outside_method_in_its_range_is_listed_with_its_origin(outside_methods, capsys):

@@ -33,3 +33,18 @@ def test_the_codec_takes_the_id_not_the_name():
     assert codec.read_header(m.packets[0]).method == 2
     with pytest.raises(codec.CodecError, match="method id 'topk'"):
         codec.encode_dense(torch.ones(3), payload_bytes=100, method="topk")
+
+
+def test_each_shipped_method_lives_in_the_file_named_after_it():
+    """What lets a run import only the method it names (registry.find)."""
+    registry.load_all()
+    assert {n: registry.SCHEMES[n].__module__ for n in RECORDED} == \
+        {n: f"nodes.compression.{n}" for n in RECORDED}
+
+
+def test_find_names_a_method_or_says_it_is_unknown():
+    assert registry.find("lgc_rar") and registry.SCHEMES["lgc_rar"].wire_id == 10
+    assert not registry.find("codec")          # a module of the package, not a method
+    assert not registry.find("no such method")
+    with pytest.raises(KeyError, match="unknown compression method 'nope'; known: none, fp16"):
+        registry.fields("nope")
