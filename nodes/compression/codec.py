@@ -136,13 +136,13 @@ def unpack_uint(buf: bytes | np.ndarray, width: int, count: int) -> np.ndarray:
     return np.packbits(padded, axis=1).view(">u4").reshape(-1).astype(np.uint32)
 
 
+_VARINT_STEPS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)  # 2^7 .. 2^63
+
+
 def varint_lengths(values: np.ndarray) -> np.ndarray:
-    """Bytes each LEB128 varint takes (7 payload bits per byte, at least one byte)."""
-    v = values.astype(np.uint64)
-    n = np.ones(v.shape, dtype=np.int64)
-    for k in range(1, 10):
-        n += v >= np.uint64(1 << (7 * k))
-    return n
+    """Bytes each LEB128 varint takes (7 payload bits per byte, at least one byte): one more
+    than the number of powers 2^7k it reaches (one search, not nine comparisons)."""
+    return np.searchsorted(_VARINT_STEPS, values.astype(np.uint64), side="right") + 1
 
 
 def encode_varints(values: np.ndarray) -> tuple[bytes, np.ndarray]:
@@ -161,8 +161,13 @@ def encode_varints(values: np.ndarray) -> tuple[bytes, np.ndarray]:
 
 def decode_varints(buf: bytes | np.ndarray, count: int) -> np.ndarray:
     """Decode exactly `count` varints from the start of buf (vectorised)."""
+    return _varints(buf, count)[0]
+
+
+def _varints(buf: bytes | np.ndarray, count: int) -> tuple[np.ndarray, int]:
+    """`decode_varints`, and the bytes the `count` varints took."""
     if count == 0:
-        return np.zeros(0, dtype=np.uint64)
+        return np.zeros(0, dtype=np.uint64), 0
     raw = np.frombuffer(buf, dtype=np.uint8) if isinstance(buf, (bytes, bytearray, memoryview)) else buf
     ends = np.flatnonzero(raw < 0x80)
     if ends.size < count:
@@ -172,7 +177,7 @@ def decode_varints(buf: bytes | np.ndarray, count: int) -> np.ndarray:
     starts = np.concatenate(([0], ends[:-1] + 1))
     pos = np.arange(raw.size) - np.repeat(starts, ends - starts + 1)
     parts = (raw & 0x7F).astype(np.uint64) << (7 * pos).astype(np.uint64)
-    return np.add.reduceat(parts, starts)
+    return np.add.reduceat(parts, starts), raw.size
 
 
 # ---------------------------------------------------------------- encoding
@@ -469,8 +474,7 @@ def _decode_one(pkt: bytes, h: Header, values: np.ndarray, mask: np.ndarray) -> 
             return sc
         if h.icode == VARINT:
             raw = np.frombuffer(pkt, dtype=np.uint8, offset=off)
-            d = decode_varints(raw, m - 1)
-            ilen = int(varint_lengths(d).sum())
+            d, ilen = _varints(raw, m - 1)
             rel = np.concatenate(([0], np.cumsum(d, dtype=np.uint64)))
         else:
             ilen = -(-((m - 1) * h.ibits) // 8)

@@ -23,6 +23,19 @@ def test_varint_known_bytes(value, expected):
     assert codec.decode_varints(buf, 1).tolist() == [value]
 
 
+def test_varint_lengths_at_every_boundary():
+    """Each 7-bit step up to 2^64 - 1, against the byte count of LEB128 written out by hand."""
+    def by_hand(x: int) -> int:
+        n = 1
+        while x >= 128:
+            x >>= 7
+            n += 1
+        return n
+    edges = sorted({e for k in range(1, 10) for e in (2**(7 * k) - 1, 2**(7 * k))} | {0, 1, 2**64 - 1})
+    v = np.array(edges, dtype=np.uint64)
+    assert codec.varint_lengths(v).tolist() == [by_hand(x) for x in edges]
+
+
 def test_varints_vectorised_round_trip():
     v = np.random.default_rng(0).integers(0, 2**32, 5000, dtype=np.uint64)
     buf, lens = codec.encode_varints(v)

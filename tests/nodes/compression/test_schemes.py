@@ -283,6 +283,20 @@ def test_nan_or_inf_refused_naming_worker_and_iteration(method, bad):
         run_exchange(s, 7, g)
 
 
+@pytest.mark.parametrize("values,bad", [
+    ([1.0, float("nan")], True), ([float("inf"), 1.0], True), ([float("inf"), float("-inf")], True),
+    ([3e38, 3e38, -3e38], False),   # finite, though their float32 sum is not
+    ([1e-30, -2.5], False)])
+def test_check_finite_names_exactly_the_gradients_with_a_nan_or_an_infinity(values, bad):
+    from nodes.compression.base import check_finite
+    grads = [torch.zeros(3), torch.tensor(values, dtype=torch.float32)]
+    if bad:
+        with pytest.raises(GradientError, match=r"worker w1 .* at iteration 4"):
+            check_finite(grads, 4)
+    else:
+        check_finite(grads, 4)
+
+
 def test_unknown_method_and_option():
     with pytest.raises(KeyError, match="unknown compression method 'zip'"):
         make("zip")
