@@ -131,7 +131,7 @@ def _builtin(name: str) -> bool:
     if name not in SCHEMES and importlib.util.find_spec(
             f"{nodes.compression.__name__}.{name}") is not None:
         _import_ours(name)
-    return name in SCHEMES and ORIGINS[name].startswith("built-in")
+    return name in SCHEMES and SCHEMES[name].__module__ == f"{nodes.compression.__name__}.{name}"
 
 
 def _builtins() -> None:
