@@ -60,9 +60,11 @@ LABELS = ["fp32", "topk", "dgc", "lgc_ablation", "lgc_ps", "lgc_rar", "lgc_rar_a
           "scalecom", "dgc_nomask", "lgc_ablation_nomask", "lgc_ps_nomask", "lgc_rar_nomask",
           "lgc_scaled", "lgc_scaled_refresh", "lgc_ps_refresh", "lgc_ps_paper", "lgc_rar_nl",
           "dgc_ring", "topk_ring", "lgc_scaled_momentum",
-          "dgc_nowarmup", "lgc_ps_nowarmup", "lgc_scaled_nowarmup"]
+          "dgc_nowarmup", "lgc_ps_nowarmup", "lgc_scaled_nowarmup",
+          "lgc_rar_nowarmup", "dgc_ring_nowarmup", "lgc_rar_scaled", "lgc_rar_scaled_nowarmup"]
 # rows whose messages travel on the ring (all-reduce or all-gather): compared with ring DGC
-RING = ("lgc_rar", "lgc_rar_ablation", "lgc_rar_nl", "scalecom", "dgc_ring", "topk_ring")
+RING = ("lgc_rar", "lgc_rar_ablation", "lgc_rar_nl", "scalecom", "dgc_ring", "topk_ring",
+        "lgc_rar_nowarmup", "dgc_ring_nowarmup", "lgc_rar_scaled", "lgc_rar_scaled_nowarmup")
 # the per-node baselines (each node's own top-k): LGC's ratios are also stated against the one
 # of these that sends the fewest uplink bits over the whole run
 PER_NODE = ("topk", "dgc", "dgc_nowarmup")
@@ -146,6 +148,8 @@ def options(label: str, warmup: int, ae_iters: int) -> dict:
         # the reference's structure: one decoder per node, latents pulled together 1:1
         "lgc_ps_paper": {"method": "lgc_ps", **lgc, "decoders": "per_node", "latent_pull": 1.0},
         "lgc_rar_nl": {"method": "lgc_rar", **lgc, "rar_decoder": "nonlinear"},
+        # LGC-RAR's schedule, the leader's values times one fitted scalar (the ring's baseline)
+        "lgc_rar_scaled": {"method": "lgc_rar_scaled", **lgc},
         # the shared part read from the leader's momentum, before error feedback drains it
         "lgc_scaled_momentum": {"method": "lgc_scaled", **lgc, "ae_refresh_every": REFRESH_EVERY,
                                 "common_source": "momentum"},

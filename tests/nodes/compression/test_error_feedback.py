@@ -59,7 +59,7 @@ WITH_MEMORY = [m for m in names() if has_memory(m)]
 
 def test_the_methods_with_memory_are_found():
     assert {"topk", "randomk", "dgc", "signsgd", "powersgd", "scalecom", "lgc_ps", "lgc_rar",
-            "lgc_ablation"} <= set(WITH_MEMORY)
+            "lgc_ablation", "lgc_scaled", "lgc_rar_scaled"} <= set(WITH_MEMORY)
     assert "none" not in WITH_MEMORY and "qsgd" not in WITH_MEMORY
 
 
@@ -94,7 +94,8 @@ def test_the_layer_options_are_covered():
     assert {m for m, extra in CASES if extra == REFRESH} == {"lgc_ps"}
     assert {m for m, extra in CASES if extra == REFERENCE} == {"lgc_ps"}
     assert {m for m, extra in CASES if extra == UNMASKED} == {"dgc", "lgc_ps", "lgc_rar",
-                                                              "lgc_ablation", "lgc_scaled"}
+                                                              "lgc_ablation", "lgc_scaled",
+                                                              "lgc_rar_scaled"}
     assert {m for m, extra in CASES if extra == REFRESH} == {"lgc_ps"}
     assert {m for m, extra in CASES if extra is REFIT} == {"lgc_scaled"}
     assert {m for m, extra in CASES if extra is NONLINEAR} == {"lgc_rar"}

@@ -10,7 +10,7 @@ from nodes.compression.base import Scheme
 
 RECORDED = {"none": 0, "fp16": 1, "topk": 2, "randomk": 3, "dgc": 4, "qsgd": 5, "terngrad": 6,
             "signsgd": 7, "powersgd": 8, "lgc_ps": 9, "lgc_rar": 10, "lgc_ablation": 12,
-            "scalecom": 64, "lgc_scaled": 11}
+            "scalecom": 64, "lgc_scaled": 11, "lgc_rar_scaled": 13}
 
 
 def test_shipped_ids_are_the_recorded_ones_and_the_classes_carry_them():
