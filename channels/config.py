@@ -33,15 +33,25 @@ LOSS_MODELS = ("none", "bernoulli", "gilbert_elliott", "fading")
 # by the functions below.
 _PROB = dict(min=0.0, max=1.0, noun="a probability")
 LINK_KEYS: dict[str, Field] = {
-    "bandwidth_mbps": Field(20.0, float, min=0, min_open=True),
-    "delay_ms": Field(1.0, float, min=0),
-    "mtu_bytes": Field(1500, int, min=0, min_open=True),
-    "header_bytes": Field(40, int, min=0),
-    "queue_packets": Field(100, int, min=0, min_open=True),
-    "delivery": Field("reliable", str, choices=DELIVERIES),
-    "ack_bytes": Field(0, int, min=0),
-    "rto_margin_ms": Field(1.0, float, min=0),
-    "retry_limit": Field(7, int, min=0),
+    "bandwidth_mbps": Field(20.0, float, min=0, min_open=True,
+        help="link rate, Mbit/s (on a shared medium: the cell's)"),
+    "delay_ms": Field(1.0, float, min=0, help="one-way propagation delay, ms"),
+    "mtu_bytes": Field(1500, int, min=0, min_open=True,
+        help="largest packet on the wire, headers included, bytes"),
+    "header_bytes": Field(40, int, min=0, help="header bytes of every packet, counted on the wire"),
+    "queue_packets": Field(100, int, min=0, min_open=True,
+        help="drop-tail queue of a forwarding node, packets"),
+    "delivery": Field("reliable", str, choices=DELIVERIES,
+        help="reliable (a lost packet is resent, up to retry_limit times) or best_effort (a "
+             "lost packet stays lost)"),
+    "ack_bytes": Field(0, int, min=0,
+        help="> 0: every acknowledgement costs this much air time, bytes (a CSMA cell counts "
+             "the MAC's ACK instead)"),
+    "rto_margin_ms": Field(1.0, float, min=0,
+        help="reliable delivery: a packet is resent when its acknowledgement has not come back "
+             "within the round trip plus this margin, ms"),
+    "retry_limit": Field(7, int, min=0,
+        help="reliable delivery: retransmissions of one packet before the link gives up on it"),
     "trace": Field(None, str, noun=FILE_PATH, help="Mahimahi trace, both directions"),
     "uplink_trace": Field(None, str, noun=FILE_PATH, help="Mahimahi trace towards the server"),
     "downlink_trace": Field(None, str, noun=FILE_PATH, help="Mahimahi trace away from the server"),
@@ -54,54 +64,82 @@ CSMA_KEYS: dict[str, Field] = {
     "slot_us": Field(9.0, float, min=0, min_open=True, help="backoff slot"),
     "sifs_us": Field(16.0, float, min=0, help="gap before the ACK"),
     "difs_us": Field(34.0, float, min=0, help="idle time before backoff resumes"),
-    "cw_min": Field(15, int, min=0, min_open=True, help="contention window of a frame's first attempt"),
+    "cw_min": Field(15, int, min=0, min_open=True,
+        help="contention window of a frame's first attempt"),
     "cw_max": Field(1023, int, min=0, min_open=True, help="largest contention window"),
     "phy_header_us": Field(20.0, float, min=0, help="preamble + PLCP header before every frame"),
     "ack_bytes": Field(14, int, min=0, help="the MAC acknowledgement frame"),
-    "retry_limit": Field(7, int, min=1, help="attempts of a frame before the MAC drops it (dot11ShortRetryLimit)"),
+    "retry_limit": Field(7, int, min=1,
+        help="attempts of a frame before the MAC drops it (dot11ShortRetryLimit)"),
     "basic_rate_mbps": Field(24.0, float, min=0, min_open=True,
                              help="the ACK's rate (or the highest of 6, 12, 24 Mbit/s not above the data rate)"),
-    "symbol_us": Field(4.0, float, min=0, help="OFDM symbol: airtimes are whole symbols (0: exactly bits / rate)"),
-    "ack_timeout_us": Field(45.0, float, min=0, help="how long a sender waits for an ACK (SIFS + slot + PHY header)"),
+    "symbol_us": Field(4.0, float, min=0,
+        help="OFDM symbol: airtimes are whole symbols (0: exactly bits / rate)"),
+    "ack_timeout_us": Field(45.0, float, min=0,
+        help="how long a sender waits for an ACK (SIFS + slot + PHY header)"),
     "eifs_us": Field(94.0, float, min=0,
                      help="idle time after a frame a station could not decode (SIFS + ACK at 6 Mbit/s + DIFS)"),
-    "cca_us": Field(4.0, float, min=0, help="how long after a transmission starts the others sense it"),
+    "cca_us": Field(4.0, float, min=0,
+        help="how long after a transmission starts the others sense it"),
     "preamble_detection": Field(False, bool,
                                 help="a receiver locks onto a frame only if its preamble stands 4 dB above the rest "
                                      "(ns-3's default PHY): a collision is energy only, the others wait DIFS and "
                                      "eifs_frames / eifs_share do not apply"),
-    "eifs_frames": Field(2, int, min=0, help="without preamble detection: collisions of at most this many frames leave a PHY header the others decode (then EIFS, else DIFS)"),
+    "eifs_frames": Field(2, int, min=0,
+        help="without preamble detection: collisions of at most this many frames leave a PHY "
+             "header the others decode (then EIFS, else DIFS)"),
     "eifs_share": Field(0.71, float, min=0.0, max=1.0, noun="a probability",
                         help="without preamble detection: after a collision of eifs_frames + 1 frames, the chance each other station decodes its header (EIFS)"),
 }
 
 LOSS_KEYS: dict[str, dict[str, Field]] = {
     "none": {},
-    "bernoulli": {"p": Field(REQUIRED, float, **_PROB)},
+    "bernoulli": {"p": Field(REQUIRED, float, **_PROB,
+                             help="probability that a packet is lost, independently of the others")},
     "gilbert_elliott": {
-        "p_good_to_bad": Field(REQUIRED, float, **_PROB),
-        "p_bad_to_good": Field(REQUIRED, float, **_PROB),
-        "loss_good": Field(0.0, float, **_PROB),
-        "loss_bad": Field(1.0, float, **_PROB),
+        "p_good_to_bad": Field(REQUIRED, float, **_PROB,
+            help="per packet, probability of moving from the good state to the bad one"),
+        "p_bad_to_good": Field(REQUIRED, float, **_PROB,
+            help="per packet, probability of moving from the bad state back to the good one"),
+        "loss_good": Field(0.0, float, **_PROB, help="loss probability in the good state"),
+        "loss_bad": Field(1.0, float, **_PROB, help="loss probability in the bad state"),
     },
     "fading": {
-        "fading": Field("rayleigh", str, choices=("rayleigh", "rician", "none")),
-        "k_factor": Field(3.0, float, min=0),            # Rician K (linear)
-        "coherence_ms": Field(10.0, float, min=0, min_open=True),
-        "tx_power_dbm": Field(20.0, float),
-        "noise_dbm_per_hz": Field(-174.0, float),
-        "noise_figure_db": Field(7.0, float, min=0),
-        "channel_bandwidth_mhz": Field(20.0, float, min=0, min_open=True),
-        "path_loss_exponent": Field(3.0, float, min=0, min_open=True),
-        "reference_loss_db": Field(40.0, float, min=0),   # path loss at 1 m
-        "shadowing_db": Field(4.0, float, min=0),         # std of log-normal shadowing, per link
-        "distance_m": Field(10.0, float, min=0, min_open=True),
-        "rate": Field("shannon", str, choices=("shannon", "mcs")),
-        "efficiency": Field(0.75, float, min=0, min_open=True, max=1),
-        "mcs_table": Field(None, str, noun=FILE_PATH),
-        "per_slope_db": Field(1.5, float, min=0, min_open=True),
-        "outage_snr_db": Field(None, float),       # shannon: below this SNR a packet is lost
-        "min_rate_mbps": Field(0.1, float, min=0, min_open=True),
+        "fading": Field("rayleigh", str, choices=("rayleigh", "rician", "none"),
+            help="small-scale fading, redrawn every coherence block: rayleigh, rician "
+                 "(k_factor) or none"),
+        "k_factor": Field(3.0, float, min=0,
+            help="rician: K factor, the line-of-sight to scattered power ratio (linear)"),
+        "coherence_ms": Field(10.0, float, min=0, min_open=True,
+            help="coherence time: the fading gain is redrawn every this many ms"),
+        "tx_power_dbm": Field(20.0, float, help="transmit power, dBm"),
+        "noise_dbm_per_hz": Field(-174.0, float, help="noise power spectral density, dBm/Hz"),
+        "noise_figure_db": Field(7.0, float, min=0, help="receiver noise figure, dB"),
+        "channel_bandwidth_mhz": Field(20.0, float, min=0, min_open=True,
+            help="channel bandwidth, MHz: the noise power and the Shannon rate use it"),
+        "path_loss_exponent": Field(3.0, float, min=0, min_open=True,
+            help="log-distance path loss exponent"),
+        "reference_loss_db": Field(40.0, float, min=0,
+            help="path loss at 1 m, dB"),
+        "shadowing_db": Field(4.0, float, min=0,
+            help="standard deviation of the log-normal shadowing, drawn per link, dB"),
+        "distance_m": Field(10.0, float, min=0, min_open=True,
+            help="the link's length where neither the topology nor mobility gives one, metres"),
+        "rate": Field("shannon", str, choices=("shannon", "mcs"),
+            help="shannon: efficiency x B log2(1 + SNR); mcs: the highest rate of mcs_table "
+                 "whose SNR threshold the SNR meets"),
+        "efficiency": Field(0.75, float, min=0, min_open=True, max=1,
+            help="shannon: the share of the Shannon capacity a link reaches"),
+        "mcs_table": Field(None, str, noun=FILE_PATH,
+            help="mcs: a CSV of rates and their SNR thresholds (none: the packaged 802.11ac "
+                 "table, channels/data/mcs_80211.csv)"),
+        "per_slope_db": Field(1.5, float, min=0, min_open=True,
+            help="mcs: steepness of the packet error waterfall, 1/dB: PER = 1 / (1 + 9 "
+                 "exp(slope x (SNR - threshold)))"),
+        "outage_snr_db": Field(None, float,
+            help="shannon: below this SNR (dB) a packet is lost; none: never"),
+        "min_rate_mbps": Field(0.1, float, min=0, min_open=True,
+            help="the lowest rate a link falls to, Mbit/s"),
     },
 }
 
@@ -111,42 +149,71 @@ def _xy(value: list) -> str | None:
 
 
 NODE_EXTRA_KEYS: dict[str, Field] = {
-    "pos": Field(None, list, noun="[x, y] in metres", check=_xy),
-    "role": Field(None, str, choices=("worker", "server", "relay")),
-    "compute_speed": Field(None, float, min=0, min_open=True),
-    "gflops": Field(None, float, min=0, min_open=True),
+    "pos": Field(None, list, noun="[x, y] in metres", check=_xy,
+        help="the node's position [x, y], metres (on fading links the distance sets the path "
+             "loss)"),
+    "role": Field(None, str, choices=("worker", "server", "relay"),
+        help="worker, server or relay (none: what the topology gives it)"),
+    "compute_speed": Field(None, float, min=0, min_open=True,
+        help="the node's compute speed as a factor of run.device_gflops (0.5: a straggler at "
+             "half speed)"),
+    "gflops": Field(None, float, min=0, min_open=True,
+        help="the node's compute speed in GFLOP/s, in place of run.device_gflops"),
     "energy_profile": Field(None, str, noun="a device profile name", help="channels/energy.py"),
 }
 
 NETWORK_KEYS: dict[str, Field] = {
-    "topology": Field("star", str, choices=TOPOLOGIES),
-    "workers": Field(4, int, min=0, min_open=True),
-    "medium": Field("shared", str, choices=MEDIA),
-    "sharing": Field("tdma", str, choices=SHARINGS),
-    "engine": Field("auto", str, choices=ENGINES),
-    "file": Field(None, str, noun=FILE_PATH),
-    "area_m": Field(100.0, float, min=0, min_open=True),  # geometric: side of the square of workers
-    "range_m": Field(60.0, float, min=0, min_open=True),  # geometric: closer than this are linked
+    "topology": Field("star", str, choices=TOPOLOGIES,
+        help="star (workers around a server or access point), ring, mesh, geometric (random "
+             "positions, linked within range_m) or file (a graph, network.file)"),
+    "workers": Field(4, int, min=0, min_open=True,
+        help="number of worker nodes (a federated run: the clients of one exchange)"),
+    "medium": Field("shared", str, choices=MEDIA,
+        help="shared: the nodes of a cell share its air time (network.sharing); dedicated: "
+             "every link has its own capacity"),
+    "sharing": Field("tdma", str, choices=SHARINGS,
+        help="how a shared medium is divided: tdma (turns), ofdma (parallel sub-channels) or "
+             "csma (802.11 DCF contention, [network.csma])"),
+    "engine": Field("auto", str, choices=ENGINES,
+        help="the link layer's engine: auto (the compiled engines where they apply, SimPy "
+             "elsewhere), fast (refused where the compiled engines do not apply) or simpy (the "
+             "discrete-event reference)"),
+    "file": Field(None, str, noun=FILE_PATH,
+        help="topology = \"file\": a GraphML or JSON node-link graph whose nodes carry roles "
+             "and whose edges carry link keys"),
+    "area_m": Field(100.0, float, min=0, min_open=True,
+        help="geometric: side of the square the workers are placed in, metres"),
+    "range_m": Field(60.0, float, min=0, min_open=True,
+        help="geometric: nodes closer than this are linked, metres"),
     "link": Field(None, dict),
     "csma": Field(None, dict),
     "nodes": Field(None, dict),
     "links": Field(None, list),
     # Energy (channels/energy.py): every node's device profile unless [network.nodes.X] names
     # its own, and a TOML file of profiles adding to the packaged ones.
-    "energy_profile": Field("rpi4", str, noun="a device profile name"),
-    "energy_profiles": Field(None, str, noun=FILE_PATH),
+    "energy_profile": Field("rpi4", str, noun="a device profile name",
+        help="every node's device profile for its joules: rpi4, jetson_nano, phone, or one of "
+             "network.energy_profiles"),
+    "energy_profiles": Field(None, str, noun=FILE_PATH,
+        help="a TOML file of device profiles of your own, beside the packaged ones"),
     "mobility": Field(None, dict),
 }
 _TABLES = ("link", "csma", "nodes", "links", "loss", "mobility")
 
 # `[network.mobility]`: nodes that move on the virtual clock (channels/mobility.py).
 MOBILITY_KEYS: dict[str, Field] = {
-    "model": Field("random_waypoint", str, choices=("random_waypoint", "away", "path", "trace")),
-    "nodes": Field(None, list, noun="a list of node names", help="random_waypoint: who moves (default: every worker)"),
-    "area_m": Field([-50.0, -50.0, 50.0, 50.0], list, noun="[xmin, ymin, xmax, ymax] in metres"),
-    "speed_mps": Field([0.5, 1.5], list, noun="[min, max] metres per second"),
+    "model": Field("random_waypoint", str, choices=("random_waypoint", "away", "path", "trace"),
+        help="random_waypoint, away (straight out from the access point), path (waypoints per "
+             "node) or trace (a CSV of positions)"),
+    "nodes": Field(None, list, noun="a list of node names",
+        help="random_waypoint: who moves (default: every worker)"),
+    "area_m": Field([-50.0, -50.0, 50.0, 50.0], list, noun="[xmin, ymin, xmax, ymax] in metres",
+        help="random_waypoint: the area the nodes walk in, [xmin, ymin, xmax, ymax] metres"),
+    "speed_mps": Field([0.5, 1.5], list, noun="[min, max] metres per second",
+        help="random_waypoint and away: a node's speed is drawn uniformly in [min, max], m/s"),
     "pause_s": Field(0.0, float, min=0, help="random_waypoint: pause at each waypoint"),
-    "until_m": Field(None, float, min=0, min_open=True, help="away: where the walk stops (metres from the server)"),
+    "until_m": Field(None, float, min=0, min_open=True,
+        help="away: where the walk stops (metres from the server)"),
     "paths": Field(None, dict, help="path: NODE = [[t, x, y], ...]"),
     "file": Field(None, str, noun=FILE_PATH, help="trace: CSV time_s,node,x_m,y_m"),
 }

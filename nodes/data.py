@@ -102,7 +102,7 @@ DATASETS: dict[str, dict[str, Field]] = {
         "n_samples": Field(2000, int, 20, None, help="samples in total (train + test)"),
         "n_features": Field(64, int, 2, None, help="vector length (ignored if image_side > 0)"),
         "image_side": Field(0, int, 0, None, help="> 0: samples are (1, side, side) images"),
-        "n_classes": Field(10, int, 2, None),
+        "n_classes": Field(10, int, 2, None, help="number of classes"),
         "n_informative": Field(0, int, 0, None, help="informative features (0 = half)"),
         "class_sep": Field(1.0, float, 0.0, None, help="distance between class centres: "
                                                          "smaller is harder"),

@@ -49,65 +49,107 @@ def check_table(path: str, table: Any, fields: dict[str, Field], rules: tuple = 
 COMPUTE_TIME = ("flops", "measured")
 
 RUN_KEYS = {
-    "name": Field(None, str),
-    "seed": Field(0, int, min=0),
-    "iterations": Field(None, int, min=1),
-    "epochs": Field(None, float, min=0, min_open=True),
-    "eval_every": Field(20, int, min=1),
-    "device": Field("auto", str, choices=("auto", "cpu", "cuda")),
-    # Virtual compute time: FLOPs of the real step at the node's speed (deterministic for a
-    # seed), or the measured wall time of the real step (what this machine took).
-    "compute_time": Field("flops", str, choices=COMPUTE_TIME),
-    "device_gflops": Field(20.0, float, min=0, min_open=True),
+    "name": Field(None, str,
+        help="the run's name in the store (`testbed runs`, `testbed export NAME`); default: "
+             "the file's stem"),
+    "seed": Field(0, int, min=0,
+        help="seeds the model's initial weights, the data split, the batch order and every "
+             "draw of the link layer: the same file and seed give the same rows"),
+    "iterations": Field(None, int, min=1,
+        help="training iterations (a federated run: rounds, or server steps with mode = "
+             "\"fedbuff\"); give this or run.epochs; neither: 200"),
+    "epochs": Field(None, float, min=0, min_open=True,
+        help="passes over the training set, turned into iterations (workers x batch_size "
+             "samples each); instead of run.iterations"),
+    "eval_every": Field(20, int, min=1,
+        help="evaluate on the test set every N iterations, and after the last"),
+    "device": Field("auto", str, choices=("auto", "cpu", "cuda"),
+        help="where the workers train: auto (CUDA when there is a GPU, else the CPU), cpu or "
+             "cuda"),
+    "compute_time": Field("flops", str, choices=COMPUTE_TIME,
+        help="a step's time on the virtual clock: its FLOPs at the node's speed (flops: the "
+             "same on every machine for a seed) or the real step's measured wall time "
+             "(measured)"),
+    "device_gflops": Field(20.0, float, min=0, min_open=True,
+        help="a worker's compute speed on the virtual clock, GFLOP/s (a node's own gflops or "
+             "compute_speed changes it)"),
     # Sequential by default: one answer per seed, in one process and under torchrun (a rank
-    # computes one worker). vmap rounds convolutions differently and, measured on this CPU
-    # (benchmarks/bench_workers.py), is slower for the CNN at 1-64 workers and for the MLP
-    # below 16; "auto"/"vmap" are there for the runs where it pays.
-    "workers_mode": Field("sequential", str, choices=("auto", "sequential", "vmap")),
-    "target_accuracy": Field(None, float, min=0, max=1, min_open=True),
-    "flush_every": Field(10, int, min=1),
-    # A checkpoint (model, optimizer, compressor, batch order, link layer, clock) every N
-    # iterations beside the store, for `testbed resume`; 0: none.
-    "checkpoint_every": Field(100, int, min=0),
-    # Intra-op (and inter-op) CPU threads of this process. 0, the default: one, for every model
-    # size. Measured 2026-12-04 on the shared 2-core machine at load average 9-13 (`python -m
-    # benchmarks load --full`, docs/results.md "Thread policy under load"): the quickstart at
-    # two threads took 10x (idle) and 12x (both cores busy) the wall time of one thread (threads
-    # wait on each other while another process holds a core), and every shipped model (MLP, CNN,
-    # ResNet20, ResNet18) was slower at two threads than at one, idle and busy, so no model
-    # size gets more. One thread is also what every torchrun rank runs, so the default gives
-    # the same rows in one process and under torchrun. N > 0: N threads (a machine of the run's
-    # own, a large model: measure first).
+    # computes one worker). vmap rounds convolutions differently and is slower for the shipped
+    # small models (benchmarks/bench_workers.py); "auto"/"vmap" are there for the runs where it pays.
+    "workers_mode": Field("sequential", str, choices=("auto", "sequential", "vmap"),
+        help="how the workers' gradients are computed: one worker after another (sequential: "
+             "torchrun's rows), batched with torch.func.vmap (vmap), or the faster of the two "
+             "for the model (auto)"),
+    "target_accuracy": Field(None, float, min=0, max=1, min_open=True,
+        help="a test accuracy in (0, 1]: the virtual seconds and joules to its first crossing "
+             "are reported (`testbed runs`, the dashboard)"),
+    "flush_every": Field(10, int, min=1,
+        help="write the buffered rows to the store every N iterations (a reader, such as the "
+             "dashboard, sees them then)"),
+    # The checkpoint holds the model, optimizer, compressor, batch order, link layer and clock.
+    "checkpoint_every": Field(100, int, min=0,
+        help="a checkpoint beside the store every N iterations, for `testbed resume RUN`; 0: "
+             "none"),
+    # Intra-op (and inter-op) CPU threads of this process. One by default, for every model size:
+    # threads wait on each other while another process holds a core, and every shipped model ran
+    # slower at two threads than at one, idle and busy (docs/results.md, "Thread policy under
+    # load"); one thread is also what every torchrun rank runs, so one process and torchrun give
+    # the same rows. N > 0 is for a machine of the run's own or a large model: measure first.
     "threads": Field(0, int, min=0, help="CPU threads per process; 0: one (holds its speed on a "
                      "busy machine, the same rows as torchrun's ranks); N: N threads"),
-    "stop_at_accuracy": Field(False, bool),
-    # Virtual seconds from an iteration's start at which its uplink closes: a worker whose
-    # update has not arrived by then is left out of that iteration's aggregate.
-    "deadline_s": Field(None, float, min=0, min_open=True),
-    # A device trace (testbed/emulation/device_trace.py): each worker's compute speed over virtual time
-    # and when it is available; an away worker skips the iteration.
-    "device_trace": Field(None, str, noun=lgc_schema.FILE_PATH),
+    "stop_at_accuracy": Field(False, bool,
+        help="end the run at the first evaluation at or above run.target_accuracy"),
+    "deadline_s": Field(None, float, min=0, min_open=True,
+        help="virtual seconds from an iteration's start at which its round closes: an update "
+             "not arrived by then is left out of the aggregate; a ring is formed without the "
+             "workers still computing"),
+    # The trace's format: testbed/emulation/device_trace.py.
+    "device_trace": Field(None, str, noun=lgc_schema.FILE_PATH,
+        help="a JSON file of each worker's compute speed and availability over virtual time "
+             "(optionally its link rates and energy profile); an away worker skips the "
+             "iteration"),
 }
 RUN_RULES = (Rule("epochs", needs=("iterations",),
                   check=lambda t: None if t["iterations"] is None or t["epochs"] is None
                   else "left out with run.iterations set (run.iterations or run.epochs, not both)"),)
 DATA_KEYS = {
-    "dataset": Field("digits", str),
-    "batch_size": Field(32, int, min=1),
-    "partition": Field("iid", str, choices=("iid", "dirichlet", "shards")),
-    "alpha": Field(0.5, float, min=0, min_open=True),
-    "shards_per_worker": Field(2, int, min=1),
-    "root": Field(None, str),
-    "eval_batch_size": Field(1024, int, min=1),
+    "dataset": Field("digits", str,
+        help="digits (scikit-learn's, bundled), synthetic, cifar10, mnist, fashion_mnist, or a "
+             "loader of your own ('package.module:name' or 'path/to/file.py:name'; the table's "
+             "other keys are its keyword arguments)"),
+    "batch_size": Field(32, int, min=1, help="training samples per worker per iteration"),
+    "partition": Field("iid", str, choices=("iid", "dirichlet", "shards"),
+        help="how the training set is split over the workers (or clients): iid, dirichlet "
+             "(label skew set by data.alpha) or shards (data.shards_per_worker single-label "
+             "shards each)"),
+    "alpha": Field(0.5, float, min=0, min_open=True,
+        help="dirichlet: concentration of the label skew (smaller: more skewed)"),
+    "shards_per_worker": Field(2, int, min=1,
+        help="shards: single-label shards per worker (or client)"),
+    "root": Field(None, str,
+        help="folder an on-disk data set is read from (cifar10, mnist, fashion_mnist); none: "
+             "the data set's own default folder"),
+    "eval_batch_size": Field(1024, int, min=1,
+        help="test samples per forward pass when evaluating (memory only: the figures do not "
+             "change)"),
 }
-MODEL_KEYS = {"name": Field("cnn", str)}
+MODEL_KEYS = {"name": Field(
+    "cnn", str, help="mlp, cnn, cnn_fc, resnet20, resnet18, or a factory of your own "
+                     "('package.module:name' or 'path/to/file.py:name', called as "
+                     "factory(input_shape, num_classes, **the table's other keys))")}
 OPTIM_KEYS = {
-    "lr": Field(0.05, float, min=0, min_open=True),
-    "momentum": Field(0.9, float, min=0, max=1),
-    "weight_decay": Field(0.0, float, min=0),
-    "nesterov": Field(False, bool),
-    "lr_schedule": Field("constant", str, choices=("constant", "cosine", "step")),
-    "warmup_iterations": Field(0, int, min=0),
+    "lr": Field(0.05, float, min=0, min_open=True,
+        help="learning rate of the workers' SGD (a federated run: the clients')"),
+    "momentum": Field(0.9, float, min=0, max=1,
+        help="SGD momentum (a method with DGC's momentum correction applies it itself, and the "
+             "optimizer adds none)"),
+    "weight_decay": Field(0.0, float, min=0, help="L2 weight decay"),
+    "nesterov": Field(False, bool, help="Nesterov momentum (needs momentum > 0)"),
+    "lr_schedule": Field("constant", str, choices=("constant", "cosine", "step"),
+        help="constant; cosine (down to 0 over the run); step (x0.1 at a third and two thirds "
+             "of the run)"),
+    "warmup_iterations": Field(0, int, min=0,
+        help="linear learning-rate warm-up over the first N iterations; 0: none"),
 }
 # Federated training (testbed/drivers/federated.py, nodes/federated.py): a population of clients, a
 # few sampled per round, local steps with [optim] as the client's optimizer, the model delta
@@ -122,13 +164,18 @@ FEDERATED_KEYS = {
                      "c0..cN-1) says are available at the round's start"),
     "local_steps": Field(5, int, min=1, help="SGD steps a client runs per round ([optim] lr, "
                          "momentum, weight_decay; a fresh optimizer each round)"),
-    "server_optimizer": Field("fedavg", str, choices=("fedavg", "fedavgm", "fedadam")),
-    "server_lr": Field(1.0, float, min=0, min_open=True),
+    "server_optimizer": Field("fedavg", str, choices=("fedavg", "fedavgm", "fedadam"),
+        help="how the server applies the clients' mean delta: fedavg, fedavgm "
+             "(server_momentum) or fedadam (beta1, beta2, tau)"),
+    "server_lr": Field(1.0, float, min=0, min_open=True,
+        help="the server optimizer's learning rate"),
     "server_momentum": Field(0.9, float, min=0, max=1, max_open=True, help="fedavgm"),
     "beta1": Field(0.9, float, min=0, max=1, max_open=True, help="fedadam"),
     "beta2": Field(0.99, float, min=0, max=1, max_open=True, help="fedadam"),
     "tau": Field(1e-3, float, min=0, min_open=True, help="fedadam's adaptivity"),
-    "mode": Field("sync", str, choices=("sync", "fedbuff")),
+    "mode": Field("sync", str, choices=("sync", "fedbuff"),
+        help="sync (rounds of clients_per_round clients) or fedbuff (asynchronous and "
+             "buffered: concurrency, buffer_size, staleness)"),
     "concurrency": Field(20, int, min=1, help="fedbuff: clients training at once"),
     "buffer_size": Field(10, int, min=1, help="fedbuff: updates per server step (K)"),
     "staleness": Field("sqrt", str, choices=("sqrt", "none"),

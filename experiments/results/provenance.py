@@ -4,7 +4,7 @@ the result scripts write carries `provenance(spec)` under the key "provenance"; 
 each row's commit and mark rows that the current code would not make the same way (`marks`).
 
 A row made at another commit is current when the files its run imported are the same at both
-commits, comments and docstrings aside (older run files, which do not list them: every file of
+commits, comments, docstrings and option help texts aside (older run files, which do not list them: every file of
 RUN_CODE), and its experiment file reads the same there, overrides applied (comments and layout
 aside). Report code, documents
 and other experiment files can change without rerunning anything.
@@ -135,14 +135,22 @@ def _code_at(commit: str, path: str) -> str | None:
 
 
 def code_of(source: str) -> str:
-    """Python source as its syntax tree without docstrings: what runs (comments never reach it)."""
+    """Python source as its syntax tree without docstrings and without the `help=` texts of
+    option Fields: what runs (comments never reach it; help is what `testbed keys` prints)."""
     tree = ast.parse(source)
     for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _called(node) == "Field":
+            node.keywords = [k for k in node.keywords if k.arg != "help"]
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
                 and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
             node.body = body[1:] or [ast.Pass()]
     return ast.dump(tree)
+
+
+def _called(call: ast.Call) -> str | None:
+    f = call.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
 
 
 def settings(text: str, overrides) -> dict:

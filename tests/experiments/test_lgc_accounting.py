@@ -143,3 +143,14 @@ def test_a_change_to_comments_and_docstrings_keeps_the_code_the_same():
     assert _code_at(head, "testbed/run/loop.py") == code_of((ROOT / "testbed/run/loop.py").read_text()) or \
         subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "testbed/run/loop.py"], cwd=ROOT).returncode
     assert _code_at(head, "no/such/file.py") is None
+
+
+def test_an_option_help_text_is_documentation_but_its_default_is_code():
+    from experiments.results.provenance import code_of
+    before = 'KEYS = {"p": Field(0.5, float, min=0)}\n'
+    helped = 'KEYS = {"p": Field(0.5, float, min=0,\n                      help="a probability")}\n'
+    assert code_of(helped) == code_of(before)
+    assert code_of(helped.replace("help=", "noun=")) != code_of(before)
+    assert code_of(before.replace("0.5", "0.6")) != code_of(before)
+    assert code_of('x = lgc_schema.Field(1, help="h")\n') == code_of("x = lgc_schema.Field(1)\n")
+    assert code_of('x = Other(1, help="h")\n') != code_of("x = Other(1)\n")
