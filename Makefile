@@ -4,10 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8050
+DOCS_PORT ?= 8000
 BENCH ?=
 OUT ?=
 
-.PHONY: venv data demo test test-kernels gpu-check bench validate-ns3 clean
+.PHONY: venv data demo test test-kernels gpu-check bench validate-ns3 docs docs-serve clean
 
 # Real data the experiments and tests read: Debian's Fashion-MNIST idx files
 # (/usr/share/datasets/fashion-mnist). Installed with apt when missing and apt can (root or sudo);
@@ -27,7 +28,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[test,tensorboard,flower,cluster]'
+	$(BIN)/python -m pip install --quiet -e '.[test,tensorboard,flower,cluster,docs]'
 	@touch $(STAMP)
 
 demo: venv
@@ -51,6 +52,16 @@ gpu-check: venv
 	TESTBED_TEST_CUDA=1 timeout 360 $(BIN)/python -m pytest -q -m cuda tests/gpu
 	timeout 120 $(BIN)/testbed run experiments/quickstart.toml --set run.device=cuda --store /tmp/gpu-check.db
 
+# The documentation site (mkdocs.yml): the reference pages generated from the code, then MkDocs
+# with --strict, so a broken link, a missing page or an API docstring it cannot read fails.
+docs: venv
+	$(BIN)/python -m testbed.reference docs/reference
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+docs-serve: venv
+	$(BIN)/python -m testbed.reference docs/reference
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
+
 bench: venv
 	$(BIN)/python -m benchmarks $(if $(FULL),--full,) $(if $(OUT),--out $(OUT),) $(BENCH)
 
@@ -61,4 +72,4 @@ validate-ns3: venv
 	$(BIN)/python -m validation.ns3.run $(if $(FIGURE),--figure $(FIGURE),)
 
 clean:
-	rm -rf $(VENV) runs.db runs.db-wal runs.db-shm
+	rm -rf $(VENV) site runs.db runs.db-wal runs.db-shm

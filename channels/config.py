@@ -159,7 +159,9 @@ NODE_EXTRA_KEYS: dict[str, Field] = {
              "half speed)"),
     "gflops": Field(None, float, min=0, min_open=True,
         help="the node's compute speed in GFLOP/s, in place of run.device_gflops"),
-    "energy_profile": Field(None, str, noun="a device profile name", help="channels/energy.py"),
+    "energy_profile": Field(None, str, noun="a device profile name",
+                            help="this node's device profile for its joules, in place of "
+                                 "network.energy_profile"),
 }
 
 NETWORK_KEYS: dict[str, Field] = {

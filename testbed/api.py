@@ -65,9 +65,22 @@ TABLES = ("iterations", "evals", "nodes", "links", "events", "controls")
 def load(source: str | Path | dict | ExperimentConfig,
          overrides: list[str] | tuple[str, ...] | dict[str, Any] = (), *,
          name: str | None = None, base: str | Path = ".") -> ExperimentConfig:
-    """A validated configuration from a file, a dict of tables or a config; `overrides` as
-    `--set` strings or {"key.path": value}; `name`: the run's name. A dict's relative files are
-    looked up from the working directory, then in `base`."""
+    """A validated experiment configuration.
+
+    Args:
+        source: an experiment file (TOML), a dict of its tables ({"run": {...}, ...}) or an
+            already loaded configuration (copied, the overrides applied).
+        overrides: `--set` strings (["network.link.bandwidth_mbps=5"]) or a dict
+            {"network.link.bandwidth_mbps": 5}.
+        name: the run's name (run.name).
+        base: where a dict's relative file names are looked up after the working directory.
+
+    Returns:
+        The configuration, every key checked and every default filled in.
+
+    Raises:
+        ConfigError: a mistake in the file or an override (one line: key, value, what is allowed).
+    """
     sets = as_overrides(overrides)
     if name:
         sets.append(f"run.name={toml_literal(name)}")
@@ -117,7 +130,13 @@ def toml_literal(value: Any) -> str:
 # ------------------------------------------------------------------------ runs
 @dataclass(frozen=True)
 class Run:
-    """One run of a store: its id and name, and its rows read from the store when asked."""
+    """One run of a store: its id and name, and its rows read from the store when asked.
+
+    Attributes:
+        store: the store's path.
+        id: the run's id in the store.
+        name: the run's name.
+    """
     store: str
     id: int
     name: str
@@ -128,41 +147,79 @@ class Run:
 
     @property
     def status(self) -> str:
+        """running, completed, failed or stopped."""
         return self._read(lambda s: s.run(self.id)["status"])
 
     @property
     def config(self) -> dict:
+        """The validated experiment configuration the run was made with, as stored."""
         return self._read(lambda s: s.run(self.id)["config"])
 
     def rows(self, table: str = "iterations") -> list[dict]:
-        """One table's rows as dicts (`TABLES`), as `testbed export` writes them."""
+        """One table's rows, as `testbed export` writes them.
+
+        Args:
+            table: one of `TABLES` ("nodes" is the store's node_iterations).
+
+        Returns:
+            One dict per row, column name to value (docs/reference/store.md has the columns).
+        """
         if table not in TABLES:
             raise UserError(f"table = {table!r}: must be one of {', '.join(TABLES)}")
         read = "node_iterations" if table == "nodes" else table
         return self._read(lambda s: getattr(s, read)(self.id))
 
-    def column(self, table: str, key: str):
-        """One column of a table as a numpy array (None where a row has no value: NaN)."""
+    def column(self, table: str, key: str) -> np.ndarray:
+        """One column of a table as an array.
+
+        Args:
+            table: one of `TABLES`.
+            key: a column of that table, e.g. "test_accuracy" of "evals".
+
+        Returns:
+            A numpy array, NaN where a row has no value.
+        """
         rows = self.rows(table)
         if rows and key not in rows[0]:
             raise UserError(f"column = {key!r}: not in {table}; allowed: {', '.join(rows[0])}")
         return np.array([np.nan if r[key] is None else r[key] for r in rows])
 
     def export(self) -> dict:
-        """The run and all its rows: the dict `testbed export --format json` prints."""
+        """The run and all its rows.
+
+        Returns:
+            The dict `testbed export --format json` prints: {"run", "iterations", "evals",
+            "links", "events", ...}.
+        """
         return self._read(lambda s: public_export(s, self.id))
 
     def to_json(self, path: str | Path) -> Path:
+        """Write `export()` as JSON to `path`; returns the path."""
         Path(path).write_text(json.dumps(self.export(), indent=1, default=str))
         return Path(path)
 
     def to_csv(self, folder: str | Path) -> list[Path]:
-        """One CSV file per table in `folder` (`testbed export --format csv`)."""
+        """Write one CSV file per table into `folder` (`testbed export --format csv`).
+
+        Returns:
+            The files written.
+        """
         return write_csv(self.export(), Path(folder))
 
 
 def open_run(store: str | Path, ref: int | str) -> Run:
-    """A run of a store by id or name (the newest of that name)."""
+    """A run of an existing store.
+
+    Args:
+        store: the store's path.
+        ref: the run's id, or its name (the newest run of that name).
+
+    Returns:
+        The run.
+
+    Raises:
+        UserError: no such store or run.
+    """
     with Store(str(store), create=False, readonly=True) as s:
         run = s.run(ref)
     return Run(str(store), int(run["id"]), run["name"])
@@ -172,8 +229,29 @@ def run(source: str | Path | dict | ExperimentConfig, *, store: str | Path = "ru
         overrides: list[str] | tuple[str, ...] | dict[str, Any] = (), name: str | None = None,
         model=None, dataset=None, launcher: str = "local", nproc: int | None = None,
         quiet: bool = True) -> Run:
-    """Run an experiment into `store`; the Run. A user's mistake raises a UserError (one line,
-    nothing written), a run that fails RunFailed (the store holds it, marked failed)."""
+    """Run an experiment into a store, as `testbed run` does.
+
+    Args:
+        source: an experiment file, a dict of its tables or a configuration from `load`.
+        store: the SQLite store the run is written to (created if missing).
+        overrides: `--set` strings or a dict {"key.path": value}, applied after the source.
+        name: the run's name (default: run.name, else the file's stem).
+        model (torch.nn.Module | None): a model to train in place of model.name (trained in
+            place).
+        dataset (dict | nodes.data.Dataset | Callable | None): what a loader returns ({"train",
+            "test", "num_classes"}) or a loader function, in place of data.dataset.
+        launcher: "local" (every worker in this process) or "torchrun" (one process per
+            worker; needs a file, no model or dataset object).
+        nproc: with torchrun, processes per host.
+        quiet: no progress bar.
+
+    Returns:
+        The run, once it has ended (its status says how).
+
+    Raises:
+        UserError: a mistake of the caller's (one line; nothing is written).
+        RunFailed: the run failed for a reason it names (the store holds it, marked failed).
+    """
     if launcher not in ("local", "torchrun"):
         raise UserError(f"launcher = {launcher!r}: must be 'local' or 'torchrun'")
     store = str(store)

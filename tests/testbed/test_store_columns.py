@@ -1,0 +1,36 @@
+"""The store's column descriptions (testbed/records/columns.py) name exactly the columns a
+store has, in the order it has them: a new store, and an old one migrated on opening."""
+import sqlite3
+
+from testbed.records.columns import COLUMNS, TABLE_MEANINGS
+from testbed.records.store import ADDED_COLUMNS, TABLES, Store
+
+
+def columns_of(db, table):
+    return [r[1] for r in db.execute(f"pragma table_info({table})")]
+
+
+def test_a_new_store_has_exactly_the_described_columns(tmp_path):
+    with Store(str(tmp_path / "new.db")) as store:
+        for table in TABLES:
+            assert columns_of(store.db, table) == list(COLUMNS[table]), table
+    assert set(COLUMNS) == set(TABLES) == set(TABLE_MEANINGS)
+
+
+def test_an_old_store_gains_the_added_columns_in_the_described_order(tmp_path):
+    path = tmp_path / "old.db"
+    with Store(str(path)):
+        pass
+    db = sqlite3.connect(path)
+    for table, added in ADDED_COLUMNS.items():
+        for column in added:
+            db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    db.commit()
+    db.close()
+    with Store(str(path)) as store:
+        for table in TABLES:
+            assert columns_of(store.db, table) == list(COLUMNS[table]), table
+
+
+def test_every_column_says_what_it_means():
+    assert [(t, c) for t, cols in COLUMNS.items() for c, col in cols.items() if not col.meaning] == []
