@@ -28,7 +28,8 @@ standard's DCF as ns-3.37 implements it (non-QoS; checked against it by validati
   the collision, else DIFS. Without preamble detection (`preamble_detection = false`) ns-3's
   receivers lock onto the first frame and decode its header when 2 frames collide
   (`eifs_frames`), each with probability 0.71 when 3 do (`eifs_share`, drawn from the station's
-  own stream), and not beyond (measured from its PHY's L-SIG drops, validation/ns3, 2026-12-04).
+  own stream), and not beyond: the shares of collisions whose L-SIG ns-3's PHY decodes, counted
+  from the receive drops validation/ns3/cell.cc logs (docs/results.md, section 3).
   With it (`true`, ns-3's default threshold model) a receiver locks onto a frame only when its
   preamble stands 4 dB above everything else it hears; colliding frames of equal power leave
   each at most 0 dB, so no one decodes a collision's header and the others wait DIFS.
