@@ -64,6 +64,8 @@ LAZY = {
     ("testbed/cli.py", "dashboards.export"): "plotly: only `testbed export --format html|png`",
     ("testbed/commands/methods.py", "nodes.compression.registry"):
         "torch: the methods' modules; the parser registers `methods` without them",
+    ("testbed/commands/keys.py", "testbed.configuration.keys"):
+        "torch: the data sets' and the methods' Fields; the parser registers `keys` without them",
     ("nodes/data.py", "sklearn"): "3 s to import; only the digits and synthetic datasets use it",
     # testbed.config is loaded by the CLI's parser (probe, sweep and resume import it); the rooms
     # behind [data], [compression] and [model] load torch, so their checks import them when run
@@ -93,15 +95,16 @@ LAZY = {
 # (the name itself or a package prefix) holds it. Below the experiment a room is a folder; the
 # flat modules are the entry points, the Python API, the experiment and the shared vocabulary.
 ROOMS = (
-    ("entry", ("testbed.cli", "testbed.commands", "testbed.launch", "testbed.sweeps")),
+    ("entry", ("testbed.cli", "testbed.commands", "testbed.launch", "testbed.sweeps",
+               "testbed.reference")),
     ("python api", ("testbed.api",)),
     ("torchrun", ("testbed.distributed",)),
     ("experiment", ("testbed.experiment",)),
     ("drivers", ("testbed.drivers", "testbed.flower")),
     ("run", ("testbed.run",)),
     ("records", ("testbed.records",)),
-    ("emulation and configuration", ("testbed.emulation", "testbed.config", "testbed.paths",
-                                     "testbed.runspec")),
+    ("emulation and configuration", ("testbed.emulation", "testbed.config", "testbed.configuration",
+                                     "testbed.paths", "testbed.runspec")),
     ("errors and processes", ("testbed.errors", "testbed.processes", "testbed")),
 )
 # The modules directly in testbed/ (its folders hold the rest).

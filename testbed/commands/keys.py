@@ -1,7 +1,7 @@
 """`testbed keys [SECTION|KEY]`: every key an experiment file accepts, as `testbed methods`
 prints methods: one line per key, beginning with its full dotted name, or one key whole (its
 type, default, what is allowed and its help). Read from the tables that validate files
-(testbed.keys), so it says what a file may contain without reading the source."""
+(testbed.configuration.keys), so it says what a file may contain without reading the source."""
 from __future__ import annotations
 
 from testbed.errors import UserError
@@ -25,20 +25,20 @@ def line(key, widths: tuple[int, int, int]) -> str:
     return f"{text}  - {key.field.help}" if key.field.help else text
 
 
-def listing(keys) -> list[str]:
-    from testbed.keys import LINK_OVERRIDES
-
+def listing(keys, overrides: dict[str, str]) -> list[str]:
+    """One line per key; after a node's or one link's section, the line for the link keys it
+    may override (`overrides`: testbed.configuration.keys.LINK_OVERRIDES)."""
     widths = (max(len(k.name) for k in keys), max(len(k.type_text()) for k in keys),
               max(len(k.default_text()) for k in keys))
     out, section = [], None
     for k in keys:
         if k.section != section:
-            if section in LINK_OVERRIDES:
-                out.append(overrides_line(section, LINK_OVERRIDES[section]))
+            if section in overrides:
+                out.append(overrides_line(section, overrides[section]))
             section = k.section
         out.append(line(k, widths))
-    if section in LINK_OVERRIDES:
-        out.append(overrides_line(section, LINK_OVERRIDES[section]))
+    if section in overrides:
+        out.append(overrides_line(section, overrides[section]))
     return out
 
 
@@ -63,11 +63,11 @@ def whole(keys) -> list[str]:
 
 
 def main(args) -> int:
-    from testbed.keys import catalog, closest, select
+    from testbed.configuration.keys import LINK_OVERRIDES, catalog, closest, select
 
     keys = catalog()
     if not args.name:
-        print("\n".join(listing(keys)))
+        print("\n".join(listing(keys, LINK_OVERRIDES)))
         return 0
     chosen = select(args.name, keys)
     if not chosen:
@@ -75,5 +75,5 @@ def main(args) -> int:
         hint = f"; closest: {', '.join(near)}" if near else ""
         raise UserError(f"keys: no key or section {args.name!r}{hint} (`testbed keys` lists them all)")
     exact = all(k.name == args.name.strip() for k in chosen)
-    print("\n".join(whole(chosen) if exact else listing(chosen)))
+    print("\n".join(whole(chosen) if exact else listing(chosen, LINK_OVERRIDES)))
     return 0

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from testbed import reference
-from testbed.keys import LINK_ENTRY, NODE, SECTIONS, catalog
+from testbed.configuration.keys import LINK_ENTRY, NODE, SECTIONS, catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ROOT / "docs" / "reference"
@@ -114,7 +114,7 @@ def test_the_api_page_documents_the_calls_a_user_makes():
 
 
 def test_every_table_that_validates_files_is_on_the_configuration_page():
-    """Read the validating tables directly (not through testbed.keys): a table the catalog
+    """Read the validating tables directly (not through testbed.configuration.keys): a table the catalog
     forgot fails here."""
     from channels import config as net
     from nodes.data import DATASETS

@@ -199,6 +199,7 @@ def test_every_subcommand_into_a_closed_pipe_ends_quietly(stopped_run, tmp_path,
         "dashboard": ["dashboard", *store, "--port", str(free_port())],
         "control": ["control", str(live), *store, "--bandwidth-mbps", "2", "--wait", "0"],
         "methods": ["methods"],
+        "keys": ["keys"],
         "flower": ["flower", "run", str(ROOT / "tests" / "testbed" / "flower" / "echo"), *store,
                    "--quiet", "--run-config", "timeout=5"],
     }
@@ -352,17 +353,17 @@ README = (ROOT / "README.md").read_text()
 
 
 def test_the_readme_says_how_to_reach_the_testbed_command():
-    cli_section = README[README.index("## Using the CLI"):]
-    first_block = cli_section.index("```")
-    assert "source .venv/bin/activate" in cli_section[:first_block]
-    assert ".venv/bin/testbed" in cli_section[:first_block]
+    """Before its first `testbed` command line, the README says where the command lives."""
+    before = README[README.index("## Quickstart"):README.index("\ntestbed ")]
+    assert "source .venv/bin/activate" in before
+    assert ".venv/bin/testbed" in before
 
 
 # How the README's opening names each registered method (the ablation is a study, not a method)
 README_NAMES = {"none": "fp32", "fp16": "fp16", "topk": "top-k", "randomk": "random-k", "dgc": "DGC",
                 "qsgd": "QSGD", "terngrad": "TernGrad", "signsgd": "signSGD-EF", "powersgd": "PowerSGD",
                 "lgc_ps": "LGC-PS", "lgc_rar": "LGC-RAR", "scalecom": "ScaleCom", "lgc_ablation": None,
-                "lgc_scaled": "lgc_scaled"}
+                "lgc_scaled": "lgc_scaled", "lgc_rar_scaled": "lgc_rar_scaled"}
 
 
 def test_the_readme_lists_every_method_it_ships():

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from testbed.cli import main
-from testbed.keys import catalog
+from testbed.configuration.keys import catalog
 
 
 def run(capsys, *argv):

@@ -24,6 +24,7 @@ from channels.config import (
     NODE_EXTRA_KEYS,
 )
 from lgc_schema import REQUIRED, Field
+from nodes.compression.registry import METHODS, names
 from nodes.data import DATASETS
 from testbed.config import DATA_KEYS, FEDERATED_KEYS, MODEL_KEYS, OPTIM_KEYS, RUN_KEYS
 
@@ -110,8 +111,6 @@ def catalog(methods: bool = True) -> list[Key]:
 
 
 def _compression_keys() -> list[Key]:
-    from nodes.compression.registry import METHODS, names
-
     out = [Key("compression.method", _method_field(names()), "compression")]
     for name in names():
         out += _table("compression", METHODS[name], f"method '{name}'")
