@@ -1,50 +1,11 @@
 """SQLite metrics store: one file, many runs, WAL mode so readers never block the writer.
 
-Schema (virtual-time columns end in `_s`; `wall_time_s` is this machine's clock):
-  runs(id, name, method, topology, workers, bandwidth_mbps, status, config_json, graph_json,
-       started_at, ended_at, pid, error, sweep, sweep_params)
-           status: running | completed | failed | stopped
-           sweep: the sweep the run belongs to (its base name) and sweep_params its grid values
-           as JSON {key: value}, written by `testbed sweep` (`set_sweep`, `import_run`); NULL
-           for other runs; sweep_key: the sweep's identity (a row of `sweeps`), which a rerun
-           of the same sweep command reads to skip the points that completed
-  sweeps(key, name, spec_json, created_at)   one row per sweep command (file content, grid,
-       overrides, seeds: testbed/sweeps.py `sweep_key`)
-  iterations(run_id, iteration, stage, virtual_time_s, wall_time_s, train_loss, bits_up,
-       bits_down, compute_s, uplink_s, aggregation_s, downlink_s, left_out, participants,
-       staleness, replies_ok, replies_failed, replies_lost, replies_late)   bits summed over
-       nodes; left_out: how many workers the aggregate went without; federated runs (an
-       iteration is a round or a FedBuff step): participants, the clients whose updates
-       counted, and staleness, their mean (server versions), else NULL; Flower runs (an
-       iteration is a send_and_receive): the replies the strategy got ok or as an error
-       ("failed": the ClientApp raised), and those it never got: "lost" (the node away, or
-       its message or reply lost) and "late" (past the timeout); NULL in other runs
-  node_iterations(run_id, iteration, node, bits_up, bits_down, compute_s, uplink_done_s,
-       left_out, radio_j, compute_j, energy_j, drift_norm, staleness)   left_out: NULL when the
-       node's update counted, else "deadline" (not arrived by run.deadline_s), "unavailable"
-       (away in the device trace), "lost" (its message or reply lost on a best-effort link)
-       or, in Flower runs, "failed" (its ClientApp raised: an error reply); energy_j = radio_j + compute_j, the node's joules in the
-       iteration (channels/energy.py); iterations.energy_j sums the workers', runs.energy_j the
-       run's; drift_norm: L2 norm of the worker's replica minus the server's model after the
-       iteration's step (non-zero only where a best-effort downlink lost packets,
-       nodes/replicas.py), NULL in federated runs and in stores made before the column;
-       staleness: federated runs, the staleness of the update the node's client sent if it
-       counted (0 in sync rounds; iterations.staleness is their mean), else NULL
-  links(run_id, iteration, src, dst, bytes, packets, lost, retransmitted, busy_s, snr_db,
-       collisions, retries)
-           snr_db: mean SNR of the iteration's transmissions on a fading link, else NULL
-           collisions / retries: CSMA attempts that collided / MAC retransmissions
-  evals(run_id, iteration, virtual_time_s, test_loss, test_accuracy, lgc_beta,
-       lgc_scalar_error, lgc_coder_error)   accuracy in [0, 1]; the lgc_ columns: LGC-PS /
-           LGC-RAR / lgc_ablation in their LGC stage, means over the LGC iterations since the
-           previous evaluation (nodes.compression.lgc_common.InUse): beta, the best scalar
-           multiple of the leader's values fitting the nodes' mean memory at the leader's
-           positions, that fit's relative error, and the relative error of what the aggregate
-           credits there (the coder's output) against that mean; NULL for other methods, before
-           the LGC stage and in torchrun runs (a rank sees only its own memory)
-  events(id, run_id, iteration, virtual_time_s, kind, detail_json)
-  controls(id, run_id, created_at, target, changes_json, status, applied_iteration, message)
-           status: pending | applied | rejected
+Tables: runs, sweeps, iterations, node_iterations, links, evals, events, controls. What each
+column holds, with its unit: testbed/records/columns.py (the store's reference page is generated
+from it, and a test checks it names exactly the columns `SCHEMA` and `ADDED_COLUMNS` make).
+A run's status is running | completed | failed | stopped; `sweep`/`sweep_params` are written by
+`testbed sweep` (`set_sweep`, `import_run`), and `sweep_key` (a row of `sweeps`) is what a rerun of
+the same sweep command reads to skip the points that completed.
 
 Stores made before a column existed (`ADDED_COLUMNS`) gain it when opened for writing; a
 read-only open reads its default. The sweep columns migrate once, on that write-open: the old
