@@ -32,7 +32,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "results.md"
-MAX_LINES = 510   # the report, and the quickstart and dashboard figures it holds (section 8)
+MAX_LINES = 514   # the report, and the quickstart and dashboard figures it holds (section 8)
 
 pytestmark = pytest.mark.timeout(200)
 
@@ -617,6 +617,98 @@ def plateau_runs() -> dict[str, dict[int, dict]]:
     return runs
 
 
+def options_of(by: dict[int, dict]) -> dict:
+    """A row's compression options as its run files record them (the same for every seed)."""
+    opts = [r["provenance"]["effective"]["options"] for r in by.values()]
+    assert all(o == opts[0] for o in opts)
+    return opts[0]
+
+
+def warmed(by: dict[int, dict]) -> bool:
+    """Whether a row ran with DGC's sparsity warm-up."""
+    return (options_of(by).get("warmup_iterations") or 0) > 0
+
+
+def same_schedule_dgc(by: dict[int, dict]) -> str:
+    """The DGC row a row is compared with like for like: the same collective (on the ring: DGC
+    all-gathered there) and the same schedule (with DGC's warm-up or without it)."""
+    ring = options_of(by).get("collective", "ps") != "ps"
+    return ("dgc_ring" if ring else "dgc") + ("" if warmed(by) else "_nowarmup")
+
+
+def prose(md: str) -> str:
+    """Text without its tables, as one line."""
+    return " ".join(" ".join(line for line in md.splitlines() if not line.startswith("|")).split())
+
+
+def test_every_ratio_to_dgc_names_dgcs_schedule():
+    """Section 2 and its summary row compare like with like: a ratio to "DGC without warm-up" is an
+    LGC row without warm-up against DGC without it, one to "DGC with its warm-up" is a row against
+    DGC with it, and an LGC row without warm-up is never put against DGC with its warm-up under
+    a plain "than DGC"; the verdict and the paper's first claim are judged like for like."""
+    import statistics as st
+    runs = plateau_runs()
+    whole = {m: st.mean(st.mean(r["bits_up"]) for r in by.values()) for m, by in runs.items()}
+    cold = [m for m, by in runs.items() if m.startswith("lgc") and not warmed(by)]
+    assert {"lgc_ps_nowarmup", "lgc_scaled_nowarmup"} <= set(cold)
+    like = [whole["dgc_nowarmup"] / whole[m] for m in cold]
+    across = [whole["dgc"] / whole[m] for m in cold]
+    to_warm = [whole["dgc"] / whole[m] for m in runs]
+    summary = next(line for line in text().splitlines() if line.startswith("| LGC at its plateau?"))
+    words = summary + " " + prose(text().split("## 2. ")[1].split("\n## ")[0])
+    for m in re.finditer(r"(\d+(?:\.\d+)?)x\b", words):
+        clause = re.split(r"[;:,()]|\.\s", words[m.end():], maxsplit=1)[0]
+        if "DGC" not in clause or words[:m.start()].endswith(("at least ", ">= ")):   # a mark, not a ratio
+            continue
+        if "DGC without warm-up" in clause:
+            assert any(rounds_to(m[1], v) for v in like), (m[0], clause)
+        elif "DGC with its warm-up" in clause:
+            assert any(rounds_to(m[1], v) for v in to_warm), (m[0], clause)
+        else:
+            assert not any(rounds_to(m[1], v) for v in across), \
+                f"a row without warm-up against DGC with its warm-up, not named so: {m[0]}{clause}"
+    ps = whole["dgc_nowarmup"] / whole["lgc_ps_nowarmup"]
+    scaled = whole["dgc_nowarmup"] / whole["lgc_scaled_nowarmup"]
+    m = re.search(r"LGC-PS sends ([\d.]+)x fewer whole-run bits than DGC without warm-up \(([\d.]+)x against DGC "
+                  r"with its warm-up\)", summary)
+    assert m and rounds_to(m[1], ps) and rounds_to(m[2], whole["dgc"] / whole["lgc_ps_nowarmup"]), "the summary row"
+    words = said("2")
+    m = re.search(r"Verdict, 5 seeds, like for like: LGC-PS without warm-up reaches at least (\d+)x fewer whole-run "
+                  r"uplink bits than DGC without warm-up \(([\d.]+)x\).*? `lgc_scaled` without warm-up does not "
+                  r"\(([\d.]+)x\)", words)
+    assert m and rounds_to(m[2], ps) and rounds_to(m[3], scaled), "the verdict"
+    assert ps >= int(m[1]) > scaled
+    for row, said_so in (("LGC-PS", r"met without it \(LGC-PS"), ("`lgc_scaled`", r"not met by `lgc_scaled` without it \(")):
+        m = re.search(said_so + r" ?([\d.]+)x against DGC without warm-up, ([\d.]+)x against DGC with its warm-up", words)
+        method = "lgc_ps_nowarmup" if row == "LGC-PS" else "lgc_scaled_nowarmup"
+        assert m and rounds_to(m[1], whole["dgc_nowarmup"] / whole[method]), row
+        assert rounds_to(m[2], whole["dgc"] / whole[method]) and (whole["dgc_nowarmup"] / whole[method] >= 8) == (row == "LGC-PS")
+
+
+def test_where_the_lgc_stage_starts_is_stated_for_each_schedule():
+    """Section 2 gives the LGC stage's start for both schedules (the coder's training after DGC's
+    warm-up, or from the first iteration), and the iteration the stage columns average from, as
+    the run files record them (their options and `final_from`); the stored table's note too."""
+    runs = plateau_runs()
+    lgc = {m: by for m, by in runs.items() if m.startswith("lgc")}
+    start = {warm: {options_of(by).get("warmup_iterations", 0) + options_of(by)["ae_iterations"]
+                    for by in lgc.values() if warmed(by) == warm} for warm in (True, False)}
+    assert len(start[True]) == len(start[False]) == 1
+    (warm,), (cold,) = start[True], start[False]
+    averaged = {r["final_from"] for by in runs.values() for r in by.values()}
+    words = said("2")
+    m = re.search(r"the LGC stage from (\d+) with DGC's warm-up; the rows without it code from (\d+), and their "
+                  r"LGC-stage column also averages from (\d+)", words)
+    assert m and (int(m[1]), int(m[2])) == (warm, cold) and {int(m[3])} == averaged, "the table's note"
+    m = re.search(r"LGC's coder trains in iterations 0-(\d+) and codes from (\d+), where with the warm-up it trains "
+                  r"in (\d+)-(\d+) and codes from (\d+)", words)
+    ae = warm - min(options_of(by)["warmup_iterations"] for by in lgc.values() if warmed(by))
+    assert m and [int(x) for x in m.groups()] == [cold - 1, cold, warm - ae, warm - 1, warm], "the no-warm-up paragraph"
+    note = " ".join((RESULTS / "table_fashion_plateau_cell.md").read_text().split())
+    assert f"final stage from {warm} (_nowarmup rows: no warm-up, the LGC stage from {cold}; their LGC-stage " \
+           f"columns also from {min(averaged)})" in note
+
+
 def test_no_difference_claims_give_the_interval_of_the_run_files():
     """Each '95% interval [a, b]' of the summary, section 2 and the README is the t-interval of a
     paired per-seed difference in the plateau run files (5 seeds, t(0.975, 4) = 2.7764)."""
@@ -738,8 +830,9 @@ def test_every_table_is_recomputed_or_says_it_has_no_stored_source():
 
 def test_the_plateau_tables_other_columns_state_the_run_files():
     """Section 2's table, the columns the test above leaves: the LGC stage's uplink bits per
-    iteration (`up_final`), the uplink ratios to DGC (stage / whole run; the same collective: the
-    ring rows against DGC all-gathered on the ring) and to `lgc_scaled`, and the virtual seconds
+    iteration (`up_final`), the uplink ratios to DGC with its warm-up (stage / whole run) and to
+    DGC on the same schedule and collective (`same_schedule_dgc`: '-' where that DGC row has no
+    runs), to `lgc_scaled`, and the virtual seconds
     and joules to the first evaluation at 90% (mean over the seeds, '- (k/5)' where not all got there),
     and the whole-run uplink ratio to the per-node baseline that sends least (PER_NODE)."""
     import statistics as st
@@ -749,13 +842,16 @@ def test_the_plateau_tables_other_columns_state_the_run_files():
     rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()[2:]]
     stage = {m: st.mean(r["up_final"] for r in by.values()) for m, by in runs.items()}
     whole = {m: st.mean(st.mean(r["bits_up"]) for r in by.values()) for m, by in runs.items()}
-    ring = {"lgc_rar", "lgc_rar_nl", "dgc_ring"}
     for r in rows:
         m = PLATEAU_LABELS[r[0]]
-        same = "dgc_ring" if m in ring else "dgc"
-        check([r[4], *r[7].split("/"), r[8], *r[9].split("/")],
-              [stage[m], stage["dgc"] / stage[m], whole["dgc"] / whole[m], whole[same] / whole[m],
+        check([r[4], *r[7].split("/"), *r[9].split("/")],
+              [stage[m], stage["dgc"] / stage[m], whole["dgc"] / whole[m],
                stage["lgc_scaled"] / stage[m], whole["lgc_scaled"] / whole[m]], r[0])
+        same = same_schedule_dgc(runs[m])
+        if same in whole:
+            check([r[8]], [whole[same] / whole[m]], r[0])
+        else:
+            assert r[8] == "-", (r[0], same)
         best = min(whole[b] for b in PER_NODE if b in whole)
         check([r[12]], [best / whole[m]], r[0])
         first = [next((e for e in run["evals"] if e["test_accuracy"] >= 0.90), None) for run in runs[m].values()]
@@ -764,6 +860,14 @@ def test_the_plateau_tables_other_columns_state_the_run_files():
             check(r[10:12], [st.mean(e["virtual_time_s"] for e in reached), st.mean(e["energy_j"] for e in reached)], r[0])
         else:
             assert r[10] == f"- ({len(reached)}/{len(first)})" and r[11] == "-", r[0]
+    # the stored table (`--report --stem table_fashion_plateau_cell`) has the same column
+    for row in read_csv("table_fashion_plateau_cell.csv"):
+        m, stored = row["method"], row["run_up_x_sched"]
+        same = same_schedule_dgc(runs[m])
+        if same in whole:
+            assert float(stored) == pytest.approx(whole[same] / whole[m], rel=1e-4), m
+        else:
+            assert stored == "", m
 
 
 def test_the_flower_table_states_its_run_files():
