@@ -32,7 +32,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "results.md"
-MAX_LINES = 514   # the report, and the quickstart and dashboard figures it holds (section 8)
+MAX_LINES = 524   # the report, and the quickstart and dashboard figures it holds (section 8)
 
 pytestmark = pytest.mark.timeout(200)
 
@@ -812,7 +812,7 @@ RECOMPUTED = ("| method | 1 Mbit/s |", "| method | no loss |", "| method | itera
               "| step from DGC", "| point | setting (else cnn_fc", "| method | seeds | acc % per seed |",
               "| option | effect on accuracy |", "| N | ns-3 Mbit/s |", "| setting | N=1 |", "| row | acc % mean ± sd |",
               "| workers | iterations | total ms/it |", "| strategy | uplink | seeds | rounds to 85% |",
-              "| grid | one at a time |")
+              "| grid | one at a time |", "| run, 2026-12-06 UTC | file")
 NO_STORED_SOURCE: dict[str, str] = {}
 
 
@@ -999,29 +999,69 @@ def test_the_compiled_engines_and_the_thread_policy_state_their_benchmark_files(
                              rows["2 threads"]["ratio"], rows["2 threads"]["worst_ratio"]], "threads")
 
 
-def test_the_flower_speed_states_its_benchmark_file():
-    f = bench("flower")["benchmarks"]["bench_flower"]["figures"]
-    rows, pool = f["rows"], f["pool_rows"]
-    o, fl, parts = rows["ours"], rows["flower"], rows["ours"]["parts"]
+def commit_as_recorded(record: dict) -> str:
+    """A benchmark file's commit as the report writes it: short, and "with uncommitted changes"
+    where the file's commit ends in "+dirty"."""
+    commit = record["commit"]
+    return commit[:7] + (" with uncommitted changes" if commit.endswith("+dirty") else "")
+
+
+def restored(name: str) -> dict:
+    """A benchmark file restored from the commit that stored it before a later run was written
+    over its path: the file, that commit's bytes (None outside a git checkout) without the note."""
+    record = bench(name)
+    note = record["restored_from"]
+    out = subprocess.run(["git", "-C", str(ROOT), "show", f"{note['commit']}:{note['path']}"],
+                         capture_output=True, text=True)
+    return {"record": record, "then": json.loads(out.stdout) if out.returncode == 0 else None}
+
+
+def test_the_flower_speed_states_its_benchmark_files():
+    """Section 6's speed table: a row per stored run of the Flower benchmark (every
+    docs/results/bench/flower*.json), each with its start time, commit as the file records it,
+    load at its start and end and its ratios; the 19:25 run's parts; the summary row's ranges; and
+    each restored file holds what the commit that first stored it held."""
+    import datetime as dt
+    files = sorted(p.stem for p in (RESULTS / "bench").glob("flower*.json"))
+    table = doc_table("| run, 2026-12-06 UTC | file")
+    assert sorted(r[1].removesuffix(".json") for r in table) == files, "every stored Flower run has its row"
+    figures = {}
+    for r in table:
+        record = bench(r[1].removesuffix(".json"))
+        f = figures[r[1]] = record["benchmarks"]["bench_flower"]["figures"]
+        when = dt.datetime.fromisoformat(record["date"])
+        assert (when.strftime("%Y-%m-%d"), when.strftime("%H:%M")) == ("2026-12-06", r[0]), r[1]
+        assert r[2] == commit_as_recorded(record), r[1]
+        check(r[3].split("-"), [record["load_average_before"][0], record["load_average_after"][0]], r[1])
+        check(r[4:8], [f["ours_over_flower_per_round"], f["ours_over_flower_steady"], f["ours_over_plain_steady"],
+                       f["pool_speedup"]], r[1])
+    for name in ("flower_morning", "flower_run2_morning"):
+        got = restored(name)
+        if got["then"] is not None:
+            assert {k: v for k, v in got["record"].items() if k != "restored_from"} == got["then"], name
+    f = figures["flower.json"]
+    o, fl, parts, pool = f["rows"]["ours"], f["rows"]["flower"], f["rows"]["ours"]["parts"], f["pool_rows"]
     words = said("6")
-    m = re.search(r"ours took ([\d.]+) s against Flower's `run_simulation` \(Ray\) ([\d.]+) s, "
-                  r"\*\*([\d.]+)x over the run, ([\d.]+)x round by round\*\* \(([\d.]+) against ([\d.]+) s; .*"
-                  r"our round is ([\d.]+)x the plain in-process grid's .* \((\d+) of (\d+) calls counted.* are "
-                  r"(\d+)% of our wall time, emulation ([\d.]+)%, serialization ([\d.]+)%\. A 100-node round ran "
-                  r"([\d.]+)x as fast with 2 worker processes as serially \(([\d.]+) against ([\d.]+) s", words)
-    assert m, "the Flower speed paragraph"
-    check(list(m.groups()), [o["wall"], fl["wall"], f["ours_over_flower_per_round"], f["ours_over_flower_steady"],
-                             o["steady"], fl["steady"], f["ours_over_plain_steady"], o["counted"], o["calls"],
+    m = re.search(r"At 19:25 ours took ([\d.]+) s against Flower's ([\d.]+) s \(([\d.]+) against ([\d.]+) s a round\), "
+                  r"the ClientApp calls \((\d+) of (\d+) calls counted\) are (\d+)% of our wall time, emulation "
+                  r"([\d.]+)%, serialization ([\d.]+)%; the 100-node round took ([\d.]+) against ([\d.]+) s", words)
+    assert m, "the 19:25 run's parts"
+    check(list(m.groups()), [o["wall"], fl["wall"], o["steady"], fl["steady"], o["counted"], o["calls"],
                              100 * parts["client"] / o["wall"], 100 * parts["emulation"] / o["wall"],
-                             100 * parts["serde"] / o["wall"], f["pool_speedup"], pool["pool100"]["steady"],
-                             pool["serial100"]["steady"]], "flower speed")
-    again = bench("flower_run2")["benchmarks"]["bench_flower"]["figures"]
-    m = re.search(r"Run again: ours ([\d.]+) s, the plain\s+grid's ([\d.]+) s \(first ([\d.]+) s\), so "
-                  r"([\d.]+)x the plain grid's, ([\d.]+)x Flower's, 100 nodes ([\d.]+)x", words)
-    assert m, "the second Flower run"
-    check(list(m.groups()), [again["rows"]["ours"]["steady"], again["rows"]["plain"]["steady"],
-                             rows["plain"]["steady"], again["ours_over_plain_steady"],
-                             again["ours_over_flower_steady"], again["pool_speedup"]], "flower run 2")
+                             100 * parts["serde"] / o["wall"], pool["pool100"]["steady"], pool["serial100"]["steady"]],
+          "flower speed")
+    summary = next(line for line in text().splitlines() if line.startswith("| What does a Flower app cost"))
+    m = re.search(r"at load ([\d.]+)-([\d.]+) on 2 cores our grid ran a 6-round app in ([\d.]+)-([\d.]+)x of Flower's "
+                  r"simulation wall time \(([\d.]+)-([\d.]+)x round by round, (\w+) runs\); 2 worker processes ran a "
+                  r"100-node round ([\d.]+)-([\d.]+)x faster", summary)
+    assert m, "the summary row"
+    records = [bench(name) for name in files]
+    run, step, pool = ([x["benchmarks"]["bench_flower"]["figures"][k] for x in records]
+                       for k in ("ours_over_flower_per_round", "ours_over_flower_steady", "pool_speedup"))
+    loads = [x["load_average_before"][0] for x in records] + [x["load_average_after"][0] for x in records]
+    check([m[1], m[2], m[3], m[4], m[5], m[6], m[8], m[9]],
+          [min(loads), max(loads), min(run), max(run), min(step), max(step), min(pool), max(pool)], "summary")
+    assert m[7] == ("two", "three", "four", "five", "six")[len(records) - 2]
 
 
 def test_the_flower_finding_states_its_run_files():
