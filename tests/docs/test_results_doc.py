@@ -32,7 +32,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "results.md"
-MAX_LINES = 524   # the report, and the quickstart and dashboard figures it holds (section 8)
+MAX_LINES = 526   # the report, and the quickstart and dashboard figures it holds (section 8)
 
 pytestmark = pytest.mark.timeout(200)
 
@@ -930,13 +930,68 @@ def test_the_sweep_table_states_its_benchmark_files():
     m = re.search(r"ran a 4-point grid ([\d.]+)-([\d.]+)x faster .* Ray took ([\d.]+)-([\d.]+)x the jobs", words)
     assert m, "the sweep finding"
     check(list(m.groups()), [min(speedups), max(speedups), min(rays), max(rays)], "finding")
-    m = re.search(r"serial ([\d.]+)-([\d.]+) s, `--jobs 2` ([\d.]+)-([\d.]+) s\), .* took ([\d.]+) s at best", words)
+    m = re.search(r"serial ([\d.]+)-([\d.]+) s, `--jobs 2` ([\d.]+)-([\d.]+) s\), .* took ([\d.]+)-([\d.]+) s "
+                  r"\((\d) copies in each run from (\d\d:\d\d) on\)", words)
     assert m, "the sweep notes"
-    copy = records[-1]["benchmarks"]["bench_sweep"]["figures"]["driver_copy"]
-    check(list(m.groups()), [min(walls["serial"]), max(walls["serial"]), min(walls["jobs2"]),
-                             max(walls["jobs2"]), min(copy["seconds"])], "notes")
+    copied = [r for r in records if "driver_copy" in r["benchmarks"]["bench_sweep"]["figures"]]
+    copies = [s for r in copied for s in r["benchmarks"]["bench_sweep"]["figures"]["driver_copy"]["seconds"]]
+    check(list(m.groups())[:6], [min(walls["serial"]), max(walls["serial"]), min(walls["jobs2"]),
+                                 max(walls["jobs2"]), min(copies), max(copies)], "notes")
+    assert len(copies) == int(m[7]) * len(copied) and copied[0]["date"][11:16] == m[8]
+    assert copied == records[records.index(copied[0]):], "every run from then on has the figure"
     assert all(f"{r['commit'][:7]}" in words for r in records)
     assert f"load {min(loads):.2f}-{max(loads):.2f}" in words
+
+
+def test_the_sweep_guides_figures_state_the_benchmark_files():
+    """docs/distributed.md's sweep figures from the same files as section 7: the grid's medians,
+    Ray's extra seconds, the driver's copy of a plateau-sized run over every stored copy, and the
+    1,000-run estimate redone from the slowest and fastest copy and the plateau grid's run times."""
+    import statistics as st
+    guide = " ".join((ROOT / "docs" / "distributed.md").read_text(encoding="utf-8").split())
+    records = [bench(p.stem) for p in sorted((RESULTS / "bench").glob("sweep_run*.json"))]
+    f = [r["benchmarks"]["bench_sweep"]["figures"] for r in records]
+    med = {way: [st.median(x["wall_s"][way]) for x in f] for way in ("serial", "jobs2")}
+    ray = [x["wall_s"]["ray"][0] for x in f]
+    m = re.search(r"took ([\d.]+)-([\d.]+) s one at a time, ([\d.]+)-([\d.]+) s with `--jobs 2` \(([\d.]+)-([\d.]+)x, "
+                  r"(\w+) runs of the benchmark, medians of 3\) and ([\d.]+)-([\d.]+) s on a local Ray", guide)
+    assert m, "the --jobs figures"
+    speed = [s / j for s, j in zip(med["serial"], med["jobs2"])]
+    check([*m.groups()[:6], m[8], m[9]], [min(med["serial"]), max(med["serial"]), min(med["jobs2"]), max(med["jobs2"]),
+                                          min(speed), max(speed), min(ray), max(ray)], "jobs")
+    assert m[7] == ("one", "two", "three", "four", "five", "six")[len(records) - 1]
+    m = re.search(r"a local Ray of 2 CPUs took (\d+)-(\d+) s longer than `--jobs 2`", guide)
+    extra = [r - j for r, j in zip(ray, med["jobs2"])]
+    assert m and rounds_to(m[1], min(extra)) and rounds_to(m[2], max(extra)), "Ray's start-up"
+    copied = [x for x in f if "driver_copy" in x]
+    copies = [s for x in copied for s in x["driver_copy"]["seconds"]]
+    rows = {x["driver_copy"]["rows"] for x in copied}
+    assert len(rows) == 1
+    m = re.search(r"\(`python -m benchmarks --full sweep`, (\w+) runs on 2026-12-06, docs/results/bench/sweep_run(\d).json "
+                  r"to sweep_run(\d).json, a quiet 2-core machine, load ([\d.]+)-([\d.]+);.* \(4,800 iterations, 8 workers: "
+                  r"([\d,]+) rows, a ([\d.]+) MB store\) took ([\d.]+) s to copy in at best, ([\d.]+) s at most \((\d+) "
+                  r"copies\), ([\d.]+)-([\d.]+) million rows per second", guide)
+    assert m, "the driver's copy"
+    first = next(i for i, x in enumerate(f) if "driver_copy" in x) + 1
+    assert (m[1], int(m[2]), int(m[3])) == (("one", "two", "three", "four", "five")[len(copied) - 1], first, len(f))
+    loads = [x[k] for x in copied for k in ("load_before", "load_after")]
+    (n,) = rows
+    check([m[4], m[5], m[6], m[7], m[8], m[9], m[11], m[12]],
+          [min(loads), max(loads), n, copied[0]["driver_copy"]["store_mb"], min(copies), max(copies),
+           n / max(copies) / 1e6, n / min(copies) / 1e6], "copy")
+    assert int(m[10]) == len(copies)
+    warm = [r for k, by in plateau_runs().items() if not k.endswith("_nowarmup") for r in by.values()]
+    minutes = [r["wall_s"] / 60 for r in warm]
+    m = re.search(r"whose runs take ([\d.]+) to ([\d.]+) minutes, .* lands its runs over about (\d+) minutes, ([\d.]+) "
+                  r"runs per second: at the slowest copy above, ([\d.]+) s, copying needs ([\d.]+) x ([\d.]+) s, about "
+                  r"two thirds of a core, so the driver keeps pace, .* \(([\d.]+) x ([\d.]+) s\)\. If all 1,000 landed at "
+                  r"once, the last would wait 1,000 x ([\d.]+) s, about (\d+) minutes \((\d+) at the fastest copy\)", guide)
+    assert m, "the 1,000-run estimate"
+    rate = 1000 / (60 * (max(minutes) - min(minutes)))
+    check([m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9], m[10], m[11], m[12]],
+          [min(minutes), max(minutes), max(minutes) - min(minutes), rate, max(copies), rate, max(copies), rate,
+           min(copies), max(copies), 1000 * max(copies) / 60, 1000 * min(copies) / 60], "estimate")
+    assert 0.6 < float(m[6]) * float(m[7]) < 0.72, "about two thirds of a core"
 
 
 def said(section: str) -> str:
