@@ -642,7 +642,7 @@ def prose(md: str) -> str:
 
 
 def test_every_ratio_to_dgc_names_dgcs_schedule():
-    """Section 2 and its summary row compare like with like: a ratio to "DGC without warm-up" is an
+    """Section 2, its summary row and experiments/lgc_fashion.toml compare like with like: a ratio to "DGC without warm-up" is an
     LGC row without warm-up against DGC without it, one to "DGC with its warm-up" is a row against
     DGC with it, and an LGC row without warm-up is never put against DGC with its warm-up under
     a plain "than DGC"; the verdict and the paper's first claim are judged like for like."""
@@ -655,7 +655,9 @@ def test_every_ratio_to_dgc_names_dgcs_schedule():
     across = [whole["dgc"] / whole[m] for m in cold]
     to_warm = [whole["dgc"] / whole[m] for m in runs]
     summary = next(line for line in text().splitlines() if line.startswith("| LGC at its plateau?"))
-    words = summary + " " + prose(text().split("## 2. ")[1].split("\n## ")[0])
+    toml = " ".join(line.lstrip("# ") for line in (ROOT / "experiments" / "lgc_fashion.toml").read_text().splitlines()
+                    if line.startswith("#"))   # its comments quote the plateau too
+    words = summary + " " + prose(text().split("## 2. ")[1].split("\n## ")[0]) + " " + toml
     for m in re.finditer(r"(\d+(?:\.\d+)?)x\b", words):
         clause = re.split(r"[;:,()]|\.\s", words[m.end():], maxsplit=1)[0]
         if "DGC" not in clause or words[:m.start()].endswith(("at least ", ">= ")):   # a mark, not a ratio
