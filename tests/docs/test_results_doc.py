@@ -7,11 +7,16 @@ it has no issue numbers and no account of how the work was organised (nor has an
 document), it stays short, and every table with a stored source states what that source holds,
 recomputed here without the report's code: section 1's bandwidth, loss, energy and contention
 tables, section 2's plateau table (all 12 columns), made-of and redundancy tables, its GPU table, its short budget and
-options, section 3's two ns-3 tables, section 4's federated table (and the model download's share)
-and section 5's cost table; and in the text, the 95% intervals of the no-difference claims, the
-momentum variant's time to 90% and the plateau grid's wall time (README, fashion_plateau.toml). A
-table whose figures have no stored source (sections 6 and 7) must say so, and a new table fails
-until it is recomputed or says so.
+options, section 3's two ns-3 tables, section 4's federated table (and the model download's share),
+section 5's cost table, section 6's Flower tables (a restored run file against the commit that
+first stored it) and section 7's sweep table; and in the text, the 95% intervals of the
+no-difference claims, the momentum variant's time to 90%, the plateau grid's wall time (README,
+fashion_plateau.toml), every ratio to DGC named by DGC's schedule and like for like, where the LGC
+stage starts on each schedule, the benchmark figures and settings of sections 4-7 and
+docs/distributed.md's sweep figures. Every sentence that names stored files states the commits they
+record and whether the tree had uncommitted changes; "quiet" holds for every run it covers. A table
+whose figures have no stored source must say so, and a new table fails until it is recomputed or
+says so.
 
 The commands are read from the document itself: code spans and fenced lines that start with
 `python -m MODULE`, `testbed COMMAND` or `make TARGET`. They are checked in one fresh
