@@ -656,9 +656,11 @@ def test_every_ratio_to_dgc_names_dgcs_schedule():
     whole = {m: st.mean(st.mean(r["bits_up"]) for r in by.values()) for m, by in runs.items()}
     cold = [m for m, by in runs.items() if m.startswith("lgc") and not warmed(by)]
     assert {"lgc_ps_nowarmup", "lgc_scaled_nowarmup"} <= set(cold)
-    like = [whole["dgc_nowarmup"] / whole[m] for m in cold]
-    across = [whole["dgc"] / whole[m] for m in cold]
-    to_warm = [whole["dgc"] / whole[m] for m in runs]
+    def warm_dgc(m):   # DGC with its warm-up on the row's collective
+        return same_schedule_dgc(runs[m]).removesuffix("_nowarmup")
+    like = [whole[same_schedule_dgc(runs[m])] / whole[m] for m in cold if same_schedule_dgc(runs[m]) in whole]
+    across = [whole[warm_dgc(m)] / whole[m] for m in cold]
+    to_warm = [whole[warm_dgc(m)] / whole[m] for m in runs] + [whole["dgc"] / whole[m] for m in runs]
     summary = next(line for line in text().splitlines() if line.startswith("| LGC at its plateau?"))
     toml = " ".join(line.lstrip("# ") for line in (ROOT / "experiments" / "lgc_fashion.toml").read_text().splitlines()
                     if line.startswith("#"))   # its comments quote the plateau too
