@@ -1230,6 +1230,7 @@ def test_the_flower_speed_states_its_benchmark_files():
         check(r[3].split("-"), [record["load_average_before"][0], record["load_average_after"][0]], r[1])
         check(r[4:8], [f["ours_over_flower_per_round"], f["ours_over_flower_steady"], f["ours_over_plain_steady"],
                        f["pool_speedup"]], r[1])
+        assert f"Speed, {f['server_rounds']} server rounds, " in said("6"), r[1]
     for name in ("flower_morning", "flower_run2_morning"):
         got = restored(name)
         if got["then"] is not None:
