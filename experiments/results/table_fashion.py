@@ -120,6 +120,7 @@ COLUMNS = [
     Column("run_up_x_scaled", "up x scaled whole run", "{:.2f}"),
     Column("run_tot_x_scaled", "up+down x scaled whole run", "{:.2f}"),
     Column("run_up_x_coll", "up x DGC same collective whole run", "{:.2f}"),
+    Column("run_up_x_sched", "up x DGC same schedule whole run", "{:.2f}"),
     Column("run_up_x_best", "up x best per-node whole run", "{:.2f}"),
     Column("t_target", "virtual s to target", "{:,.1f}"), Column("j_target", "J to target", "{:,.1f}"),
     Column("commit", "commit"),
@@ -305,12 +306,24 @@ def rows_of(labels, seeds, iterations, runs: Path, target: float = 0.85) -> list
         coll = ref.get("dgc_ring" if row["method"] in RING else "dgc")
         if coll and row.get("up_run") and coll.get("up_run"):
             row["run_up_x_coll"] = coll["up_run"] / row["up_run"]
+        sched = ref.get(same_schedule(row["method"]))
+        if sched and row.get("up_run") and sched.get("up_run"):
+            row["run_up_x_sched"] = sched["up_run"] / row["up_run"]
     best = best_per_node(ref)
     for row in rows:
         if best and row.get("up_run"):
             row["run_up_x_best"] = best["up_run"] / row["up_run"]
             row["best_per_node"] = best["method"]
     return rows
+
+
+def same_schedule(label: str) -> str:
+    """The DGC row a row's whole-run uplink is compared with like for like: the same collective
+    (ring rows, RING: DGC all-gathered on the ring) and the same schedule (DGC with its warm-up
+    for a row that has one; without it for `_nowarmup` rows and for methods that have no
+    warm-up, such as fp32, top-k and ScaleCom)."""
+    warm = options(label, 1, 1).get("warmup_iterations", 0) > 0
+    return ("dgc_ring" if label in RING else "dgc") + ("" if warm else "_nowarmup")
 
 
 def best_per_node(ref: dict) -> dict | None:
@@ -374,7 +387,9 @@ def main(argv=None) -> list[dict]:
     notes = [
         f"Fashion-MNIST (60k/10k), {model}, 8 workers, {cell} ({protocol.base}), "
         f"{iterations} iterations of batch 32 per worker, SGD lr 0.1 cosine; DGC/LGC warm-up "
-        f"{warmup}, LGC AE training {ae}, final stage from {warmup + ae}; density {DENSITY}.",
+        f"{warmup}, LGC AE training {ae}, final stage from {warmup + ae} (_nowarmup rows: no "
+        f"warm-up, the LGC stage from {ae}; their LGC-stage columns also from {warmup + ae}); "
+        f"density {DENSITY}.",
         "_nomask: momentum_masking = false (momentum kept where a coordinate is sent); "
         "_nowarmup: warmup_iterations = 0 (no sparsity ramp: the final density from the first "
         "iteration); "
@@ -392,8 +407,10 @@ def main(argv=None) -> list[dict]:
         "what every node received; every header, index, latent byte. LGC stage: iterations "
         f"{warmup + ae} on; whole run: every iteration (warm-up, coder training and the coder's "
         "shipment included); '-': the run file predates per-iteration bits.",
-        "x DGC / x scaled: DGC's (lgc_scaled's) bits per iteration over this row's; same "
-        "collective: over DGC's on the parameter server, or (ring rows) all-gathered on the ring; "
+        "x DGC / x scaled: DGC's (lgc_scaled's) bits per iteration over this row's, DGC with its "
+        "warm-up; same collective: over DGC's on the parameter server, or (ring rows) all-gathered "
+        "on the ring; same schedule: the same collective, and DGC without its warm-up for rows "
+        "without one (_nowarmup, fp32, topk, scalecom; '-': that DGC row has no runs); "
         f"best per-node: over the fewest whole-run uplink bits of {', '.join(PER_NODE)} "
         "(whichever finished).",
         f"to target: first evaluation (every {protocol.eval_every if iterations == protocol.iterations else max(1, iterations // 3)} "

@@ -7,11 +7,16 @@ it has no issue numbers and no account of how the work was organised (nor has an
 document), it stays short, and every table with a stored source states what that source holds,
 recomputed here without the report's code: section 1's bandwidth, loss, energy and contention
 tables, section 2's plateau table (all 12 columns), made-of and redundancy tables, its GPU table, its short budget and
-options, section 3's two ns-3 tables, section 4's federated table (and the model download's share)
-and section 5's cost table; and in the text, the 95% intervals of the no-difference claims, the
-momentum variant's time to 90% and the plateau grid's wall time (README, fashion_plateau.toml). A
-table whose figures have no stored source (sections 6 and 7) must say so, and a new table fails
-until it is recomputed or says so.
+options, section 3's two ns-3 tables, section 4's federated table (and the model download's share),
+section 5's cost table, section 6's Flower tables (a restored run file against the commit that
+first stored it) and section 7's sweep table; and in the text, the 95% intervals of the
+no-difference claims, the momentum variant's time to 90%, the plateau grid's wall time (README,
+fashion_plateau.toml), every ratio to DGC named by DGC's schedule and like for like, where the LGC
+stage starts on each schedule, the benchmark figures and settings of sections 4-7 and
+docs/distributed.md's sweep figures. Every sentence that names stored files states the commits they
+record and whether the tree had uncommitted changes; "quiet" holds for every run it covers. A table
+whose figures have no stored source must say so, and a new table fails until it is recomputed or
+says so.
 
 The commands are read from the document itself: code spans and fenced lines that start with
 `python -m MODULE`, `testbed COMMAND` or `make TARGET`. They are checked in one fresh
@@ -32,7 +37,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "results.md"
-MAX_LINES = 510   # the report, and the quickstart and dashboard figures it holds (section 8)
+MAX_LINES = 536   # the report, and the quickstart and dashboard figures it holds (section 8)
 
 pytestmark = pytest.mark.timeout(200)
 
@@ -617,6 +622,102 @@ def plateau_runs() -> dict[str, dict[int, dict]]:
     return runs
 
 
+def options_of(by: dict[int, dict]) -> dict:
+    """A row's compression options as its run files record them (the same for every seed)."""
+    opts = [r["provenance"]["effective"]["options"] for r in by.values()]
+    assert all(o == opts[0] for o in opts)
+    return opts[0]
+
+
+def warmed(by: dict[int, dict]) -> bool:
+    """Whether a row ran with DGC's sparsity warm-up."""
+    return (options_of(by).get("warmup_iterations") or 0) > 0
+
+
+def same_schedule_dgc(by: dict[int, dict]) -> str:
+    """The DGC row a row is compared with like for like: the same collective (on the ring: DGC
+    all-gathered there) and the same schedule (with DGC's warm-up or without it)."""
+    ring = options_of(by).get("collective", "ps") != "ps"
+    return ("dgc_ring" if ring else "dgc") + ("" if warmed(by) else "_nowarmup")
+
+
+def prose(md: str) -> str:
+    """Text without its tables, as one line."""
+    return " ".join(" ".join(line for line in md.splitlines() if not line.startswith("|")).split())
+
+
+def test_every_ratio_to_dgc_names_dgcs_schedule():
+    """Section 2, its summary row and experiments/lgc_fashion.toml compare like with like: a ratio to "DGC without warm-up" is an
+    LGC row without warm-up against DGC without it, one to "DGC with its warm-up" is a row against
+    DGC with it, and an LGC row without warm-up is never put against DGC with its warm-up under
+    a plain "than DGC"; the verdict and the paper's first claim are judged like for like."""
+    import statistics as st
+    runs = plateau_runs()
+    whole = {m: st.mean(st.mean(r["bits_up"]) for r in by.values()) for m, by in runs.items()}
+    cold = [m for m, by in runs.items() if m.startswith("lgc") and not warmed(by)]
+    assert {"lgc_ps_nowarmup", "lgc_scaled_nowarmup"} <= set(cold)
+    def warm_dgc(m):   # DGC with its warm-up on the row's collective
+        return same_schedule_dgc(runs[m]).removesuffix("_nowarmup")
+    like = [whole[same_schedule_dgc(runs[m])] / whole[m] for m in cold if same_schedule_dgc(runs[m]) in whole]
+    across = [whole[warm_dgc(m)] / whole[m] for m in cold]
+    to_warm = [whole[warm_dgc(m)] / whole[m] for m in runs] + [whole["dgc"] / whole[m] for m in runs]
+    summary = next(line for line in text().splitlines() if line.startswith("| LGC at its plateau?"))
+    toml = " ".join(line.lstrip("# ") for line in (ROOT / "experiments" / "lgc_fashion.toml").read_text().splitlines()
+                    if line.startswith("#"))   # its comments quote the plateau too
+    words = summary + " " + prose(text().split("## 2. ")[1].split("\n## ")[0]) + " " + toml
+    for m in re.finditer(r"(\d+(?:\.\d+)?)x\b", words):
+        clause = re.split(r"[;:,()]|\.\s", words[m.end():], maxsplit=1)[0]
+        if "DGC" not in clause or words[:m.start()].endswith(("at least ", ">= ")):   # a mark, not a ratio
+            continue
+        if "DGC without warm-up" in clause:
+            assert any(rounds_to(m[1], v) for v in like), (m[0], clause)
+        elif "DGC with its warm-up" in clause:
+            assert any(rounds_to(m[1], v) for v in to_warm), (m[0], clause)
+        else:
+            assert not any(rounds_to(m[1], v) for v in across), \
+                f"a row without warm-up against DGC with its warm-up, not named so: {m[0]}{clause}"
+    ps = whole["dgc_nowarmup"] / whole["lgc_ps_nowarmup"]
+    scaled = whole["dgc_nowarmup"] / whole["lgc_scaled_nowarmup"]
+    m = re.search(r"LGC-PS sends ([\d.]+)x fewer whole-run bits than DGC without warm-up \(([\d.]+)x against DGC "
+                  r"with its warm-up\)", summary)
+    assert m and rounds_to(m[1], ps) and rounds_to(m[2], whole["dgc"] / whole["lgc_ps_nowarmup"]), "the summary row"
+    words = said("2")
+    m = re.search(r"Verdict, 5 seeds, like for like: LGC-PS without warm-up reaches at least (\d+)x fewer whole-run "
+                  r"uplink bits than DGC without warm-up \(([\d.]+)x\).*? `lgc_scaled` without warm-up does not "
+                  r"\(([\d.]+)x\)", words)
+    assert m and rounds_to(m[2], ps) and rounds_to(m[3], scaled), "the verdict"
+    assert ps >= int(m[1]) > scaled
+    for row, said_so in (("LGC-PS", r"met without it \(LGC-PS"), ("`lgc_scaled`", r"not met by `lgc_scaled` without it \(")):
+        m = re.search(said_so + r" ?([\d.]+)x against DGC without warm-up, ([\d.]+)x against DGC with its warm-up", words)
+        method = "lgc_ps_nowarmup" if row == "LGC-PS" else "lgc_scaled_nowarmup"
+        assert m and rounds_to(m[1], whole["dgc_nowarmup"] / whole[method]), row
+        assert rounds_to(m[2], whole["dgc"] / whole[method]) and (whole["dgc_nowarmup"] / whole[method] >= 8) == (row == "LGC-PS")
+
+
+def test_where_the_lgc_stage_starts_is_stated_for_each_schedule():
+    """Section 2 gives the LGC stage's start for both schedules (the coder's training after DGC's
+    warm-up, or from the first iteration), and the iteration the stage columns average from, as
+    the run files record them (their options and `final_from`); the stored table's note too."""
+    runs = plateau_runs()
+    lgc = {m: by for m, by in runs.items() if m.startswith("lgc")}
+    start = {warm: {options_of(by).get("warmup_iterations", 0) + options_of(by)["ae_iterations"]
+                    for by in lgc.values() if warmed(by) == warm} for warm in (True, False)}
+    assert len(start[True]) == len(start[False]) == 1
+    (warm,), (cold,) = start[True], start[False]
+    averaged = {r["final_from"] for by in runs.values() for r in by.values()}
+    words = said("2")
+    m = re.search(r"the LGC stage from (\d+) with DGC's warm-up; the rows without it code from (\d+), and their "
+                  r"LGC-stage column also averages from (\d+)", words)
+    assert m and (int(m[1]), int(m[2])) == (warm, cold) and {int(m[3])} == averaged, "the table's note"
+    m = re.search(r"LGC's coder trains in iterations 0-(\d+) and codes from (\d+), where with the warm-up it trains "
+                  r"in (\d+)-(\d+) and codes from (\d+)", words)
+    ae = warm - min(options_of(by)["warmup_iterations"] for by in lgc.values() if warmed(by))
+    assert m and [int(x) for x in m.groups()] == [cold - 1, cold, warm - ae, warm - 1, warm], "the no-warm-up paragraph"
+    note = " ".join((RESULTS / "table_fashion_plateau_cell.md").read_text().split())
+    assert f"final stage from {warm} (_nowarmup rows: no warm-up, the LGC stage from {cold}; their LGC-stage " \
+           f"columns also from {min(averaged)})" in note
+
+
 def test_no_difference_claims_give_the_interval_of_the_run_files():
     """Each '95% interval [a, b]' of the summary, section 2 and the README is the t-interval of a
     paired per-seed difference in the plateau run files (5 seeds, t(0.975, 4) = 2.7764)."""
@@ -720,7 +821,7 @@ RECOMPUTED = ("| method | 1 Mbit/s |", "| method | no loss |", "| method | itera
               "| step from DGC", "| point | setting (else cnn_fc", "| method | seeds | acc % per seed |",
               "| option | effect on accuracy |", "| N | ns-3 Mbit/s |", "| setting | N=1 |", "| row | acc % mean ± sd |",
               "| workers | iterations | total ms/it |", "| strategy | uplink | seeds | rounds to 85% |",
-              "| grid | one at a time |")
+              "| grid | one at a time |", "| run, 2026-12-06 UTC | file")
 NO_STORED_SOURCE: dict[str, str] = {}
 
 
@@ -738,8 +839,9 @@ def test_every_table_is_recomputed_or_says_it_has_no_stored_source():
 
 def test_the_plateau_tables_other_columns_state_the_run_files():
     """Section 2's table, the columns the test above leaves: the LGC stage's uplink bits per
-    iteration (`up_final`), the uplink ratios to DGC (stage / whole run; the same collective: the
-    ring rows against DGC all-gathered on the ring) and to `lgc_scaled`, and the virtual seconds
+    iteration (`up_final`), the uplink ratios to DGC with its warm-up (stage / whole run) and to
+    DGC on the same schedule and collective (`same_schedule_dgc`: '-' where that DGC row has no
+    runs), to `lgc_scaled`, and the virtual seconds
     and joules to the first evaluation at 90% (mean over the seeds, '- (k/5)' where not all got there),
     and the whole-run uplink ratio to the per-node baseline that sends least (PER_NODE)."""
     import statistics as st
@@ -749,13 +851,16 @@ def test_the_plateau_tables_other_columns_state_the_run_files():
     rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()[2:]]
     stage = {m: st.mean(r["up_final"] for r in by.values()) for m, by in runs.items()}
     whole = {m: st.mean(st.mean(r["bits_up"]) for r in by.values()) for m, by in runs.items()}
-    ring = {"lgc_rar", "lgc_rar_nl", "dgc_ring"}
     for r in rows:
         m = PLATEAU_LABELS[r[0]]
-        same = "dgc_ring" if m in ring else "dgc"
-        check([r[4], *r[7].split("/"), r[8], *r[9].split("/")],
-              [stage[m], stage["dgc"] / stage[m], whole["dgc"] / whole[m], whole[same] / whole[m],
+        check([r[4], *r[7].split("/"), *r[9].split("/")],
+              [stage[m], stage["dgc"] / stage[m], whole["dgc"] / whole[m],
                stage["lgc_scaled"] / stage[m], whole["lgc_scaled"] / whole[m]], r[0])
+        same = same_schedule_dgc(runs[m])
+        if same in whole:
+            check([r[8]], [whole[same] / whole[m]], r[0])
+        else:
+            assert r[8] == "-", (r[0], same)
         best = min(whole[b] for b in PER_NODE if b in whole)
         check([r[12]], [best / whole[m]], r[0])
         first = [next((e for e in run["evals"] if e["test_accuracy"] >= 0.90), None) for run in runs[m].values()]
@@ -764,6 +869,14 @@ def test_the_plateau_tables_other_columns_state_the_run_files():
             check(r[10:12], [st.mean(e["virtual_time_s"] for e in reached), st.mean(e["energy_j"] for e in reached)], r[0])
         else:
             assert r[10] == f"- ({len(reached)}/{len(first)})" and r[11] == "-", r[0]
+    # the stored table (`--report --stem table_fashion_plateau_cell`) has the same column
+    for row in read_csv("table_fashion_plateau_cell.csv"):
+        m, stored = row["method"], row["run_up_x_sched"]
+        same = same_schedule_dgc(runs[m])
+        if same in whole:
+            assert float(stored) == pytest.approx(whole[same] / whole[m], rel=1e-4), m
+        else:
+            assert stored == "", m
 
 
 def test_the_flower_table_states_its_run_files():
@@ -826,13 +939,155 @@ def test_the_sweep_table_states_its_benchmark_files():
     m = re.search(r"ran a 4-point grid ([\d.]+)-([\d.]+)x faster .* Ray took ([\d.]+)-([\d.]+)x the jobs", words)
     assert m, "the sweep finding"
     check(list(m.groups()), [min(speedups), max(speedups), min(rays), max(rays)], "finding")
-    m = re.search(r"serial ([\d.]+)-([\d.]+) s, `--jobs 2` ([\d.]+)-([\d.]+) s\), .* took ([\d.]+) s at best", words)
+    m = re.search(r"serial ([\d.]+)-([\d.]+) s, `--jobs 2` ([\d.]+)-([\d.]+) s\), .* took ([\d.]+)-([\d.]+) s "
+                  r"\((\d) copies in each run from (\d\d:\d\d) on\)", words)
     assert m, "the sweep notes"
-    copy = records[-1]["benchmarks"]["bench_sweep"]["figures"]["driver_copy"]
-    check(list(m.groups()), [min(walls["serial"]), max(walls["serial"]), min(walls["jobs2"]),
-                             max(walls["jobs2"]), min(copy["seconds"])], "notes")
+    copied = [r for r in records if "driver_copy" in r["benchmarks"]["bench_sweep"]["figures"]]
+    copies = [s for r in copied for s in r["benchmarks"]["bench_sweep"]["figures"]["driver_copy"]["seconds"]]
+    check(list(m.groups())[:6], [min(walls["serial"]), max(walls["serial"]), min(walls["jobs2"]),
+                                 max(walls["jobs2"]), min(copies), max(copies)], "notes")
+    assert len(copies) == int(m[7]) * len(copied) and copied[0]["date"][11:16] == m[8]
+    assert copied == records[records.index(copied[0]):], "every run from then on has the figure"
     assert all(f"{r['commit'][:7]}" in words for r in records)
     assert f"load {min(loads):.2f}-{max(loads):.2f}" in words
+
+
+def test_the_sweep_guides_figures_state_the_benchmark_files():
+    """docs/distributed.md's sweep figures from the same files as section 7: the grid's medians,
+    Ray's extra seconds, the driver's copy of a plateau-sized run over every stored copy, and the
+    1,000-run estimate redone from the slowest and fastest copy and the plateau grid's run times."""
+    import statistics as st
+    guide = " ".join((ROOT / "docs" / "distributed.md").read_text(encoding="utf-8").split())
+    records = [bench(p.stem) for p in sorted((RESULTS / "bench").glob("sweep_run*.json"))]
+    f = [r["benchmarks"]["bench_sweep"]["figures"] for r in records]
+    med = {way: [st.median(x["wall_s"][way]) for x in f] for way in ("serial", "jobs2")}
+    ray = [x["wall_s"]["ray"][0] for x in f]
+    m = re.search(r"took ([\d.]+)-([\d.]+) s one at a time, ([\d.]+)-([\d.]+) s with `--jobs 2` \(([\d.]+)-([\d.]+)x, "
+                  r"(\w+) runs of the benchmark, medians of 3\) and ([\d.]+)-([\d.]+) s on a local Ray", guide)
+    assert m, "the --jobs figures"
+    speed = [s / j for s, j in zip(med["serial"], med["jobs2"])]
+    check([*m.groups()[:6], m[8], m[9]], [min(med["serial"]), max(med["serial"]), min(med["jobs2"]), max(med["jobs2"]),
+                                          min(speed), max(speed), min(ray), max(ray)], "jobs")
+    assert m[7] == ("one", "two", "three", "four", "five", "six")[len(records) - 1]
+    m = re.search(r"a local Ray of 2 CPUs took (\d+)-(\d+) s longer than `--jobs 2`", guide)
+    extra = [r - j for r, j in zip(ray, med["jobs2"])]
+    assert m and rounds_to(m[1], min(extra)) and rounds_to(m[2], max(extra)), "Ray's start-up"
+    copied = [x for x in f if "driver_copy" in x]
+    copies = [s for x in copied for s in x["driver_copy"]["seconds"]]
+    rows = {x["driver_copy"]["rows"] for x in copied}
+    assert len(rows) == 1
+    m = re.search(r"\(`python -m benchmarks --full sweep`, (\w+) runs on 2026-12-06, docs/results/bench/sweep_run(\d).json "
+                  r"to sweep_run(\d).json, a quiet 2-core machine, load ([\d.]+)-([\d.]+);.* \(4,800 iterations, 8 workers: "
+                  r"([\d,]+) rows, a ([\d.]+) MB store\) took ([\d.]+) s to copy in at best, ([\d.]+) s at most \((\d+) "
+                  r"copies\), ([\d.]+)-([\d.]+) million rows per second", guide)
+    assert m, "the driver's copy"
+    first = next(i for i, x in enumerate(f) if "driver_copy" in x) + 1
+    assert (m[1], int(m[2]), int(m[3])) == (("one", "two", "three", "four", "five")[len(copied) - 1], first, len(f))
+    loads = [x[k] for x in copied for k in ("load_before", "load_after")]
+    (n,) = rows
+    check([m[4], m[5], m[6], m[7], m[8], m[9], m[11], m[12]],
+          [min(loads), max(loads), n, copied[0]["driver_copy"]["store_mb"], min(copies), max(copies),
+           n / max(copies) / 1e6, n / min(copies) / 1e6], "copy")
+    assert int(m[10]) == len(copies)
+    warm = [r for k, by in plateau_runs().items() if not k.endswith("_nowarmup") for r in by.values()]
+    minutes = [r["wall_s"] / 60 for r in warm]
+    m = re.search(r"whose runs take ([\d.]+) to ([\d.]+) minutes, .* lands its runs over about (\d+) minutes, ([\d.]+) "
+                  r"runs per second: at the slowest copy above, ([\d.]+) s, copying needs ([\d.]+) x ([\d.]+) s, about "
+                  r"two thirds of a core, so the driver keeps pace, .* \(([\d.]+) x ([\d.]+) s\)\. If all 1,000 landed at "
+                  r"once, the last would wait 1,000 x ([\d.]+) s, about (\d+) minutes \((\d+) at the fastest copy\)", guide)
+    assert m, "the 1,000-run estimate"
+    rate = 1000 / (60 * (max(minutes) - min(minutes)))
+    check([m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9], m[10], m[11], m[12]],
+          [min(minutes), max(minutes), max(minutes) - min(minutes), rate, max(copies), rate, max(copies), rate,
+           min(copies), max(copies), 1000 * max(copies) / 60, 1000 * min(copies) / 60], "estimate")
+    assert 0.6 < float(m[6]) * float(m[7]) < 0.72, "about two thirds of a core"
+
+
+def recorded(path: Path) -> set[tuple[str, bool]]:
+    """(short commit, clean) of each record in a stored file (a run file's `provenance`, a
+    benchmark file's commit with "+dirty" for a changed tree, a JSON-lines file's every line) or
+    in every such file under a folder; records without a commit add nothing."""
+    if path.is_dir():
+        return set().union(*(recorded(p) for p in sorted(path.rglob("*")) if p.suffix in (".json", ".jsonl")))
+    if path.suffix not in (".json", ".jsonl"):
+        return set()
+    text = path.read_text(encoding="utf-8")
+    out = set()
+    for record in ([json.loads(line) for line in text.splitlines() if line.strip()] if path.suffix == ".jsonl"
+                   else [json.loads(text)]):
+        prov = record.get("provenance") if isinstance(record.get("provenance"), dict) else record
+        commit = prov.get("commit")
+        if commit and commit != "unknown":
+            out.add((commit[:7], not commit.endswith("+dirty") and prov.get("clean", True) is not False))
+    return out
+
+
+def named_files(paragraph: str) -> list[Path]:
+    """The stored files and folders a paragraph names (docs/results/..., a link to results/...,
+    a glob of them)."""
+    out = []
+    for rel in re.findall(r"(?<![\w/])(?:docs/)?results/([\w.*/-]+)", paragraph):
+        rel = rel.rstrip(".")
+        out += sorted(RESULTS.glob(rel)) if "*" in rel else [RESULTS / rel] if (RESULTS / rel).exists() else []
+    return out
+
+
+COMMIT = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7}\b")
+
+
+def test_every_source_states_the_commit_and_tree_its_files_record():
+    """Where the report (or docs/lgc_innovation_sweep.md) names stored files, the sentence that
+    names them (its paragraph, or table row, where that sentence names no commit) gives each
+    commit they record, with "with uncommitted changes" where a file records a changed tree and
+    without it where the tree was clean; and every "with uncommitted changes" is one a file named
+    there records."""
+    checked = dirty = 0
+    for doc in (DOC, ROOT / "docs" / "lgc_innovation_sweep.md"):
+        units = []   # a paragraph, or a table's body row
+        for para in doc.read_text(encoding="utf-8").split("\n\n"):
+            lines = para.strip().splitlines()
+            units += lines[2:] if lines and lines[0].startswith("|") else [para]
+        for unit in units:
+            words = " ".join(unit.split())
+            everything = set()
+            for sentence in re.split(r"(?<=[.?!])\s+(?=[A-Z*`(\[])", words):
+                records = set().union(*(recorded(p) for p in named_files(sentence)))
+                if not records:
+                    continue
+                scope = sentence if COMMIT.search(sentence) else words
+                where = f"{doc.name}: {sentence[:70]}"
+                for commit, clean in sorted(records):
+                    if clean:
+                        assert re.search(commit + r"(?! with uncommitted changes)", scope), f"{commit} not named: {where}"
+                    else:
+                        assert f"{commit} with uncommitted changes" in scope, f"{commit} with uncommitted changes: {where}"
+                everything |= records
+                checked += 1
+                dirty += any(not clean for _, clean in records)
+            for commit in re.findall(r"([0-9a-f]{7}) with uncommitted changes", words if everything else ""):
+                assert (commit, False) in everything, f"{commit}: no file named here records a changed tree: {words[:70]}"
+    assert checked >= 12 and dirty >= 7, (checked, dirty)
+
+
+def test_quiet_means_one_thing():
+    """"How to read these tables" defines a quiet machine by its load when a measurement started;
+    a section or summary row that calls the machine quiet for stored benchmark runs (section 6's
+    Flower runs, section 7's and docs/distributed.md's sweep runs) has every run start under it."""
+    m = re.search(r"a \*quiet\* machine had a load under ([\d.]+) \(half the 2 cores\) when the measurement "
+                  r"started", " ".join(text().split()))
+    assert m, "the definition"
+    under = float(m[1])
+    rows = text().split("\n## How to read")[0].splitlines()
+    guide = " ".join((ROOT / "docs" / "distributed.md").read_text(encoding="utf-8").split())
+    for section, runs in (("6", "flower*.json"), ("7", "sweep_run*.json")):
+        starts = {p.stem: bench(p.stem)["load_average_before"][0] for p in sorted((RESULTS / "bench").glob(runs))}
+        row = next(r for r in rows if f"]({'#'}{section}-" in r)
+        for where, words in ((f"section {section}", said(section)), ("its summary row", row),
+                             ("docs/distributed.md", guide if section == "7" else "")):
+            if re.search(r"\bquiet\b", words):
+                loud = {k: v for k, v in starts.items() if v >= under}
+                assert not loud, f"{where} calls the machine quiet, but these runs started at load {loud}"
+    assert any(bench(p.stem)["load_average_before"][0] >= under for p in (RESULTS / "bench").glob("flower*.json"))
 
 
 def said(section: str) -> str:
@@ -851,6 +1106,11 @@ def test_the_cost_at_scale_states_its_benchmark_file():
     assert m and int(m[1]) == rows["topk"]["memory_clients"], m
     check([m[2]], [rows["topk"]["memory_mb"]], "memory")
     assert f"commit {record['commit'][:7]}" in words
+    # no ratio the stored run does not hold (other runs, unstored, are not quoted): the target aside
+    para = " ".join(text().split("**Cost at scale.**")[1].split("\n\n")[0].split())
+    stated = [x for x in re.findall(r"(\d+\.\d+)x", para) if x != "1.2"]
+    assert stated and all(any(rounds_to(x, r["ratio"]) for r in rows.values()) for x in stated), stated
+    assert "one stored run" in para
 
 
 def test_the_engine_and_dashboard_speeds_state_their_benchmark_files():
@@ -888,36 +1148,119 @@ def test_the_compiled_engines_and_the_thread_policy_state_their_benchmark_files(
     assert m, "the engines' range"
     check(list(m.groups()), [min(compiled) / 1e6, max(compiled) / 1e6], "engines")
     rows = {r["setting"]: r for r in bench("load")["benchmarks"]["bench_load"]["figures"] if "setting" in r}
-    m = re.search(r"keeps a run at ([\d.]+)x its idle pace \(median of 3; worst ([\d.]+)x\) .* 2 threads: "
-                  r"([\d.]+)x \(worst ([\d.]+)x\)", words)
-    assert m, "the thread-policy sentence"
-    check(list(m.groups()), [rows["default"]["ratio"], rows["default"]["worst_ratio"],
-                             rows["2 threads"]["ratio"], rows["2 threads"]["worst_ratio"]], "threads")
+    m = re.search(r"one torch thread per process \(the default, `run.threads = 0`: the file's `default` row\) ran the "
+                  r"quickstart at ([\d.]+)x its idle pace \(median of 3; worst ([\d.]+)x\), and the same one thread set "
+                  r"explicitly \(`run.threads = 1`: the `1 thread` row\) at ([\d.]+)x \(worst ([\d.]+)x\): two "
+                  r"measurements of one setting; 2 threads: ([\d.]+)x \(worst ([\d.]+)x\)", words)
+    assert m, "the thread-policy sentence: each row of the file under its own name"
+    check(list(m.groups()), [rows[k][r] for k in ("default", "1 thread", "2 threads") for r in ("ratio", "worst_ratio")],
+          "threads")
+    summary = next(line for line in text().splitlines() if line.startswith("| What does the testbed cost?"))
+    m = re.search(r"one thread per process ran at ([\d.]+)-([\d.]+)x its idle pace, 2 threads at ([\d.]+)x", summary)
+    one = [rows["default"]["ratio"], rows["1 thread"]["ratio"]]
+    assert m, "the summary row"
+    check(list(m.groups()), [min(one), max(one), rows["2 threads"]["ratio"]], "summary")
 
 
-def test_the_flower_speed_states_its_benchmark_file():
-    f = bench("flower")["benchmarks"]["bench_flower"]["figures"]
-    rows, pool = f["rows"], f["pool_rows"]
-    o, fl, parts = rows["ours"], rows["flower"], rows["ours"]["parts"]
+def git_show(commit: str, path: str) -> str | None:
+    """A file as `commit` holds it (None outside a git checkout that has the commit)."""
+    out = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{path}"], capture_output=True, text=True)
+    return out.stdout if out.returncode == 0 else None
+
+
+def test_the_benchmark_settings_are_the_files_or_their_commits():
+    """Section 5's benchmark settings: what a file records (its mode, its repetitions), else the
+    settings of the benchmark's code at the commit the file records (the default thread policy too:
+    `run.threads = 0` is one thread there)."""
+    words = said("5")
+    channels, dashboard, startup, load = (bench(n) for n in ("channels", "dashboard", "startup", "load"))
+    assert re.search(r"channels.json`, quick, best of (\d)", words)[1] == str(
+        channels["benchmarks"]["bench_channels"]["figures"]["repetitions"]) and channels["mode"] == "quick"
+    assert re.search(r"startup.json`, medians of (\d)", words)[1] == str(
+        startup["benchmarks"]["bench_startup"]["figures"]["repetitions"])
+    assert "dashboard.json`, quick," in words and dashboard["mode"] == "quick"
+    m = re.search(r"the quickstart with (\d+) workers for (\d+) iterations or (\d+) s, (\d+) repetitions", words)
+    assert m and "load.json`" in words and load["mode"] == "full", "the load benchmark's settings"
+    m2 = re.search(r"builds (\d+) runs x ([\d,]+) iterations and times (\d+) calls each when quick", words)
+    assert m2, "the dashboard benchmark's settings"
+    code = {n: git_show(bench(n)["commit"][:40], f"benchmarks/bench_{n}.py") for n in ("load", "dashboard")}
+    if code["load"] is None:
+        pytest.skip("no git history here to read the benchmarks' settings from")
+    assert f'"network.workers={m[1]}"' in code["load"]
+    assert f"if quick else ({m[2]}, {m[4]}, {m[3]}.0)" in code["load"]
+    assert f"runs, iterations = {m2[1]}, {m2[2].replace(',', '')}" in code["dashboard"]
+    assert f"repeat={m2[3]} if quick" in code["dashboard"]
+    threads = git_show(load["commit"][:40], "testbed/processes/threads.py")
+    assert "DEFAULT_THREADS = 1" in threads and "n = threads or DEFAULT_THREADS" in threads
+
+
+def commit_as_recorded(record: dict) -> str:
+    """A benchmark file's commit as the report writes it: short, and "with uncommitted changes"
+    where the file's commit ends in "+dirty"."""
+    commit = record["commit"]
+    return commit[:7] + (" with uncommitted changes" if commit.endswith("+dirty") else "")
+
+
+def restored(name: str) -> dict:
+    """A benchmark file restored from the commit that stored it before a later run was written
+    over its path: the file, that commit's bytes (None outside a git checkout) without the note."""
+    record = bench(name)
+    note = record["restored_from"]
+    out = subprocess.run(["git", "-C", str(ROOT), "show", f"{note['commit']}:{note['path']}"],
+                         capture_output=True, text=True)
+    return {"record": record, "then": json.loads(out.stdout) if out.returncode == 0 else None}
+
+
+def test_the_flower_speed_states_its_benchmark_files():
+    """Section 6's speed table: a row per stored run of the Flower benchmark (every
+    docs/results/bench/flower*.json), each with its start time, commit as the file records it,
+    load at its start and end and its ratios; the 19:25 run's parts; the summary row's ranges; and
+    each restored file holds what the commit that first stored it held."""
+    import datetime as dt
+    files = sorted(p.stem for p in (RESULTS / "bench").glob("flower*.json"))
+    table = doc_table("| run, 2026-12-06 UTC | file")
+    assert sorted(r[1].removesuffix(".json") for r in table) == files, "every stored Flower run has its row"
+    figures = {}
+    for r in table:
+        record = bench(r[1].removesuffix(".json"))
+        f = figures[r[1]] = record["benchmarks"]["bench_flower"]["figures"]
+        when = dt.datetime.fromisoformat(record["date"])
+        assert (when.strftime("%Y-%m-%d"), when.strftime("%H:%M")) == ("2026-12-06", r[0]), r[1]
+        assert r[2] == commit_as_recorded(record), r[1]
+        check(r[3].split("-"), [record["load_average_before"][0], record["load_average_after"][0]], r[1])
+        check(r[4:8], [f["ours_over_flower_per_round"], f["ours_over_flower_steady"], f["ours_over_plain_steady"],
+                       f["pool_speedup"]], r[1])
+        assert f"Speed, {f['server_rounds']} server rounds, " in said("6"), r[1]
+    for name in ("flower_morning", "flower_run2_morning"):
+        got = restored(name)
+        if got["then"] is not None:
+            assert {k: v for k, v in got["record"].items() if k != "restored_from"} == got["then"], name
+    f = figures["flower.json"]
+    o, fl, parts, pool = f["rows"]["ours"], f["rows"]["flower"], f["rows"]["ours"]["parts"], f["pool_rows"]
     words = said("6")
-    m = re.search(r"ours took ([\d.]+) s against Flower's `run_simulation` \(Ray\) ([\d.]+) s, "
-                  r"\*\*([\d.]+)x over the run, ([\d.]+)x round by round\*\* \(([\d.]+) against ([\d.]+) s; .*"
-                  r"our round is ([\d.]+)x the plain in-process grid's .* \((\d+) of (\d+) calls counted.* are "
-                  r"(\d+)% of our wall time, emulation ([\d.]+)%, serialization ([\d.]+)%\. A 100-node round ran "
-                  r"([\d.]+)x as fast with 2 worker processes as serially \(([\d.]+) against ([\d.]+) s", words)
-    assert m, "the Flower speed paragraph"
-    check(list(m.groups()), [o["wall"], fl["wall"], f["ours_over_flower_per_round"], f["ours_over_flower_steady"],
-                             o["steady"], fl["steady"], f["ours_over_plain_steady"], o["counted"], o["calls"],
+    m = re.search(r"At 19:25 ours took ([\d.]+) s against Flower's ([\d.]+) s \(([\d.]+) against ([\d.]+) s a round\), "
+                  r"the ClientApp calls \((\d+) of (\d+) calls counted\) are (\d+)% of our wall time, emulation "
+                  r"([\d.]+)%, serialization ([\d.]+)%; the 100-node round took ([\d.]+) against ([\d.]+) s", words)
+    assert m, "the 19:25 run's parts"
+    note = " ".join(text().split("Targets: 0.1x Flower's round")[1].split("\n\n")[0].split())
+    note = note.split(". ", 1)[1]   # after the targets
+    assert not re.findall(r"\d+\.\d+x", note), "ratios of runs are in the table, each with its file"
+    check(list(m.groups()), [o["wall"], fl["wall"], o["steady"], fl["steady"], o["counted"], o["calls"],
                              100 * parts["client"] / o["wall"], 100 * parts["emulation"] / o["wall"],
-                             100 * parts["serde"] / o["wall"], f["pool_speedup"], pool["pool100"]["steady"],
-                             pool["serial100"]["steady"]], "flower speed")
-    again = bench("flower_run2")["benchmarks"]["bench_flower"]["figures"]
-    m = re.search(r"Run again: ours ([\d.]+) s, the plain\s+grid's ([\d.]+) s \(first ([\d.]+) s\), so "
-                  r"([\d.]+)x the plain grid's, ([\d.]+)x Flower's, 100 nodes ([\d.]+)x", words)
-    assert m, "the second Flower run"
-    check(list(m.groups()), [again["rows"]["ours"]["steady"], again["rows"]["plain"]["steady"],
-                             rows["plain"]["steady"], again["ours_over_plain_steady"],
-                             again["ours_over_flower_steady"], again["pool_speedup"]], "flower run 2")
+                             100 * parts["serde"] / o["wall"], pool["pool100"]["steady"], pool["serial100"]["steady"]],
+          "flower speed")
+    summary = next(line for line in text().splitlines() if line.startswith("| What does a Flower app cost"))
+    m = re.search(r"at load ([\d.]+)-([\d.]+) on 2 cores our grid ran a 6-round app in ([\d.]+)-([\d.]+)x of Flower's "
+                  r"simulation wall time \(([\d.]+)-([\d.]+)x round by round, (\w+) runs\); 2 worker processes ran a "
+                  r"100-node round ([\d.]+)-([\d.]+)x faster", summary)
+    assert m, "the summary row"
+    records = [bench(name) for name in files]
+    run, step, pool = ([x["benchmarks"]["bench_flower"]["figures"][k] for x in records]
+                       for k in ("ours_over_flower_per_round", "ours_over_flower_steady", "pool_speedup"))
+    loads = [x["load_average_before"][0] for x in records] + [x["load_average_after"][0] for x in records]
+    check([m[1], m[2], m[3], m[4], m[5], m[6], m[8], m[9]],
+          [min(loads), max(loads), min(run), max(run), min(step), max(step), min(pool), max(pool)], "summary")
+    assert m[7] == ("two", "three", "four", "five", "six")[len(records) - 2]
 
 
 def test_the_flower_finding_states_its_run_files():

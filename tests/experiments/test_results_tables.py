@@ -221,3 +221,27 @@ def test_federated_comparison_rows_share_the_federated_files_data_and_cell(tmp_p
     assert sorted(trace.nodes) == sorted(f"c{c}" for c in range(100))
     assert abs(statistics.fmean(logs)) < 0.35 and 0.75 < statistics.stdev(logs) < 1.25
     assert tf.make_trace(tmp_path / "u.json").read_text() == (tmp_path / "t.json").read_text()
+
+
+def test_fashion_rows_state_the_ratio_to_dgc_on_the_same_schedule(tmp_path):
+    """Each row's whole-run uplink against the DGC row of its schedule (with or without DGC's
+    warm-up) and collective (ring rows: DGC all-gathered on the ring); none where that DGC row
+    has no runs."""
+    import json
+
+    from experiments.results import table_fashion as T
+
+    assert [T.same_schedule(m) for m in ("lgc_ps", "lgc_ps_nowarmup", "topk", "lgc_rar", "lgc_rar_nowarmup",
+                                         "scalecom", "lgc_rar_scaled", "dgc_ring_nowarmup")] == [
+        "dgc", "dgc_nowarmup", "dgc_nowarmup", "dgc_ring", "dgc_ring_nowarmup", "dgc_ring_nowarmup", "dgc_ring",
+        "dgc_ring_nowarmup"]
+    up = {"dgc": 600, "dgc_nowarmup": 450, "dgc_ring": 600, "lgc_ps_nowarmup": 45, "lgc_rar_nowarmup": 50}
+    for label, bits in up.items():
+        run = {"status": "completed", "iterations": 4, "final_accuracy": 0.9, "up_final": bits, "total_final": bits,
+               "bits_up": [bits] * 4, "bits": [bits] * 4, "wall_s": 1.0,
+               "evals": [{"iteration": 3, "test_accuracy": 0.9, "virtual_time_s": 1.0}]}
+        (tmp_path / f"{label}_s0.json").write_text(json.dumps(run))
+    rows = {r["method"]: r for r in T.rows_of(list(up), [0], 4, tmp_path)}
+    assert rows["lgc_ps_nowarmup"]["run_up_x_sched"] == 10.0 and rows["lgc_ps_nowarmup"]["run_up_x_dgc"] == 600 / 45
+    assert rows["dgc_ring"]["run_up_x_sched"] == 1.0
+    assert "run_up_x_sched" not in rows["lgc_rar_nowarmup"]     # no DGC on the ring without warm-up: '-'
