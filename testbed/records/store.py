@@ -460,11 +460,12 @@ class Store:
                 "WHERE id=:id".replace("?, host=?", ":pid, host=:host"),
                 {"id": run_id, "pid": os.getpid(), "host": os.uname().nodename})
 
-    def set_sweep(self, run_id: int, sweep: str, params: dict) -> None:
-        """Record that run `run_id` is the member of sweep `sweep` at grid values `params`."""
+    def set_sweep(self, run_id: int, sweep: str, params: dict, trial: int | None = None) -> None:
+        """Record that run `run_id` is the member of sweep `sweep` at grid values `params`
+        (with `trial`: that trial of tune study `sweep`)."""
         with self.db:
-            self.db.execute("UPDATE runs SET sweep=?, sweep_params=? WHERE id=?",
-                            (sweep, json.dumps(params), run_id))
+            self.db.execute("UPDATE runs SET sweep=?, sweep_params=?, trial=? WHERE id=?",
+                            (sweep, json.dumps(params), trial, run_id))
 
     def import_run(self, path: str | os.PathLike, *, sweep: str | None = None,
                    params: dict | None = None, sweep_key: str | None = None,
