@@ -481,8 +481,11 @@ class Dashboard:
         counts = {s: sum(t["status"] == s for t in ts) for s in ("completed", "pruned", "failed",
                                                                  "running", "stopped")}
         title = f"Study {name}: {objective} by trial ({direction})"
+        # a parameter against itself says nothing: against the next figure (a constraint's)
+        against = objective if objective != param else next(
+            (n for n in names if n != param), objective)
         figs = (T.history_figure(ts, objective, direction, title, as_dict=True),
-                T.param_figure(ts, param, objective, log=bool(p.get("log")),
+                T.param_figure(ts, param, against, log=bool(p.get("log")),
                                categorical=p.get("kind") == "categorical", as_dict=True),
                 T.front_figure(ts, objectives, as_dict=True))
         unmet = sum(t["status"] == "completed" and not t["feasible"] for t in ts)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from dashboards.style import axis, base_layout, make_figure, placeholder_note
+from dashboards.style import axis, base_layout, empty_figure, make_figure, placeholder_note
 from testbed.records.objectives import METRICS, pareto_front, trial_value
 
 COMPLETED, INFEASIBLE, PRUNED, BEST = "#1f77b4", "#ff7f0e", "#9ca3af", "#2ca02c"
@@ -164,11 +164,10 @@ def front_figure(ts: Sequence[dict], objectives: Sequence[Sequence[str]],
                  as_dict: bool = False) -> go.Figure | dict:
     """For two objectives: the completed trials that meet the constraints, the Pareto front
     (joined, in the objectives' better directions) and the points it dominates."""
-    layout = base_layout("Pareto front", 380, "front", hovermode="closest")
     if len(objectives) != 2:
-        layout["annotations"].append(placeholder_note(
-            "One objective: no front (a study with two --objective has one)."))
-        return make_figure([], layout, as_dict)
+        return empty_figure(f"{'One objective' if len(objectives) < 2 else 'More than two objectives'}"
+                            ": no front drawn (a study with two --objective has one).", 120, as_dict)
+    layout = base_layout("Pareto front", 380, "front", hovermode="closest")
     (a, da), (b, db) = objectives
     layout["xaxis"] = axis(title=dict(text=f"{title_of(a)}, {da}"))
     layout["yaxis"] = axis(title=dict(text=f"{title_of(b)}, {db}"))

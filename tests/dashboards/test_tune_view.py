@@ -70,6 +70,14 @@ def test_the_objective_by_trial_marks_pruned_trials_and_the_best_so_far(store):
     p = traces(param)
     assert p["tune_param_0"]["x"] == [5.0, 9.0] and param["layout"]["xaxis"]["type"] == "log"
     assert front["data"] == [] and "no front" in front["layout"]["annotations"][0]["text"]
+    # the objective is the parameter: the parameter is drawn against the constrained figure
+    param = board.tune_view("bw", BW, BW)[1]
+    assert param["layout"]["yaxis"]["title"]["text"] == "virtual_s_to_target (s)"
+    store.record_sweep("tune-c", "bw2", spec([(BW, "min")], [("virtual_s_to_target", "<=", 15)]))
+    trial_run(store, "bw2", 0, 5.0, [0.5, 0.95])
+    param = board.tune_view("bw2", None, None)[1]
+    assert param["layout"]["yaxis"]["title"]["text"] == "virtual_s_to_target (s)"
+    assert traces(param)["tune_param_1"]["y"] == [20.0]     # 20 s > 15 s: not met
     board.close()
 
 
