@@ -281,3 +281,19 @@ def test_ray_or_optuna_missing_is_one_line(tmp_path, capsys, monkeypatch):
     assert one_error_line(capsys) == ("testbed: error: testbed tune: Optuna is not installed; "
                                       "install it with pip install 'lgc-testbed[tune]'")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_trials_as_ray_tasks_land_as_runs_equal_to_testbed_run(tmp_path, capsys):
+    pytest.importorskip("ray")
+    assert tune(tmp_path, *BW, "--objective", "bits_up", "--ray", "--jobs", "2", trials=2) == 0
+    out = capsys.readouterr().out
+    runs = runs_of(tmp_path / "t.db")
+    assert sorted((r["trial"], r["status"]) for r in runs) == [(0, "completed"), (1, "completed")]
+    line = next(s for s in out.splitlines() if s.strip().startswith("testbed run "))
+    sets = [s.strip() for s in line.split("--set ")[1:]]
+    assert main(["run", str(QUICK), "--store", str(tmp_path / "alone.db"), "--quiet",
+                 *sum((["--set", s] for s in sets), [])]) == 0
+    best = int(out.split("runs\n")[1].splitlines()[1].split()[-1])
+    assert comparable(tmp_path / "t.db", best) == comparable(tmp_path / "alone.db", 1)
