@@ -191,12 +191,12 @@ class Tuner:
         asked for only when the engine has a place for its first run."""
         index = 0
         for _ in range(budget):
-            with signals_deferred():
+            seeds = self.spec.seeds or [None]
+            with signals_deferred():   # asked for, claimed and remembered together
                 trial = self.study.ask(self.dists)
                 self.storage.set_trial_system_attr(trial._trial_id, OWNER_PID, os.getpid())
                 self.storage.set_trial_system_attr(trial._trial_id, OWNER_HOST, os.uname().nodename)
-            seeds = self.spec.seeds or [None]
-            self.open[trial.number] = OpenTrial(trial, len(seeds))
+                self.open[trial.number] = OpenTrial(trial, len(seeds))
             extra = {"target": self.spec.target, "budget_s": self.spec.budget_s,
                      "pruner": self.pruner, "startup": self.startup, "history": self.history()}
             for seed in seeds:
