@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[test,tensorboard,flower,cluster,docs]'
+	$(BIN)/python -m pip install --quiet -e '.[test,tensorboard,flower,cluster,docs,tune]'
 	@touch $(STAMP)
 
 demo: venv

@@ -19,12 +19,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dash import Input, Output, Patch, State, no_update
+from dash import Input, Output, Patch, State, ctx, no_update
 
 from dashboards import compare as C
 from dashboards import panels
 from dashboards import queries as Q
 from dashboards import sweep as S
+from dashboards import tune as T
 from dashboards.panel import Rows, View
 from dashboards.style import (
     PLACEHOLDER,
@@ -37,6 +38,7 @@ from dashboards.style import (
 )
 from testbed.errors import ControlError
 from testbed.records.controls import link_targets, validate_control
+from testbed.records.objectives import run_metrics
 from testbed.records.graph_json import graph_nodes
 from testbed.records.store import RunNotFound, Store
 from testbed.records.summary import (
@@ -449,6 +451,63 @@ class Dashboard:
         return fig, sweep_options, base, key_options, x_key, y_options, y_key, message
 
 
+    # ------------------------------------------------------------------ tune
+    def tune_view(self, name: str | None, objective: str | None, param: str | None):
+        """The Tune view: (history figure, parameter figure, front figure, study options,
+        study, objective options, objective, parameter options, parameter, message). Unknown
+        or missing choices fall back to the newest study, its first objective and first
+        parameter."""
+        with self.store() as store:
+            found = T.studies(store.runs(), store.sweep_specs())
+            if not found:
+                empty = T.history_figure([], None, as_dict=True)
+                return (empty, T.param_figure([], None, None, as_dict=True),
+                        T.front_figure([], [], as_dict=True), [], None, [], None, [], None,
+                        f"No tune study in {self.path} yet: run `testbed tune FILE --param "
+                        f"KEY=LOW:HIGH --objective NAME --trials N --name STUDY --store {self.path}`.")
+            if name not in found:
+                name = max(found, key=lambda n: found[n]["runs"][-1]["id"])
+            spec, runs = found[name]["spec"], found[name]["runs"]
+            metrics = {r["id"]: run_metrics(store, r["id"], spec.get("target")) for r in runs}
+        ts = T.trials(spec, runs, metrics)
+        objectives = [tuple(o) for o in spec.get("objectives", [])]
+        names = [n for n, _ in objectives] + [c[0] for c in spec.get("constraints", [])
+                                              if c[0] not in [n for n, _ in objectives]]
+        objective = objective if objective in names else (names[0] if names else None)
+        direction = dict(objectives).get(objective, "min")
+        params = {p["key"]: p for p in spec.get("params", [])}
+        param = param if param in params else next(iter(params), None)
+        p = params.get(param, {})
+        counts = {s: sum(t["status"] == s for t in ts) for s in ("completed", "pruned", "failed",
+                                                                 "running", "stopped")}
+        title = f"Study {name}: {objective} by trial ({direction})"
+        # a parameter against itself says nothing: against the next figure (a constraint's)
+        against = objective if objective != param else next(
+            (n for n in names if n != param), objective)
+        figs = (T.history_figure(ts, objective, direction, title, as_dict=True),
+                T.param_figure(ts, param, against, log=bool(p.get("log")),
+                               categorical=p.get("kind") == "categorical", as_dict=True),
+                T.front_figure(ts, objectives, as_dict=True))
+        unmet = sum(t["status"] == "completed" and not t["feasible"] for t in ts)
+        said = {s: f"{n} {s}" for s, n in counts.items() if n}
+        if unmet:
+            said["completed"] += f" ({unmet} not meeting the constraints)"
+        message = (f"{len(ts)} trials of study {name}: " + ", ".join(said.values())
+                   + (f"; target accuracy {spec['target']:g}" if spec.get("target") else "")
+                   + ". Click a trial to open its run in the live view.")
+        study_options = [{"label": f"{n} ({len({r['trial'] for r in found[n]['runs']})} trials)",
+                          "value": n} for n in found]
+        return (*figs, study_options, name, [{"label": n, "value": n} for n in names], objective,
+                [{"label": k, "value": k} for k in params], param, message)
+
+    @staticmethod
+    def open_trial(click: dict | None):
+        """The run id a click on a Tune figure's point names (its customdata), else None."""
+        points = (click or {}).get("points") or []
+        run_id = points[0].get("customdata") if points else None
+        return run_id if isinstance(run_id, int) else None
+
+
 def _level_class(level: str) -> str:
     return f"message {level}"
 
@@ -513,3 +572,24 @@ def register(app, board: Dashboard) -> None:
             return (no_update,) * 8
         target = None if target_pct is None else float(target_pct) / 100
         return board.sweep_view(base, x_key, y_key, target)
+
+    @app.callback(Output("tune-history-graph", "figure"), Output("tune-param-graph", "figure"),
+                  Output("tune-front-graph", "figure"), Output("tune-select", "options"),
+                  Output("tune-select", "value"), Output("tune-objective", "options"),
+                  Output("tune-objective", "value"), Output("tune-param", "options"),
+                  Output("tune-param", "value"), Output("tune-message", "children"),
+                  Input("runs-interval", "n_intervals"), Input("view-tabs", "value"),
+                  Input("tune-select", "value"), Input("tune-objective", "value"),
+                  Input("tune-param", "value"))
+    def _tune(_n, tab, name, objective, param):
+        if tab != "tune":
+            return (no_update,) * 10
+        return board.tune_view(name, objective, param)
+
+    @app.callback(Output("run-select", "value", allow_duplicate=True),
+                  Output("view-tabs", "value", allow_duplicate=True),
+                  Input("tune-history-graph", "clickData"), Input("tune-param-graph", "clickData"),
+                  Input("tune-front-graph", "clickData"), prevent_initial_call=True)
+    def _open_trial(*_clicks):
+        run_id = board.open_trial(ctx.triggered[0]["value"] if ctx.triggered else None)
+        return (no_update, no_update) if run_id is None else (run_id, "live")

@@ -1,5 +1,5 @@
-"""The page: runs table on top, then a live view of one run, a compare view and a sweep view
-in tabs.
+"""The page: runs table on top, then a live view of one run, a compare view, a sweep view and
+a tune view in tabs.
 
 Component ids here are the contract with dashboards/callbacks.py and the browser tests.
 """
@@ -143,6 +143,23 @@ def sweep_view() -> html.Div:
     ])
 
 
+def tune_view() -> html.Div:
+    return html.Div(className="view", children=[
+        html.Div(className="row", children=[
+            html.Label(["study", dcc.Dropdown(id="tune-select", clearable=False,
+                                              style={"minWidth": 260})]),
+            html.Label(["objective", dcc.Dropdown(id="tune-objective", clearable=False,
+                                                  style={"minWidth": 220})]),
+            html.Label(["parameter", dcc.Dropdown(id="tune-param", clearable=False,
+                                                  style={"minWidth": 260})]),
+        ]),
+        html.Div(id="tune-message", className="message"),
+        _graph("tune-history"),
+        _graph("tune-param"),
+        _graph("tune-front"),
+    ])
+
+
 def build_layout(store_path: str, *, live_interval_ms: int = 1500, runs_interval_ms: int = 3000) -> html.Div:
     return html.Div(className="page", children=[
         html.Header(className="header", children=[
@@ -154,12 +171,14 @@ def build_layout(store_path: str, *, live_interval_ms: int = 1500, runs_interval
                              selected_row_ids=[], sort_action="native", page_size=12,
                              style_data_conditional=[
                                  {"if": {"filter_query": '{status} = "running"'}, "color": "#1d4ed8"},
-                                 {"if": {"filter_query": '{status} = "failed"'}, "color": "#b91c1c"}],
+                                 {"if": {"filter_query": '{status} = "failed"'}, "color": "#b91c1c"},
+                                 {"if": {"filter_query": '{status} = "pruned"'}, "color": "#6b7280"}],
                              **TABLE_STYLE),
         dcc.Tabs(id="view-tabs", value="live", children=[
             dcc.Tab(label="Live run", value="live", children=live_view()),
             dcc.Tab(label="Compare", value="compare", children=compare_view()),
             dcc.Tab(label="Sweep", value="sweep", children=sweep_view()),
+            dcc.Tab(label="Tune", value="tune", children=tune_view()),
         ]),
         dcc.Store(id="live-state"),
         dcc.Interval(id="live-interval", interval=live_interval_ms),

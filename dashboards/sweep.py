@@ -14,10 +14,10 @@ ALL = "all"
 
 def sweeps(runs: Sequence[dict]) -> dict[str, list[tuple[dict, dict]]]:
     """Runs grouped by the sweep they belong to (`Store.runs()` rows), in run order:
-    {sweep: [(run, params)]} (two runs or more)."""
+    {sweep: [(run, params)]} (two runs or more); a tune study's trials are the Tune view's."""
     out: dict[str, list] = defaultdict(list)
     for run in runs:
-        if run.get("sweep") is not None:
+        if run.get("sweep") is not None and run.get("trial") is None:
             out[run["sweep"]].append((run, run.get("sweep_params") or {}))
     return {base: members for base, members in out.items() if len(members) > 1}
 

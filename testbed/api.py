@@ -147,7 +147,7 @@ class Run:
 
     @property
     def status(self) -> str:
-        """running, completed, failed or stopped."""
+        """running, completed, failed, stopped or pruned (`testbed tune`)."""
         return self._read(lambda s: s.run(self.id)["status"])
 
     @property
@@ -280,15 +280,20 @@ def run(source: str | Path | dict | ExperimentConfig, *, store: str | Path = "ru
     return Run(store, run_id, cfg.run.name)
 
 
-def run_spec(spec: RunSpec) -> int:
+def run_spec(spec: RunSpec, watch=None) -> int:
     """The run `spec` asks for (what `testbed run` does), in this process or under torchrun;
-    prints its summary line; its exit code."""
+    prints its summary line; its exit code. `watch`: called with each round's
+    `testbed.run.loop.Progress` (in this process only; `testbed tune`'s pruner: raising
+    `testbed.errors.Pruned` there ends the run `pruned`)."""
     cfg = load(spec.file, spec.overrides, name=spec.name)
     if spec.launcher == "torchrun":
+        if watch is not None:
+            raise UserError("launcher = 'torchrun': a progress callback watches a run in this "
+                            "process only; allowed: launcher = 'local'")
         return launch_torchrun(spec, cfg)
     with opened_store(spec.store) as store:
         exp = build_experiment(cfg, store)
-        return run_experiment(exp, store, spec)
+        return run_experiment(exp, store, spec, watch)
 
 
 # ------------------------------------------------------------------------ the parts
@@ -333,11 +338,12 @@ def opened_store(path: str):
     store.close()
 
 
-def execute(exp, store_path: str, *, quiet: bool = True) -> int:
+def execute(exp, store_path: str, *, quiet: bool = True, watch=None) -> int:
     """Run a built Experiment, a progress bar unless `quiet` (which also says when a steering
     request took effect); its run id. A failure it names is RunFailed (one line); Ctrl-C or
-    SIGTERM leaves the run stopped, rows flushed. A completed run's checkpoints are removed
-    (`testbed resume` refuses completed runs)."""
+    SIGTERM leaves the run stopped, rows flushed. A completed (or pruned) run's checkpoints are
+    removed (`testbed resume` refuses both). `watch`: called after the bar with each round's
+    Progress."""
     update, close_bar = progress_printer(exp.iterations, quiet, unit_of(exp.cfg))
     if update is not None:  # the terminal hears when a steering request took effect
         controls = control_reporter(exp.store, lambda: getattr(exp, "run_id", None))
@@ -355,6 +361,8 @@ def execute(exp, store_path: str, *, quiet: bool = True) -> int:
         exp.progress = progress
     else:
         close = close_bar
+    if watch is not None:   # the caller's watcher, after the bar
+        exp.progress = _chained(exp.progress, watch)
     try:
         run_id = exp.run()
     except KeyboardInterrupt:  # SIGINT or SIGTERM: the run is marked stopped, rows flushed
@@ -368,15 +376,26 @@ def execute(exp, store_path: str, *, quiet: bool = True) -> int:
         close()
         raise
     close()
-    if exp.store.run(run_id)["status"] == "completed":
+    if exp.store.run(run_id)["status"] in ("completed", "pruned"):
         checkpoint.remove_run(store_path, run_id)
     return run_id
 
 
-def run_experiment(exp, store: Store, spec: RunSpec) -> int:
+def _chained(first, then):
+    """One progress function: `first` (a bar; None: none), then `then`."""
+    if first is None:
+        return then
+
+    def both(p):
+        first(p)
+        then(p)
+    return both
+
+
+def run_experiment(exp, store: Store, spec: RunSpec, watch=None) -> int:
     """`execute` with the CLI's summary line; exit code 0."""
     wall = time.perf_counter()
-    run_id = execute(exp, spec.store, quiet=spec.quiet)
+    run_id = execute(exp, spec.store, quiet=spec.quiet, watch=watch)
     line = summary_line(store, run_id, exp.cfg.run.name)
     print(f"{line}, wall time {time.perf_counter() - wall:.1f} s -> {spec.store}")
     return 0

@@ -17,8 +17,8 @@ from testbed.errors import exit_code, one_line, stop_on_sigterm
 
 # Each module exposes `register(subparsers)`; missing optional ones are skipped so one
 # unfinished room never breaks the whole CLI.
-COMMANDS = ["run", "resume", "runs", "export", "sweep", "demo", "probe", "dashboard", "control",
-            "methods", "keys", "flower"]
+COMMANDS = ["run", "resume", "runs", "export", "sweep", "tune", "demo", "probe", "dashboard",
+            "control", "methods", "keys", "flower"]
 
 
 # The CLI is the one place that imports dashboards/ (house rule: nothing else depends on the

@@ -73,6 +73,12 @@ def stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+class Pruned(Exception):
+    """Raised by a run's progress callback (`testbed tune`'s pruner): the loop ends the run
+    with status `pruned`, its message the reason, and returns as from a completed run. Not an
+    error: a pruned run ended because its caller judged it hopeless."""
+
+
 class ExperimentError(RuntimeError):
     """A run that cannot go on (bad combination of settings, a failed link, a bad gradient)."""
 

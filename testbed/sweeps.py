@@ -6,6 +6,9 @@ point ends.
 
 - `run_point` is the one place a point is run: the entry `testbed run` uses
   (`testbed.api.run_spec` with a `RunSpec`), into the store it is given.
+- `run_points` is the engine under `run_sweep` and `testbed tune` (testbed/tune/): it pulls
+  points from an iterable only as a place frees, so a sampler can pick each point after the
+  ones before it ended, and copies each run in as it ends.
 - A sweep is identified by `sweep_key` (its file's content, grid, overrides and seeds), recorded
   in the store with its members: running the same sweep again skips the points that completed
   and runs the failed, stopped and missing ones again.
@@ -30,7 +33,7 @@ import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -59,6 +62,7 @@ class Point:
     device: str = "cpu"                          # run.device: a Ray task of "cuda" gets a GPU
     runner: str = DEFAULT_RUNNER                 # module:function that runs it (run_point's shape)
     extra: dict = field(default_factory=dict)    # what another runner needs (JSON)
+    trial: int | None = None                     # `testbed tune`: the study's trial it runs
 
 
 def sweep_key(file: str, grid: list[tuple[str, list[str]]], overrides: list[str],
@@ -70,14 +74,15 @@ def sweep_key(file: str, grid: list[tuple[str, list[str]]], overrides: list[str]
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def run_point(point: Point, store: str, quiet: bool = True) -> dict:
+def run_point(point: Point, store: str, quiet: bool = True, watch=None) -> dict:
     """Run `point` into the store at `store` through `testbed run`'s entry (testbed.api.run_spec); never raises for a
-    run that fails or is refused. {"status": completed | failed | refused, "line": one line}."""
+    run that fails or is refused. {"status": completed | failed | refused, "line": one line}
+    (`watch`: run_spec's, called with each round's progress)."""
     out = io.StringIO()
     try:
         with contextlib.redirect_stdout(out):   # its summary names the point's store: ours says it
             api.run_spec(RunSpec(store=store, file=point.file, name=point.name,
-                                overrides=tuple(point.overrides), quiet=quiet))
+                                overrides=tuple(point.overrides), quiet=quiet), watch=watch)
     except Exception as e:  # what the CLI turns into exit 1 or 2; anything else is a bug
         code = exit_code(e)
         if code is None:
@@ -103,6 +108,50 @@ class Outcome:
     result: dict = field(default_factory=dict)   # what the runner returned
 
 
+def make_pool(jobs: int = 1, ray: str | None = None, ray_env: dict | None = None,
+              quiet: bool = False):
+    """Where points run: Ray tasks (`ray`: "local", "auto" or an address; without Ray this is
+    refused here, before anything is written), `jobs` worker processes, or this process."""
+    return (RayPool(ray, jobs, ray_env) if ray is not None else LocalPool(jobs) if jobs > 1
+            else InlinePool(quiet))
+
+
+def run_points(pool, points: Iterable[Point], store: str, *, sweep: str, key: str,
+               landed: Callable[[Outcome], None]) -> None:
+    """Run `points` on `pool` and copy each run into `store` as sweep `sweep`'s member (key
+    `key`; a point's `trial`, if any, with it) as soon as it ends, then call `landed(outcome)`.
+    Points are taken from `points` one at a time as a place frees (an iterator may make each
+    when asked: `testbed tune` asks its sampler then). A Ctrl-C or SIGTERM stops the points
+    running (their runs are kept, marked stopped, and landed) and is raised again."""
+    work = Path(f"{store}.points")
+
+    def land(point: Point, result: dict, point_store: Path | None) -> None:
+        outcome = Outcome(point, result.get("status", "failed"), result.get("line", ""),
+                          result=result)
+        if point_store is not None and _holds_run(point_store):
+            t0 = time.perf_counter()
+            with Store(store) as db:   # opened per run: a reader of the store never waits long
+                outcome.run_id = db.import_run(point_store, sweep=sweep, params=point.params,
+                                               sweep_key=key, trial=point.trial)
+                outcome.merge_s = time.perf_counter() - t0
+                if outcome.status in ("completed", "pruned"):
+                    outcome.line = summary_line(db, outcome.run_id, point.name)
+        if point_store is not None:   # copied, or it holds no run
+            _remove_store(point_store)
+        landed(outcome)
+
+    try:
+        for finished in pool.run(points, work):
+            land(*finished)
+    except KeyboardInterrupt:
+        for finished in pool.stop():
+            land(*finished)
+        raise
+    finally:
+        with contextlib.suppress(OSError):
+            work.rmdir()  # only when empty: what a point left that could not be copied stays
+
+
 def run_sweep(points: list[Point], store: str, *, sweep: str, key: str, spec: dict | None = None,
               jobs: int = 1, ray: str | None = None, ray_env: dict | None = None,
               quiet: bool = False, log: Callable[[str], None] = print,
@@ -112,9 +161,7 @@ def run_sweep(points: list[Point], store: str, *, sweep: str, key: str, spec: di
     `ray_env`), and copy each into `store` as it ends (then `each(outcome)` is called). One
     Outcome per point, in grid order. A Ctrl-C or SIGTERM stops the points running (their runs
     are kept, marked stopped) and is raised again."""
-    # first: without Ray, --ray is refused before the store is touched
-    pool = (RayPool(ray, jobs, ray_env) if ray is not None else LocalPool(jobs) if jobs > 1
-            else InlinePool(quiet))
+    pool = make_pool(jobs, ray, ray_env, quiet)   # first: without Ray, --ray is refused here
     with Store(store) as db:
         db.record_sweep(key, sweep, spec or {})
         members = db.sweep_members(key)
@@ -124,41 +171,19 @@ def run_sweep(points: list[Point], store: str, *, sweep: str, key: str, spec: di
     if outcomes:
         log(f"sweep {sweep}: {len(outcomes)} of {len(points)} points completed before; "
             f"running the other {len(todo)}")
-    work = Path(f"{store}.points")
     done = len(outcomes)
 
-    def land(point: Point, result: dict, point_store: Path | None) -> None:
+    def landed(outcome: Outcome) -> None:
         nonlocal done
-        outcome = Outcome(point, result.get("status", "failed"), result.get("line", ""),
-                          result=result)
-        if point_store is not None and _holds_run(point_store):
-            t0 = time.perf_counter()
-            with Store(store) as db:   # opened per run: a reader of the store never waits long
-                outcome.run_id = db.import_run(point_store, sweep=sweep, params=point.params,
-                                               sweep_key=key)
-                outcome.merge_s = time.perf_counter() - t0
-                if outcome.status == "completed":
-                    outcome.line = summary_line(db, outcome.run_id, point.name)
-        if point_store is not None:   # copied, or it holds no run
-            _remove_store(point_store)
-        outcomes[point.index] = outcome
+        outcomes[outcome.point.index] = outcome
         done += outcome.status == "completed"
         line = (outcome.line if outcome.status == "completed"
-                else f"{point.name} {outcome.status}: {outcome.line}")
+                else f"{outcome.point.name} {outcome.status}: {outcome.line}")
         log(f"[{done}/{len(points)} done] {line}")
         if each is not None:
             each(outcome)
 
-    try:
-        for finished in pool.run(todo, work):
-            land(*finished)
-    except KeyboardInterrupt:
-        for finished in pool.stop():
-            land(*finished)
-        raise
-    finally:
-        with contextlib.suppress(OSError):
-            work.rmdir()  # only when empty: what a point left that could not be copied stays
+    run_points(pool, todo, store, sweep=sweep, key=key, landed=landed)
     return [outcomes.get(p.index) or Outcome(p, "stopped") for p in points]
 
 
@@ -187,7 +212,7 @@ class InlinePool:
         self.quiet = quiet
         self.current: tuple[Point, Path] | None = None
 
-    def run(self, points: list[Point], work: Path) -> Iterator[tuple[Point, dict, Path | None]]:
+    def run(self, points: Iterable[Point], work: Path) -> Iterator[tuple[Point, dict, Path | None]]:
         work.mkdir(parents=True, exist_ok=True)
         for point in points:
             path = work / f"{point.index:04d}.db"
@@ -217,20 +242,37 @@ class LocalPool:
         self.jobs = max(1, jobs)
         self.workers: list[_Worker] = []
 
-    def run(self, points: list[Point], work: Path) -> Iterator[tuple[Point, dict, Path | None]]:
+    def run(self, points: Iterable[Point], work: Path) -> Iterator[tuple[Point, dict, Path | None]]:
+        """A list's points are handed out in order, its workers all at the largest run.threads;
+        any other iterable's points are taken one at a time when a worker is free (a new
+        worker at its first point's run.threads)."""
         work.mkdir(parents=True, exist_ok=True)
-        pending = list(points)
-        threads = max((p.threads for p in points), default=1)
+        threads = (max((p.threads for p in points), default=1) if isinstance(points, Sequence)
+                   else None)
+        source = iter(points)
+        exhausted = False
+
+        def pull() -> Point | None:
+            nonlocal exhausted
+            point = None if exhausted else next(source, None)
+            exhausted = point is None
+            return point
+
         context = worker_context()
         try:
-            while pending or any(w.current for w in self.workers):
+            while True:
                 for w in self.workers:
-                    if pending and w.current is None and w.alive():
-                        w.give(pending.pop(0), work)
-                while pending and len(self.workers) < self.jobs:
-                    w = _Worker(context, work, len(self.workers), threads)
+                    if w.current is None and w.alive():
+                        point = pull()
+                        if point is None:
+                            break
+                        w.give(point, work)
+                while len(self.workers) < self.jobs and (point := pull()) is not None:
+                    w = _Worker(context, work, len(self.workers), threads or point.threads)
                     self.workers.append(w)
-                    w.give(pending.pop(0), work)
+                    w.give(point, work)
+                if exhausted and not any(w.current for w in self.workers):
+                    return
                 time.sleep(0.1)
                 for w in self.workers:
                     if w.current is not None and (w.done() or not w.alive()):
@@ -447,7 +489,7 @@ class RayPool:
         self.jobs = jobs
         self.runtime_env = dict(runtime_env or {})
 
-    def run(self, points: list[Point], work: Path) -> Iterator[tuple[Point, dict, Path | None]]:
+    def run(self, points: Iterable[Point], work: Path) -> Iterator[tuple[Point, dict, Path | None]]:
         ray = self.ray
         local = self.address == "local"
         env = dict(self.runtime_env)
@@ -460,12 +502,20 @@ class RayPool:
         try:
             task = ray.remote(ray_task)
             gpus = ray.cluster_resources().get("GPU", 0)   # "auto" takes one where there are some
-            refs = {task.options(num_cpus=p.threads, num_gpus=1 if p.device == "cuda" or (
-                                     p.device == "auto" and gpus) else 0,
-                                 max_retries=RAY_RETRIES, name=f"testbed-point-{p.index}").remote(p): p
-                    for p in points}
+            # a list's points all at once (Ray schedules them); another iterable's `jobs` at a
+            # time, each taken when one ends
+            limit = len(points) if isinstance(points, Sequence) else max(1, self.jobs)
+            source = iter(points)
+            refs = {}
             work.mkdir(parents=True, exist_ok=True)
-            while refs:
+            while True:
+                while len(refs) < limit and (p := next(source, None)) is not None:
+                    refs[task.options(num_cpus=p.threads, num_gpus=1 if p.device == "cuda" or (
+                                          p.device == "auto" and gpus) else 0,
+                                      max_retries=RAY_RETRIES,
+                                      name=f"testbed-point-{p.index}").remote(p)] = p
+                if not refs:
+                    break
                 ready, _ = ray.wait(list(refs), num_returns=1)
                 point = refs.pop(ready[0])
                 try:

@@ -26,7 +26,8 @@ PACKAGES = ("lgc_schema", "channels", "nodes", "testbed", "dashboards", "experim
 # What a path that must start quickly (the CLI's parser) must not load: each takes about a second
 # or more to import here (torch ~5 s, sklearn ~3 s, dash ~1.5 s, numba ~1 s; plotly is dash's).
 HEAVY = ("torch", "sklearn", "tensorboard", "dash", "plotly", "numba", "ray", "flwr",
-         "networkx")   # networkx: 0.15 s of the link layer's 0.27 s import
+         "networkx",   # networkx: 0.15 s of the link layer's 0.27 s import
+         "optuna")     # 0.1-0.4 s, and an optional extra (`testbed tune` only)
 
 CASES = {
     "lgc_schema": ("import lgc_schema", ["channels", "nodes", "testbed", "torch"]),
@@ -61,6 +62,8 @@ LAZY = {
     ("validation/ns3/walk.py", "plotly"): "plotly: only the figure",
     ("validation/ns3/walk.py", "dashboards.export"): "plotly, Chromium: only the figure",
     ("testbed/cli.py", "dashboards.app"): "dash: only `testbed dashboard` serves it",
+    ("testbed/commands/tune.py", "testbed.tune.study"):
+        "optuna: only `testbed tune` runs a study (and says which extra to install without it)",
     ("testbed/cli.py", "dashboards.export"): "plotly: only `testbed export --format html|png`",
     ("testbed/commands/methods.py", "nodes.compression.registry"):
         "torch: the methods' modules; the parser registers `methods` without them",
@@ -96,7 +99,7 @@ LAZY = {
 # flat modules are the entry points, the Python API, the experiment and the shared vocabulary.
 ROOMS = (
     ("entry", ("testbed.cli", "testbed.commands", "testbed.launch", "testbed.sweeps",
-               "testbed.reference")),
+               "testbed.reference", "testbed.tune")),
     ("python api", ("testbed.api",)),
     ("torchrun", ("testbed.distributed",)),
     ("experiment", ("testbed.experiment",)),

@@ -19,7 +19,8 @@ class Column(NamedTuple):
 C = Column
 TABLE_MEANINGS = {
     "runs": "one row per run",
-    "sweeps": "one row per `testbed sweep` command (its file, grid, overrides and seeds)",
+    "sweeps": "one row per `testbed sweep` command (its file, grid, overrides and seeds) and "
+              "per `testbed tune` study (its parameters, objectives, constraints and target)",
     "iterations": "one row per iteration of a run (a round of a federated run, a "
                   "send_and_receive of a Flower app); bits summed over the nodes",
     "node_iterations": "one row per node and iteration",
@@ -37,7 +38,8 @@ COLUMNS: dict[str, dict[str, Column]] = {
         "topology": C("", "network.topology"),
         "workers": C("", "network.workers"),
         "bandwidth_mbps": C("Mbit/s", "network.link.bandwidth_mbps at the start"),
-        "status": C("", "running | completed | failed | stopped"),
+        "status": C("", "running | completed | failed | stopped | pruned (`testbed tune`'s "
+                        "pruner ended it)"),
         "config_json": C("", "the validated experiment file, every default filled in (JSON)"),
         "graph_json": C("", "the network graph: nodes, roles, positions, links (JSON)"),
         "started_at": C("Unix s", "when the run started (wall clock)"),
@@ -50,14 +52,19 @@ COLUMNS: dict[str, dict[str, Column]] = {
         "total_bits": C("bit", "every bit on the wire so far, up and down, all nodes"),
         "best_accuracy": C("[0, 1]", "best test accuracy so far"),
         "energy_j": C("J", "every worker's joules so far, radio and compute"),
-        "sweep": C("", "the sweep the run belongs to (its base name); NULL for other runs"),
-        "sweep_params": C("", "the run's grid values in its sweep, JSON {key: value}"),
+        "sweep": C("", "the sweep the run belongs to (its base name), or the `testbed tune` "
+                       "study; NULL for other runs"),
+        "sweep_params": C("", "the run's grid values in its sweep (a tune trial's parameters), "
+                              "JSON {key: value}"),
         "sweep_key": C("", "the sweep's identity (sweeps.key): a rerun skips what completed"),
+        "trial": C("", "a `testbed tune` trial's number in its study (runs.sweep); NULL for "
+                       "other runs"),
     },
     "sweeps": {
         "key": C("", "the sweep's identity, from its file content, grid, overrides and seeds"),
         "name": C("", "the sweep's base name"),
-        "spec_json": C("", "what the sweep command asked for (JSON)"),
+        "spec_json": C("", "what the sweep command asked for (JSON); a tune study's has "
+                           "\"kind\": \"tune\""),
         "created_at": C("Unix s", "when it was first run"),
     },
     "iterations": {

@@ -3,9 +3,11 @@
 Tables: runs, sweeps, iterations, node_iterations, links, evals, events, controls. What each
 column holds, with its unit: testbed/records/columns.py (the store's reference page is generated
 from it, and a test checks it names exactly the columns `SCHEMA` and `ADDED_COLUMNS` make).
-A run's status is running | completed | failed | stopped; `sweep`/`sweep_params` are written by
-`testbed sweep` (`set_sweep`, `import_run`), and `sweep_key` (a row of `sweeps`) is what a rerun of
-the same sweep command reads to skip the points that completed.
+A run's status is running | completed | failed | stopped | pruned (`testbed tune`'s pruner ended
+it: testbed.errors.Pruned); `sweep`/`sweep_params` are written by `testbed sweep` (`set_sweep`,
+`import_run`), and `sweep_key` (a row of `sweeps`) is what a rerun of the same sweep command reads
+to skip the points that completed. A `testbed tune` study is a sweep whose points its sampler
+picks: `sweep` is the study's name, `sweep_params` the trial's parameters and `trial` its number.
 
 Stores made before a column existed (`ADDED_COLUMNS`) gain it when opened for writing; a
 read-only open reads its default. The sweep columns migrate once, on that write-open: the old
@@ -110,7 +112,7 @@ ADDED_COLUMNS = {"links": {"snr_db": "REAL", "collisions": "INTEGER DEFAULT 0",
                                      "energy_j": "REAL", "drift_norm": "REAL",
                                      "staleness": "INTEGER"},
                  "runs": {"energy_j": "REAL", "sweep": "TEXT", "sweep_params": "TEXT",
-                          "sweep_key": "TEXT"},
+                          "sweep_key": "TEXT", "trial": "INTEGER"},
                  "evals": {"lgc_beta": "REAL", "lgc_scalar_error": "REAL", "lgc_coder_error": "REAL"}}
 LINK_DEFAULTS = {"collisions": 0, "retries": 0}    # what a link row without them records
 EVAL_COLUMNS = ["iteration", "virtual_time_s", "test_loss", "test_accuracy", "lgc_beta",
@@ -122,7 +124,7 @@ TABLES = {"runs", "iterations", "node_iterations", "links", "evals", "events", "
 RUN_TABLES = ("iterations", "node_iterations", "links", "evals", "events", "controls")  # by run_id
 RUN_COLUMNS = ["id", "name", "method", "topology", "workers", "bandwidth_mbps", "status",
                "started_at", "ended_at", "pid", "host", "error"]
-SWEEP_COLUMNS = ["sweep", "sweep_params"]
+SWEEP_COLUMNS = ["sweep", "sweep_params", "trial"]
 # How `testbed sweep` named its runs before the sweep columns: read once, by the migration.
 OLD_SWEEP_NAME = re.compile(r"^(?P<base>.+)\[(?P<label>[^\[\]]+)\]$")
 
@@ -416,20 +418,23 @@ class Store:
                 "WHERE id=:id".replace("?, host=?", ":pid, host=:host"),
                 {"id": run_id, "pid": os.getpid(), "host": os.uname().nodename})
 
-    def set_sweep(self, run_id: int, sweep: str, params: dict) -> None:
-        """Record that run `run_id` is the member of sweep `sweep` at grid values `params`."""
+    def set_sweep(self, run_id: int, sweep: str, params: dict, trial: int | None = None) -> None:
+        """Record that run `run_id` is the member of sweep `sweep` at grid values `params`
+        (with `trial`: that trial of tune study `sweep`)."""
         with self.db:
-            self.db.execute("UPDATE runs SET sweep=?, sweep_params=? WHERE id=?",
-                            (sweep, json.dumps(params), run_id))
+            self.db.execute("UPDATE runs SET sweep=?, sweep_params=?, trial=? WHERE id=?",
+                            (sweep, json.dumps(params), trial, run_id))
 
     def import_run(self, path: str | os.PathLike, *, sweep: str | None = None,
-                   params: dict | None = None, sweep_key: str | None = None) -> int:
+                   params: dict | None = None, sweep_key: str | None = None,
+                   trial: int | None = None) -> int:
         """Copy the one run of the store at `path` (a sweep point's own store, written by a
         process that has ended) into this one with all its rows, in one transaction; its id
         here is new (rows, events and controls follow it). With `sweep`, it is that sweep's
-        member at `params`; an earlier run of the same `sweep_key` and name that did not
-        complete stops being one (this run replaces it). A run still `running` there is
-        recorded as failed: its process ended without finishing. Returns the new id."""
+        member at `params` (and with `trial`, that tune study's trial); an earlier run of the
+        same `sweep_key` and name that did not complete stops being one (this run replaces it).
+        A run still `running` there is recorded as failed: its process ended without
+        finishing. Returns the new id."""
         Store(path).close()  # the source gains any missing column; a dead writer's run: failed
         self.flush()
         self.db.execute("ATTACH DATABASE ? AS src", (str(path),))
@@ -455,12 +460,12 @@ class Store:
                 if sweep is not None:
                     if sweep_key is not None:
                         self.db.execute(
-                            "UPDATE runs SET sweep=NULL, sweep_params=NULL, sweep_key=NULL "
-                            "WHERE sweep_key=? AND name=(SELECT name FROM runs WHERE id=?) "
-                            "AND status != 'completed'", (sweep_key, new_id))
-                    self.db.execute("UPDATE runs SET sweep=?, sweep_params=?, sweep_key=? "
-                                    "WHERE id=?", (sweep, json.dumps(params or {}), sweep_key,
-                                                   new_id))
+                            "UPDATE runs SET sweep=NULL, sweep_params=NULL, sweep_key=NULL, "
+                            "trial=NULL WHERE sweep_key=? AND name=(SELECT name FROM runs "
+                            "WHERE id=?) AND status != 'completed'", (sweep_key, new_id))
+                    self.db.execute("UPDATE runs SET sweep=?, sweep_params=?, sweep_key=?, "
+                                    "trial=? WHERE id=?", (sweep, json.dumps(params or {}),
+                                                           sweep_key, trial, new_id))
         finally:
             self.db.execute("DETACH DATABASE src")
         return new_id
@@ -477,6 +482,16 @@ class Store:
             self.db.execute("INSERT OR IGNORE INTO sweeps (key, name, spec_json, created_at) "
                             "VALUES (?,?,?,?)", (key, name, json.dumps(spec, sort_keys=True),
                                                  time.time()))
+
+    def sweep_specs(self) -> dict[str, dict]:
+        """Every sweep and tune study recorded: {key: {"name", "spec", "created_at"}}."""
+        try:
+            rows = self.db.execute("SELECT key, name, spec_json, created_at FROM sweeps "
+                                   "ORDER BY created_at, key").fetchall()
+        except sqlite3.OperationalError:   # a read-only open of a store made before the table
+            return {}
+        return {r["key"]: {"name": r["name"], "spec": json.loads(r["spec_json"]),
+                           "created_at": r["created_at"]} for r in rows}
 
     def sweep_members(self, key: str) -> dict[str, dict]:
         """The runs that are members of sweep `key`, by name: {name: {id, status}}."""

@@ -14,6 +14,10 @@ of run, does the rest, per round:
      returns None), flush (`run.flush_every`) and checkpoint (`run.checkpoint_every`),
   6. progress, and the stop at `run.target_accuracy` when `run.stop_at_accuracy`.
 
+The progress callback is the one hook a caller watches the run by: it gets each round's
+`Progress` (`evaluated`: the round brought a test accuracy) and may end the run by raising
+`testbed.errors.Pruned` (`testbed tune`'s pruner): the run is then recorded `pruned`.
+
 Optional driver methods the loop uses where present: `describe()` (figures for the start
 event), `notes()` (one-line notes at start), `eval_metrics()` (columns stored with each
 evaluation). A checkpoint holds each part's state under its own key (testbed/run/checkpoint.py):
@@ -31,6 +35,7 @@ import numpy as np
 import torch
 
 from testbed.emulation.transport import Timer, timed
+from testbed.errors import Pruned
 from testbed.processes.heap import frozen_heap
 from testbed.records.graph_json import graph_to_json
 from testbed.run import checkpoint
@@ -48,6 +53,7 @@ class Progress:
     train_loss: float
     accuracy: float | None
     stage: str
+    evaluated: bool = False      # this round brought an evaluation (accuracy is its)
 
 
 class Loop:
@@ -71,6 +77,8 @@ class Loop:
         self.next_iteration = 0      # where the loop starts: after a resumed checkpoint's
         self.accuracy: float | None = None   # the last evaluation's
         self.stage: str | None = None        # the stage of the last round
+        self.evaluated = False               # whether the round going on brought an evaluation
+        self.iteration: int | None = None    # the round going on
         self._wall_offset = 0.0      # wall seconds of the run before a resume
 
     # ------------------------------------------------------------------ start and finish
@@ -100,6 +108,11 @@ class Loop:
         try:
             with frozen_heap() as settle:   # testbed/processes/heap.py: no full collector
                 self._loop(settle)          # passes over what the first round left alive
+        except Pruned as e:   # the progress callback's decision: an end, not a failure
+            world.store.append_event(world.run_id, "pruned", {"reason": str(e)},
+                                     iteration=self.iteration, virtual_time_s=world.clock)
+            world.store.finish_run(world.run_id, "pruned", str(e))
+            return world.run_id
         except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (testbed.errors.Stopped)
             how = f"stopped by {e.args[0]}" if e.args else "interrupted by the user (SIGINT)"
             world.store.finish_run(world.run_id, "stopped", how)
@@ -124,6 +137,7 @@ class Loop:
             rnd = next(rounds, None)
             if rnd is None:   # the driver's rounds ended: the run is complete
                 break
+            self.evaluated, self.iteration = False, it
             if rnd.stage is not None and rnd.stage != self.stage:  # None: the stage stays
                 world.store.append_event(world.run_id, "stage", {"stage": rnd.stage}, iteration=it,
                                          virtual_time_s=rnd.start if rnd.stage_at is None else rnd.stage_at)
@@ -134,7 +148,7 @@ class Loop:
                 settle()
             if self.progress:
                 self.progress(Progress(it + 1, self.iterations, world.clock, bits,
-                                       rnd.train_loss, self.accuracy, self.stage))
+                                       rnd.train_loss, self.accuracy, self.stage, self.evaluated))
             if self._target_reached(it):
                 break
         world.store.finish_run(world.run_id, "completed")
@@ -173,6 +187,7 @@ class Loop:
                                                    **row})
             if row.get("test_accuracy") is not None:
                 self.accuracy = row["test_accuracy"]
+                self.evaluated = True
         return bits_up + bits_down
 
     def _evaluate_and_save(self, it: int, rnd: Round, wall0: float) -> None:
@@ -184,6 +199,7 @@ class Loop:
                 result = self.evaluate()
             if result is not None:
                 test_loss, self.accuracy = result
+                self.evaluated = True
                 world.store.append_eval(world.run_id, {"iteration": it, "virtual_time_s": world.clock,
                                                        "test_loss": test_loss,
                                                        "test_accuracy": self.accuracy,

@@ -11,7 +11,8 @@ loss-free star at 20 Mb/s) writes the store from another process.
   4. the compare view shows two runs with their compression ratio;
   5. a real LGC-PS run (experiments/lgc_ps_digits.toml, shortened) drawn with its rate on a log
      axis (switchable to linear), its three stages as bands and the cut between them;
-  6. the sweep view's heat maps over a sweep's grid;
+  6. the sweep view's heat maps over a sweep's grid, and the tune view's trials (a click on one
+     opens its run in the live view);
   7. a page read at a glance, for the quickstart, the LGC-PS run, a federated run and the sweep:
      every tick label of the rate axes carries its unit, no panel says "Not a ..." of the run
      shown (the panels that do not apply are hidden), each legend lists a handful of entries.
@@ -39,6 +40,7 @@ if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
 from selenium import webdriver  # noqa: E402
 from selenium.common.exceptions import ElementClickInterceptedException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 from testbed.records.store import Store  # noqa: E402
@@ -556,3 +558,46 @@ def test_sweep_view_heat_maps(live, browser):
     assert "each cell averages over seed" in text(browser, "sweep-message")
     assert severe_errors(browser) == []
     view_shots(browser, "sweep")
+
+
+def test_tune_view_marks_pruned_trials_and_a_click_opens_the_trial(live, browser):
+    """Three trials of a study recorded as `testbed tune` records them (one pruned), written
+    with the store's API: the objective by trial shows them, the pruned one as an x; a click on
+    a completed trial's point opens its run in the live view."""
+    with Store(live["path"]) as writer:
+        writer.record_sweep("tune-e2e", "bwstudy", {
+            "kind": "tune", "target": 0.9, "objectives": [["virtual_s_to_target", "min"]],
+            "constraints": [], "labels": {"network.link.bandwidth_mbps": "bandwidth_mbps"},
+            "params": [{"key": "network.link.bandwidth_mbps", "kind": "float", "low": 0.5,
+                        "high": 50, "log": True, "choices": []}]})
+        ids = []
+        for trial, (bw, accs, status) in enumerate([(5.0, (0.5, 0.95), "completed"),
+                                                     (0.6, (0.1,), "pruned"),
+                                                     (9.0, (0.92,), "completed")]):
+            rid = writer.create_run(f"bwstudy[trial={trial}]", {}, method="topk")
+            writer.set_sweep(rid, "bwstudy", {"bandwidth_mbps": bw}, trial=trial)
+            for i, acc in enumerate(accs):
+                writer.append_iteration(rid, {"iteration": 10 * i + 9, "bits_up": 1000,
+                                              "virtual_time_s": 20 / bw * (i + 1)})
+                writer.append_eval(rid, {"iteration": 10 * i + 9, "virtual_time_s": 20 / bw * (i + 1),
+                                         "test_accuracy": acc})
+            writer.finish_run(rid, status)
+            ids.append(rid)
+    browser.get(live["url"])
+    tab = wait_for(lambda: browser.find_elements(By.XPATH, "//*[@id='view-tabs']//*[text()='Tune']"),
+                   30, "the page's tabs")
+    tab[0].click()
+    symbols = wait_for(lambda: js_graph(browser, "tune-history-graph",
+                                        "g.data.length >= 2 && g.data.map(t => [t.x, t.marker ? t.marker.symbol : null])"),
+                       20, "the tune view's trials")
+    assert [[0, 2], "circle"] in symbols and [[1], "x"] in symbols
+    assert "3 trials of study bwstudy: 2 completed, 1 pruned" in text(browser, "tune-message")
+    # a person's click on trial 2's point (its marker is the second of the first trace)
+    point = wait_for(lambda: (browser.find_elements(
+        By.CSS_SELECTOR, "#tune-history-graph .scatterlayer .trace:first-child .points path")
+        or [None, None])[1], 10, "trial 2's point")
+    ActionChains(browser).move_to_element(point).pause(0.5).click().perform()
+    wait_for(lambda: f"#{ids[2]} bwstudy[trial=2]" in text(browser, "run-select"), 20,
+             "the trial's run in the live view's picker")
+    assert browser.find_element(By.ID, "live-message").is_displayed()
+    assert severe_errors(browser) == []
