@@ -200,6 +200,9 @@ def test_every_subcommand_into_a_closed_pipe_ends_quietly(stopped_run, tmp_path,
         "control": ["control", str(live), *store, "--bandwidth-mbps", "2", "--wait", "0"],
         "methods": ["methods"],
         "keys": ["keys"],
+        "tune": ["tune", str(path), *store, "--name", "pipe", "--param", "optim.lr=0.01:0.1",
+                 "--objective", "final_accuracy", "--trials", "1", "--quiet",
+                 "--set", "run.iterations=2"],
         "flower": ["flower", "run", str(ROOT / "tests" / "testbed" / "flower" / "echo"), *store,
                    "--quiet", "--run-config", "timeout=5"],
     }
@@ -374,9 +377,11 @@ def test_the_readme_lists_every_method_it_ships():
     assert [n for n in names() if README_NAMES[n] and README_NAMES[n] not in intro] == []
 
 
-def test_the_readmes_deadline_probe_leaves_some_workers_out_not_all(capsys):
-    """The example shows what a deadline does: some of the four workers miss it, not all."""
-    line = next(ln for ln in README.splitlines()
+def test_the_guides_deadline_probe_leaves_some_workers_out_not_all(capsys):
+    """The device-traces guide's example shows what a deadline does: some of the four workers
+    miss it, not all."""
+    guide = (ROOT / "docs" / "how-to" / "device-traces-and-mobility.md").read_text()
+    line = next(ln for ln in guide.splitlines()
                 if ln.startswith("testbed probe experiments/edge_deadline_digits.toml"))
     argv = line.split("#")[0].split()[1:]
     argv[1] = str(ROOT / argv[1])
