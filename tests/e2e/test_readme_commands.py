@@ -1,13 +1,15 @@
-"""Every command line of README.md runs as written.
+"""Every command line of README.md and of the user guide runs as written.
 
-The README's ```sh blocks are read line by line and each line is run with bash, in README
-order, in one temporary copy of the repository (so `runs.db`, `tb/` and the like land there).
+The pages: README.md, docs/getting-started.md and docs/how-to/*.md. Each page's ```sh blocks are
+read line by line and each line is run with bash, in the page's order, in a temporary copy of
+the repository of the page's own (so `runs.db`, `tb/` and the like land there, and one page's
+files never meet another's). A failure names the page and the line (`docs/how-to/ray.md:31`).
 What is added to a line, and why:
-  - lines that train (`testbed run`, `testbed sweep`) get `--set run.iterations=2`: the
-    command is the README's, the budget tiny;
-  - servers (`make demo`, `testbed dashboard`, `tensorboard`) get a free port (`PORT=N` for
-    make, `--port N` otherwise), are started, and are stopped with Ctrl-C once they answer
-    HTTP 200;
+  - lines that train (`testbed run`, `testbed sweep`, `torchrun`) get `--set run.iterations=2`:
+    the command is the page's, the budget tiny;
+  - servers (`make demo`, `testbed demo`, `testbed dashboard`, `tensorboard`) get a free port
+    (`PORT=N` for make, `--port N` otherwise), are started, and are stopped with Ctrl-C once
+    they answer HTTP 200;
   - `make` lines get `-o .venv/.installed`: they use the venv that runs these tests (linked
     into the copy) and never reinstall into it; `make test` runs with
     PYTEST_ADDOPTS=--collect-only (the suite cannot run itself; collecting it checks the target
@@ -15,9 +17,10 @@ What is added to a line, and why:
     benchmark module that takes seconds: all of them take minutes);
   - `testbed control` steers a run: a quickstart run is started in the background first and
     the control must be applied by it.
-A line fails the test on a non-zero exit status (or a server that never answers).
-The README's ```python blocks are run whole, each by the venv's python in the same copy, after
-the command lines; the block sets its own small budget.
+A line fails the test on a non-zero exit status (or a server that never answers). A line that
+cannot run here (installing a package, a second host) belongs in a ```text block.
+The pages' ```python blocks are run whole, each by the venv's python in its page's copy, after
+every command line; the block sets its own small budget.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -39,21 +43,58 @@ from testbed.records.store import Store
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+GUIDES = [ROOT / "docs" / "getting-started.md", *sorted((ROOT / "docs" / "how-to").glob("*.md"))]
+PAGES = [README, *GUIDES]
 VENV = Path(sys.prefix)
-TRAINS = ("testbed run ", "testbed sweep ")
-SERVERS = ("make demo", "testbed dashboard", "tensorboard ")
+TRAINS = ("testbed run ", "testbed sweep ", "torchrun ")
+SERVERS = ("make demo", "testbed demo ", "testbed dashboard", "tensorboard ")
+NEEDS_VENV = ("make ", "source .venv/")   # lines that use the repository's own .venv
 COMMENT = re.compile(r"\s+#\s.*$")
+FENCE = re.compile(r"^(\s*)```(\S*)")
 
 
-def readme_lines() -> list[str]:
-    lines = []
-    for block in re.findall(r"^```sh\n(.*?)^```", README.read_text(encoding="utf-8"), re.S | re.M):
-        lines += [ln.strip() for ln in block.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    return lines
+@dataclass(frozen=True)
+class Snippet:
+    """A command line (or a whole python block) of a page, and where it is."""
+    page: Path
+    line: int      # 1-based line of the page (a block: its first line of code)
+    text: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
 
 
-LINES = readme_lines()
-PYTHON_BLOCKS = re.findall(r"^```python\n(.*?)^```", README.read_text(encoding="utf-8"), re.S | re.M)
+def blocks(page: Path, lang: str) -> list[tuple[int, list[str], str]]:
+    """The page's fenced blocks of `lang`: (first code line, code lines, indentation)."""
+    out, current = [], None
+    for n, text in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        fence = FENCE.match(text)
+        if current is None:
+            if fence:
+                current = (n + 1, [], fence.group(1), fence.group(2))
+        elif fence and text.strip() == "```":
+            if current[3] == lang:
+                out.append(current[:3])
+            current = None
+        else:
+            current[1].append(text)
+    return out
+
+
+def command_lines(page: Path) -> list[Snippet]:
+    return [Snippet(page, first + i, ln.strip())
+            for first, code, _ in blocks(page, "sh")
+            for i, ln in enumerate(code) if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def python_blocks(page: Path) -> list[Snippet]:
+    return [Snippet(page, first, "\n".join(code) + "\n") for first, code, _ in blocks(page, "python")]
+
+
+LINES = [s for page in PAGES for s in command_lines(page)]
+PYTHON_BLOCKS = [s for page in PAGES for s in python_blocks(page)]
+README_LINES = [s.text for s in LINES if s.page == README]
 
 
 def free_port() -> int:
@@ -63,7 +104,7 @@ def free_port() -> int:
 
 
 def with_additions(line: str, port: int | None) -> str:
-    """The line as run: the README's command, its comment dropped, plus the additions above."""
+    """The line as run: the page's command, its comment dropped, plus the additions above."""
     cmd = COMMENT.sub("", line)
     if cmd.startswith(TRAINS):
         cmd += " --set run.iterations=2"
@@ -79,14 +120,21 @@ def with_additions(line: str, port: int | None) -> str:
 
 
 @pytest.fixture(scope="module")
-def copy(tmp_path_factory) -> Path:
-    dst = tmp_path_factory.mktemp("readme") / "repo"
-    shutil.copytree(ROOT, dst, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "*.db", "*.db-wal", "*.db-shm", "__pycache__", ".pytest_cache", "*.egg-info",
-        "tb", "out"))
-    if (VENV / ".installed").exists():
-        (dst / ".venv").symlink_to(VENV)
-    return dst
+def copy_of(tmp_path_factory):
+    """The page's own copy of the repository, made when its first line runs."""
+    made: dict[Path, Path] = {}
+
+    def copy(page: Path) -> Path:
+        if page not in made:
+            dst = tmp_path_factory.mktemp(page.stem) / "repo"
+            shutil.copytree(ROOT, dst, ignore=shutil.ignore_patterns(
+                ".git", ".venv", "*.db", "*.db-wal", "*.db-shm", "__pycache__", ".pytest_cache",
+                "*.egg-info", "tb", "out", "site"))
+            if (VENV / ".installed").exists():
+                (dst / ".venv").symlink_to(VENV)
+            made[page] = dst
+        return made[page]
+    return copy
 
 
 def env_for(copy: Path, **extra) -> dict:
@@ -113,21 +161,22 @@ def interrupt(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
-def run_server(cmd: str, copy: Path, port: int, log: Path) -> None:
+def run_server(where: str, cmd: str, copy: Path, port: int, log: Path) -> None:
     with log.open("w") as out:
         proc = subprocess.Popen(["bash", "-c", cmd], cwd=copy, env=env_for(copy), stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
             deadline = time.monotonic() + 240
             while not answers(f"http://127.0.0.1:{port}/"):
-                assert proc.poll() is None, f"{cmd!r} exited {proc.returncode}:\n{log.read_text()[-3000:]}"
-                assert time.monotonic() < deadline, f"{cmd!r} did not answer on port {port}:\n{log.read_text()[-3000:]}"
+                assert proc.poll() is None, f"{where}: {cmd!r} exited {proc.returncode}:\n{log.read_text()[-3000:]}"
+                assert time.monotonic() < deadline, \
+                    f"{where}: {cmd!r} did not answer on port {port}:\n{log.read_text()[-3000:]}"
                 time.sleep(0.5)
         finally:
             interrupt(proc)
 
 
-def run_control(cmd: str, copy: Path) -> None:
+def run_control(where: str, cmd: str, copy: Path) -> None:
     """Start a quickstart run to steer, run the line, and see the run apply the control."""
     store = copy / "runs.db"
     with (copy / "steered.log").open("w") as out:
@@ -146,47 +195,68 @@ def run_control(cmd: str, copy: Path) -> None:
                 rid = max(r["id"] for r in reader.runs())
                 proc = subprocess.run(["bash", "-c", cmd], cwd=copy, env=env_for(copy),
                                       capture_output=True, text=True, timeout=120)
-                assert proc.returncode == 0, f"{cmd!r}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+                assert proc.returncode == 0, f"{where}: {cmd!r}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
                 deadline = time.monotonic() + 120
                 while not [c for c in reader.controls(rid) if c["status"] != "pending"]:
-                    assert time.monotonic() < deadline, "the running run never took the control"
+                    assert time.monotonic() < deadline, f"{where}: the running run never took the control"
                     time.sleep(0.5)
                 (control,) = reader.controls(rid)
-                assert control["status"] == "applied", control["message"]
+                assert control["status"] == "applied", f"{where}: {control['message']}"
         finally:
             interrupt(run)
 
 
 def test_the_readme_has_its_command_blocks():
-    assert LINES[:3] == [ln for ln in LINES if ln.startswith("make ")]  # the first block
-    assert any(ln.startswith("testbed sweep ") for ln in LINES)
-    assert any("--format tensorboard" in ln for ln in LINES)
-    assert len(LINES) >= 12
+    assert README_LINES[:3] == [ln for ln in README_LINES if ln.startswith("make ")]  # the first block
+    assert any(ln.startswith("testbed sweep ") for ln in README_LINES)
+    assert any("--format tensorboard" in ln for ln in README_LINES)
+    assert len(README_LINES) >= 12
 
 
-@pytest.mark.parametrize("line", LINES, ids=[COMMENT.sub("", ln)[:60] for ln in LINES])
-def test_readme_line_runs(line, copy):
-    if line.startswith("make ") and not (copy / ".venv").exists():
-        pytest.skip(f"make lines need the venv `make venv` built ({VENV}/.installed is missing)")
-    port = free_port() if line.startswith(SERVERS) else None
-    cmd = with_additions(line, port)
+@pytest.mark.parametrize("page", GUIDES, ids=[str(p.relative_to(ROOT)) for p in GUIDES])
+def test_a_guide_page_has_command_lines_this_test_can_read(page):
+    """Every guide page shows commands, and none that this test would miss or misread: a ```sh
+    fence inside a list (indented) or a line continued with a backslash."""
+    assert command_lines(page), f"{page.relative_to(ROOT)}: no ```sh block"
+    for first, code, indent in blocks(page, "sh"):
+        assert not indent, f"{page.relative_to(ROOT)}:{first - 1}: a ```sh fence must start its line"
+        for i, ln in enumerate(code):
+            assert not ln.rstrip().endswith("\\"), \
+                f"{page.relative_to(ROOT)}:{first + i}: one command per line (no backslash continuation)"
+
+
+def test_the_guide_covers_the_first_steps():
+    lines = [s.text for s in LINES if s.page == GUIDES[0]]
+    for start in ("make demo", "testbed run ", "testbed runs", "testbed sweep ", "testbed dashboard "):
+        assert any(ln.startswith(start) for ln in lines), f"getting-started.md has no `{start}` line"
+
+
+@pytest.mark.parametrize("line", LINES, ids=[f"{s.where} {COMMENT.sub('', s.text)[:50]}" for s in LINES])
+def test_command_line_runs(line, copy_of):
+    copy = copy_of(line.page)
+    if line.text.startswith(NEEDS_VENV) and not (copy / ".venv").exists():
+        pytest.skip(f"{line.where}: needs the venv `make venv` built ({VENV}/.installed is missing)")
+    port = free_port() if line.text.startswith(SERVERS) else None
+    cmd = with_additions(line.text, port)
     if port is not None:
-        run_server(cmd, copy, port, copy / f"server_{port}.log")
+        run_server(line.where, cmd, copy, port, copy / f"server_{port}.log")
     elif cmd.startswith("testbed control "):
-        run_control(cmd, copy)
+        run_control(line.where, cmd, copy)
     else:
         extra = {"PYTEST_ADDOPTS": "--collect-only -q"} if cmd.endswith(" test") else {}
         proc = subprocess.run(["bash", "-c", cmd], cwd=copy, env=env_for(copy, **extra),
                               capture_output=True, text=True, timeout=800)
-        assert proc.returncode == 0, f"{cmd!r} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        assert proc.returncode == 0, \
+            f"{line.where}: {cmd!r} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
 
 
-@pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=[f"python-{i}" for i in range(len(PYTHON_BLOCKS))])
-def test_readme_python_block_runs(block, copy):
-    proc = subprocess.run([sys.executable, "-c", block], cwd=copy, env=env_for(copy),
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"{block}\nexited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+@pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=[f"python {s.where}" for s in PYTHON_BLOCKS])
+def test_python_block_runs(block, copy_of):
+    proc = subprocess.run([sys.executable, "-c", block.text], cwd=copy_of(block.page),
+                          env=env_for(copy_of(block.page)), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, \
+        f"{block.where}:\n{block.text}\nexited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
 
 
 def test_the_readme_has_a_python_block():
-    assert any("from testbed import api" in b for b in PYTHON_BLOCKS)
+    assert any("from testbed import api" in b.text for b in PYTHON_BLOCKS if b.page == README)
