@@ -29,6 +29,7 @@ import multiprocessing.forkserver
 import os
 import shutil
 import signal
+import socket
 import sqlite3
 import sys
 import tempfile
@@ -476,6 +477,38 @@ def import_ray():
     return ray
 
 
+def check_cluster(address: str, env_address: str | None, timeout_s: float = 3.0) -> None:
+    """A Ray cluster answers at `address` ("auto": RAY_ADDRESS, else the one `ray start` last
+    started on this machine), or one line says what was tried (exit 2), within `timeout_s`,
+    instead of Ray's own minute of retries or a traceback."""
+    target = address
+    if address == "auto":
+        target = env_address or _last_started_cluster()
+        if not target:
+            raise UserError("--ray auto: no Ray cluster runs on this machine (none in RAY_ADDRESS, "
+                            "none started by `ray start`); start one with `ray start --head`, give "
+                            "its address, or use --ray alone for a Ray of this run's own")
+    host, _, port = target.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"--ray {address}: {target!r} is not a cluster address; allowed: HOST:PORT "
+                        "(e.g. 127.0.0.1:6379), ray://HOST:PORT, 'auto', or --ray alone")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise UserError(f"--ray {address}: nothing answers at {host}:{port} ({e.strerror or e}); "
+                        f"start a cluster there (`ray start --head --port {port}`) or give the "
+                        "address `ray start` printed") from None
+
+
+def _last_started_cluster() -> str | None:
+    """The address of the cluster `ray start` last started here (Ray keeps it in its temp folder)."""
+    try:
+        from ray._private.services import find_bootstrap_address
+        return find_bootstrap_address(None)
+    except Exception:   # a Ray without that helper: ask Ray itself, in ray.init
+        return None
+
+
 class RayPool:
     """Each point a Ray task with `run.threads` CPUs (and one GPU where `run.device` asks for
     CUDA), on whatever node has them. `address`: "local" starts a Ray of `jobs` CPUs in this
@@ -488,6 +521,8 @@ class RayPool:
         self.address = address
         self.jobs = jobs
         self.runtime_env = dict(runtime_env or {})
+        if address != "local":   # before anything is written: a cluster that is not there
+            check_cluster(address, os.environ.get("RAY_ADDRESS") or None)
 
     def run(self, points: Iterable[Point], work: Path) -> Iterator[tuple[Point, dict, Path | None]]:
         ray = self.ray
@@ -496,7 +531,8 @@ class RayPool:
         if local:   # this machine's workers import this checkout, as the --jobs processes do
             env.setdefault("env_vars", {})["PYTHONPATH"] = os.pathsep.join(
                 filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
-        ray.init(address=None if local else self.address, num_cpus=self.jobs if local else None,
+        # "local": always a Ray of this run's own, even where a cluster runs or RAY_ADDRESS is set
+        ray.init(address="local" if local else self.address, num_cpus=self.jobs if local else None,
                  include_dashboard=False, log_to_driver=False, configure_logging=False,
                  runtime_env=env or None)
         try:

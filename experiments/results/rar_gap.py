@@ -27,7 +27,6 @@ import math
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 

@@ -159,9 +159,10 @@ def store_page() -> str:
            "that is killed is marked `failed` the next time the store is opened, with every "
            "committed row intact. Columns ending in `_s` are virtual seconds, except "
            "`wall_time_s`, which is this machine's clock.", "",
-           "`testbed export RUN --format json` writes one run as "
-           "`{\"run\": {...}, \"iterations\": [...], \"evals\": [...], \"links\": [...], "
-           "\"events\": [...]}`, with these columns.", ""]
+           "`testbed export RUN --format json` writes one run as `{\"run\": {...}, "
+           "\"iterations\": [...], \"nodes\": [...], \"links\": [...], \"evals\": [...], "
+           "\"events\": [...], \"controls\": [...], \"summary\": {...}}` (`nodes` are the "
+           "node_iterations rows; `summary` the run's headline figures), with these columns.", ""]
     for table, columns in COLUMNS.items():
         out += [f"## `{table}`", "", TABLE_MEANINGS[table][0].upper() + TABLE_MEANINGS[table][1:] + ".", ""]
         out += _table(["column", "unit", "meaning"],

@@ -135,3 +135,54 @@ def test_a_worker_killed_mid_point_fails_that_point_only_and_is_replaced(tmp_pat
                                             "completed"]
     assert "killed by SIGKILL" in outcomes[1].line
     assert len({o.result["pid"] for o in outcomes if o.status == "completed"}) >= 2
+
+
+# ----------------------------------------------------------------------------- --ray's address
+def test_a_ray_address_where_nothing_answers_is_one_line_within_seconds():
+    import socket as sk
+    import time
+
+    from testbed.errors import UserError
+    from testbed.sweeps import check_cluster
+
+    with sk.socket() as s:   # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    with pytest.raises(UserError) as e:
+        check_cluster(f"127.0.0.1:{port}", None)
+    assert time.monotonic() - t0 < 5
+    assert f"nothing answers at 127.0.0.1:{port}" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(UserError, match="not a cluster address"):
+        check_cluster("nowhere", None)
+
+
+def test_ray_auto_without_a_cluster_says_so_and_with_one_checks_it(monkeypatch):
+    import socket as sk
+
+    from testbed import sweeps
+    from testbed.errors import UserError
+
+    monkeypatch.setattr(sweeps, "_last_started_cluster", lambda: None)
+    with pytest.raises(UserError, match="--ray auto: no Ray cluster runs on this machine"):
+        sweeps.check_cluster("auto", None)
+    with sk.socket() as server:   # something answers: the check lets ray.init take it from there
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        sweeps.check_cluster("auto", f"127.0.0.1:{port}")
+        monkeypatch.setattr(sweeps, "_last_started_cluster", lambda: f"127.0.0.1:{port}")
+        sweeps.check_cluster("auto", None)
+        sweeps.check_cluster(f"ray://127.0.0.1:{port}", None)
+
+
+def test_a_sweep_on_an_absent_cluster_writes_no_store(tmp_path, capsys):
+    from testbed.cli import main
+
+    store = tmp_path / "s.db"
+    quickstart = Path(__file__).resolve().parents[2] / "experiments" / "quickstart.toml"
+    code = main(["sweep", str(quickstart), "--store", str(store),
+                 "--grid", "run.iterations=1", "--ray", "127.0.0.1:1", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "nothing answers at 127.0.0.1:1" in err and len(err.strip().splitlines()) == 1
+    assert not store.exists()
