@@ -72,13 +72,14 @@ def configuration_page() -> str:
         mine = [k for k in keys if k.section == section]
         out += [f"## `[{section}]`" if not section.endswith("[]") else "## `[[network.links]]`",
                 "", SECTION_TEXT[section], ""]
-        scoped = "scope" if section != "compression" else "methods"
         if section == "compression":
             out += _compression_rows(mine)
             continue
+        scoped = any(k.scope for k in mine)   # a column for the choice a key belongs to, if any
         rows = [[f"`{k.name}`", k.type_text(), f"`{k.default_text()}`", k.field.allowed(),
-                 k.scope, k.field.help] for k in mine]
-        out += _table(["key", "type", "default", "allowed", scoped, "help"], rows) + [""]
+                 *([k.scope] if scoped else []), k.field.help] for k in mine]
+        out += _table(["key", "type", "default", "allowed", *(["only with"] if scoped else []),
+                       "help"], rows) + [""]
     return "\n".join(out).rstrip() + "\n"
 
 
