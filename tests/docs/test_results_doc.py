@@ -37,7 +37,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "results.md"
-MAX_LINES = 536   # the report, and the quickstart and dashboard figures it holds (section 8)
+MAX_LINES = 590   # +48: LGC on the ring, like for like (section 2); the report, and the quickstart and dashboard figures it holds (section 8)
 
 pytestmark = pytest.mark.timeout(200)
 
@@ -300,7 +300,8 @@ def test_the_plateau_table_states_what_the_run_files_hold():
         return st.mean(st.mean(r[key]) for r in by.values())
 
     rows = table_rows("| method | seeds |")
-    assert {labels[r[0]] for r in rows} == set(runs), "every stored method has its row"
+    ring_only = set(RING_LABELS.values()) - set(labels.values())   # the ring table's own rows
+    assert {labels[r[0]] for r in rows} == set(runs) - ring_only, "every stored method has its row"
 
     fp = {s: r["final_accuracy"] for s, r in runs["fp32"].items()}
     for r in rows:
@@ -821,7 +822,8 @@ RECOMPUTED = ("| method | 1 Mbit/s |", "| method | no loss |", "| method | itera
               "| step from DGC", "| point | setting (else cnn_fc", "| method | seeds | acc % per seed |",
               "| option | effect on accuracy |", "| N | ns-3 Mbit/s |", "| setting | N=1 |", "| row | acc % mean ± sd |",
               "| workers | iterations | total ms/it |", "| strategy | uplink | seeds | rounds to 85% |",
-              "| grid | one at a time |", "| run, 2026-12-06 UTC | file")
+              "| grid | one at a time |", "| run, 2026-12-06 UTC | file", "| ring row |",
+              "| LGC stage, seed 0 (ideal delivery) |")
 NO_STORED_SOURCE: dict[str, str] = {}
 
 
@@ -1299,3 +1301,66 @@ def test_every_method_on_the_shipped_file_states_its_run_lines():
     lowest = sorted(names[k] for k, v in acc.items() if round(v, 2) == round(min(acc.values()), 2))
     highest = sorted(names[k] for k, v in acc.items() if round(v, 2) == round(max(acc.values()), 2))
     assert sorted(m[3].split(", ")) == lowest and sorted(m[5].split(", ")) == highest, (lowest, highest)
+
+
+RING_LABELS = {"DGC all-gathered on the ring": "dgc_ring", "**LGC-RAR**": "lgc_rar",
+               "`lgc_rar_scaled` (leader × fitted scalar)": "lgc_rar_scaled",
+               "DGC on the ring without warm-up": "dgc_ring_nowarmup",
+               "**LGC-RAR without warm-up**": "lgc_rar_nowarmup",
+               "`lgc_rar_scaled` without warm-up": "lgc_rar_scaled_nowarmup"}
+
+
+def test_the_ring_table_states_its_run_files():
+    """Section 2's ring table, recomputed from the run files: seeds, accuracy, the paired
+    difference to fp32, bits, and the ratios to ring DGC of the same schedule and with its warm-up."""
+    import statistics as st
+    runs = plateau_runs()
+    section = text().split("### LGC on the ring, like for like")[1]
+    table = section[section.index("| ring row"):].split("\n\n")[0]
+    rows = {r[0]: r for r in ([c.strip() for c in line.strip("|").split("|")]
+                              for line in table.splitlines()[2:])}
+    assert set(rows) == set(RING_LABELS)
+
+    def up(by, key):
+        return st.mean(st.mean(r["bits_up"]) for r in by.values()) if key == "run" else \
+            st.mean(r["up_final"] for r in by.values())
+
+    def pm(values, digits=2):
+        mean = f"{st.mean(values):.{digits}f}"
+        return mean if len(values) == 1 else f"{mean} ± {st.stdev(values):.{digits}f}"
+
+    for label, method in RING_LABELS.items():
+        by, row = runs[method], rows[label]
+        seeds = sorted(by)
+        assert int(row[1]) == len(seeds)
+        assert row[2] == pm([100 * by[s]["final_accuracy"] for s in seeds])
+        paired = [100 * (by[s]["final_accuracy"] - runs["fp32"][s]["final_accuracy"]) for s in seeds]
+        assert row[3].replace("+", "") == pm(paired).replace("+", "")
+        assert row[4] == f"{up(by, 'final'):,.0f}" and row[5] == f"{up(by, 'run'):,.0f}"
+        same = "dgc_ring_nowarmup" if method.endswith("_nowarmup") else "dgc_ring"
+        assert row[6] == f"{up(runs[same], 'run') / up(by, 'run'):.2f}"
+        assert row[7] == f"{up(runs['dgc_ring'], 'run') / up(by, 'run'):.2f}"
+    lead = " ".join(section.split("| LGC stage")[0].split())
+    rar = runs["lgc_rar_nowarmup"]
+    d0 = 100 * (rar[0]["final_accuracy"] - runs["fp32"][0]["final_accuracy"])
+    assert f"LGC-RAR without warm-up is {-d0:.2f} points below fp32" in lead
+    assert f"at {up(runs['dgc_ring_nowarmup'], 'run') / up(rar, 'run'):.2f}x fewer" in lead
+
+
+def test_the_ring_gap_table_states_its_probe_files():
+    """The probe table (experiments/results/rar_gap.py): means over the windows from iteration
+    350 of each method's stored file."""
+    import statistics as st
+    labels = {"DGC": "dgc", "LGC-PS": "lgc_ps", "`lgc_scaled`": "lgc_scaled", "**LGC-RAR**": "lgc_rar",
+              "`lgc_rar_scaled`": "lgc_rar_scaled"}
+    section = text().split("### LGC on the ring, like for like")[1]
+    table = section[section.index("| LGC stage, seed 0"):].split("\n\n")[0]
+    rows = {r[0]: r for r in ([c.strip() for c in line.strip("|").split("|")]
+                              for line in table.splitlines()[2:])}
+    assert set(rows) == set(labels)
+    for label, method in labels.items():
+        data = json.loads((RESULTS / "rar_gap" / f"{method}_warmup_s0_it900_20261207.json").read_text())
+        assert data["commit"].startswith("e78f21d") and data["clean"] and data["warmup"] == 234
+        w = [x for x in data["windows"] if x["from"] >= 350]
+        assert [f"{st.mean(x[k] for x in w):.3f}" for k in ("captured", "energy_at_I", "error_at_I")] \
+            == rows[label][1:]
