@@ -167,6 +167,13 @@ def answers(url: str) -> bool:
         return False
 
 
+def as_in_a_terminal() -> None:
+    """In the child, before it runs the line: Ctrl-C does what it does in a terminal, even where
+    this test runs in the background (a shell starts background jobs with SIGINT ignored, and a
+    program inherits that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt(proc: subprocess.Popen) -> None:
     """Ctrl-C to the line's whole process group; kill what is left after 20 s."""
     if proc.poll() is None:
@@ -181,7 +188,8 @@ def interrupt(proc: subprocess.Popen) -> None:
 def run_server(where: str, cmd: str, copy: Path, port: int, log: Path) -> None:
     with log.open("w") as out:
         proc = subprocess.Popen(["bash", "-c", cmd], cwd=copy, env=env_for(copy), stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=as_in_a_terminal)
         try:
             deadline = time.monotonic() + 240
             while not answers(f"http://127.0.0.1:{port}/"):
@@ -200,7 +208,7 @@ def run_control(where: str, cmd: str, copy: Path) -> None:
         run = subprocess.Popen(["testbed", "run", "experiments/quickstart.toml", "--quiet",
                                 "--set", "run.iterations=100000", "--set", "run.flush_every=1"],
                                cwd=copy, env=env_for(copy), stdout=out, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=as_in_a_terminal)
         try:
             with Store(store) as reader:
                 deadline = time.monotonic() + 240
