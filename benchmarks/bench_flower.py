@@ -46,7 +46,7 @@ from testbed.flower.driver import (
     strategy_tap,
 )
 from testbed.flower.grid import LocalGrid
-from testbed.flower.pool import ClientPool
+from testbed.flower.pool import ProcessPool
 from testbed.flower.world import flower_config, flower_world
 from testbed.records.store import Store
 from testbed.run.loop import Loop
@@ -69,7 +69,7 @@ def ours(rounds: int, folder: Path, nodes: int = 10, threads: int = 0) -> dict:
     app = load_app(APP, config, federation_config=[f"num-supernodes={nodes}"])
     cfg = flower_config(None, [f"run.threads={threads}"] if threads else [], app.num_nodes,
                         name="bench")
-    pool = ClientPool(APP, 1, threads, 1) if threads > 1 else None
+    pool = ProcessPool(APP, 1, threads, 1) if threads > 1 else None
     with Store(folder / f"ours{nodes}_{threads}.db") as store:
         world = flower_world(cfg, store, app.num_nodes)
         driver = FlowerDriver(app, world, pool=pool)
