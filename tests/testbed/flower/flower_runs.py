@@ -287,14 +287,21 @@ def running(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-RAY_PROCESS = ("ray::", f"{os.sep}ray{os.sep}", "-m ray.", "gcs_server", "raylet")
+def is_ray(cmd: str) -> bool:
+    """Whether a command line is a Ray process's: its GCS, a raylet, a worker or agent
+    (`ray::...`), or one of Ray's Python scripts and modules (not a process that merely has
+    Ray's folders on its module path, as a forkserver started after `import ray` does)."""
+    args = cmd.split(" ")
+    return (Path(args[0]).name in ("gcs_server", "raylet") or args[0].startswith("ray::")
+            or any(a.endswith(".py") and f"{os.sep}ray{os.sep}" in a for a in args[:4])
+            or any(a.startswith("ray.") for a in args[1:4]))
 
 
 def ray_children() -> set[int]:
     """The Ray processes (a local Ray's GCS, raylet, workers) under this process."""
     table = processes()
     return {pid for pid in descendants({os.getpid()}, table) - {os.getpid()}
-            if running(pid) and any(w in table[pid][1] for w in RAY_PROCESS)}
+            if running(pid) and is_ray(table[pid][1])}
 
 
 def free_port() -> int:
@@ -351,7 +358,7 @@ def cluster_processes(temp: str, port: int) -> set[int]:
     """The processes of the cluster started in `temp` with GCS port `port`, and those under them."""
     table = processes()
     roots = {pid for pid, (_, cmd) in table.items() if pid != os.getpid() and (
-        temp in cmd or (any(w in cmd for w in RAY_PROCESS) and f":{port} " in cmd + " "))}
+        temp in cmd or (is_ray(cmd) and f":{port} " in cmd + " "))}
     return {pid for pid in descendants(roots, table) if running(pid)}
 
 
