@@ -38,13 +38,15 @@ def _no_ray_left(monkeypatch):
     leaves nothing running: not initialized here, no Ray process under this one."""
     temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")   # Ray's socket paths must stay short
     monkeypatch.setenv("RAY_TMPDIR", temp)
-    yield
-    assert not ray.is_initialized()
-    deadline = time.monotonic() + 10
-    while ray_children() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not ray_children()
-    shutil.rmtree(temp, ignore_errors=True)
+    try:
+        yield
+        assert not ray.is_initialized()
+        deadline = time.monotonic() + 10
+        while ray_children() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not ray_children()
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def ray_table(tmp_path, name: str) -> dict:
