@@ -49,7 +49,7 @@ test-kernels: venv
 # GPU, the quickstart trains there as on the CPU, NCCL ranks give the in-process rows where two
 # GPUs are there), then the shipped quickstart on the GPU.
 gpu-check: venv
-	TESTBED_TEST_CUDA=1 timeout 360 $(BIN)/python -m pytest -q -m cuda tests/gpu
+	TESTBED_TEST_CUDA=1 timeout 480 $(BIN)/python -m pytest -q -m cuda tests/gpu
 	timeout 120 $(BIN)/testbed run experiments/quickstart.toml --set run.device=cuda --store /tmp/gpu-check.db
 
 # The documentation site (mkdocs.yml): the reference pages generated from the code, then MkDocs

@@ -16,6 +16,13 @@ arithmetic; Flower's node ids, so its sampled nodes, differ). Then ours split: t
 calls (with FLOP counting), the emulation (link-layer calls and the transport), Flower's
 serialization, and the per-message cost of emulation + serialization as a share of ours' wall
 time. Targets: ours' steady round <= 1.15x the plain grid's and <= 0.1x Flower's.
+
+Then the 100-node round (every node trains) where its ClientApps run: serially in this process,
+in 2 forked worker processes (`run.threads=2`, one CPU each: the default pool), and on 2 Ray
+actors of one CPU each on a local Ray of 2 CPUs (`init-args-num-cpus=2`), each in a fresh
+process: the start-up (the work's start to the end of the first round, less a steady round) and
+the steady round, against serial's and the forked pool's. Target: the forked pool >= 1.6x
+serial.
 Run: `python -m benchmarks flower` (3 server rounds) or `--full` (6).
 """
 from __future__ import annotations
@@ -46,7 +53,8 @@ from testbed.flower.driver import (
     strategy_tap,
 )
 from testbed.flower.grid import LocalGrid
-from testbed.flower.pool import ClientPool
+from testbed.flower.pool import ProcessPool
+from testbed.flower.ray_pool import RayPool
 from testbed.flower.world import flower_config, flower_world
 from testbed.records.store import Store
 from testbed.run.loop import Loop
@@ -59,17 +67,24 @@ def _accuracy(records: list) -> float | None:
     return float(central[-1]["accuracy"]) if central else None
 
 
-def ours(rounds: int, folder: Path, nodes: int = 10, threads: int = 0) -> dict:
+def ours(rounds: int, folder: Path, nodes: int = 10, threads: int = 0, ray: bool = False
+         ) -> dict:
     """`threads` > 0: the 100-node comparison's run (every node trains, nobody evaluates),
-    ClientApps in `threads` worker processes of one CPU each (1: serial)."""
+    ClientApps in `threads` worker processes of one CPU each (1: serial), or (`ray`) on as many
+    Ray actors of one CPU each on a local Ray of `threads` CPUs."""
     t = time.perf_counter()
     config = [f"num-server-rounds={rounds}"]
     if threads:
         config += ["fraction-train=1.0", "fraction-evaluate=0.0"]
-    app = load_app(APP, config, federation_config=[f"num-supernodes={nodes}"])
+    federation = [f"num-supernodes={nodes}"] + (
+        [f"init-args-num-cpus={threads} client-resources-num-cpus=1"] if ray else [])
+    app = load_app(APP, config, federation_config=federation)
     cfg = flower_config(None, [f"run.threads={threads}"] if threads else [], app.num_nodes,
                         name="bench")
-    pool = ClientPool(APP, 1, threads, 1) if threads > 1 else None
+    if ray:
+        pool = RayPool(app)
+    else:
+        pool = ProcessPool(APP, 1, threads, 1) if threads > 1 else None
     with Store(folder / f"ours{nodes}_{threads}.db") as store:
         world = flower_world(cfg, store, app.num_nodes)
         driver = FlowerDriver(app, world, pool=pool)
@@ -127,8 +142,9 @@ def child(kind: str, rounds: int, folder: str) -> None:
     run = {"ours": lambda: ours(rounds, Path(folder)), "plain": lambda: plain(rounds),
            "flower": lambda: flower(rounds),
            "serial100": lambda: ours(rounds, Path(folder), 100, 1),
-           "pool100": lambda: ours(rounds, Path(folder), 100, 2)}[kind]
-    stamps = []
+           "pool100": lambda: ours(rounds, Path(folder), 100, 2),
+           "ray100": lambda: ours(rounds, Path(folder), 100, 2, ray=True)}[kind]
+    stamps, start = [], time.perf_counter()
 
     def tap(kind, *_):
         if kind == "centralized":
@@ -139,6 +155,7 @@ def child(kind: str, rounds: int, folder: str) -> None:
     with strategy_tap(tap):
         out = run()
     out["steady"] = (stamps[-1] - stamps[0]) / (len(stamps) - 1) if len(stamps) > 1 else None
+    out["first"] = stamps[0] - start if stamps else None   # work start to the first aggregate
     print("RESULT " + json.dumps(out), flush=True)
 
 
@@ -162,6 +179,35 @@ def main(quick: bool = True) -> dict:
         kinds = ["ours", "plain"]
     with tempfile.TemporaryDirectory() as tmp:
         return report(rounds, kinds, tmp)
+
+
+# the 100-node round: serially, in 2 forked worker processes, on 2 Ray actors of a local Ray
+POOLS = {"serial100": "serial", "pool100": "forked, 2 processes",
+         "ray100": "Ray, 2 actors (local)"}
+
+
+def pool_table(rows: dict, rounds: int, load: float) -> dict:
+    """The 100-node round where the ClientApps run: start-up (from the work's start to the end
+    of the first round, less a steady round: imports, data, the pool's start, the first round's
+    FLOP counting), steady seconds per round, and the steady round against serial's and the
+    forked pool's; returns the ratios."""
+    serial, forked = rows.get("serial100"), rows.get("pool100")
+    print(f"100 nodes, every node trains, {rounds} server rounds, one run each; load {load}")
+    print(f"{'ClientApps':<24}{'start-up s':>11}{'steady s/round':>16}{'vs serial':>11}"
+          f"{'vs forked':>11}")
+    out = {}
+    for kind, r in rows.items():
+        startup = r["first"] - r["steady"]
+        vs = [f"{r['steady'] / b['steady']:.2f}x" if b else "-" for b in (serial, forked)]
+        print(f"{POOLS[kind]:<24}{startup:>11.2f}{r['steady']:>16.3f}{vs[0]:>11}{vs[1]:>11}")
+        out[f"{kind}_startup_s"], out[f"{kind}_steady_s"] = startup, r["steady"]
+    if serial and forked:
+        out["pool_speedup"] = serial["steady"] / forked["steady"]
+        print(f"forked pool: {out['pool_speedup']:.2f}x serial's steady round (target >= 1.6x)")
+    if "ray100" in rows and forked:
+        out["ray_over_forked_steady"] = rows["ray100"]["steady"] / forked["steady"]
+        out["ray_startup_extra_s"] = out["ray100_startup_s"] - out["pool100_startup_s"]
+    return out
 
 
 def _load() -> float:
@@ -190,15 +236,11 @@ def report(rounds: int, kinds: list[str], tmp: str) -> dict:
         figures["ours_over_flower_steady"] = o["steady"] / f["steady"]
         print(f"ours / flower per round: {figures['ours_over_flower_per_round']:.3f}x with start-up, "
               f"{figures['ours_over_flower_steady']:.3f}x steady (target <= 0.1x)")
-    pool_rows = {k: r for k in ("serial100", "pool100")
-                 if (r := _in_child(k, rounds, tmp)) is not None}
-    figures["pool_rows"] = pool_rows
-    if len(pool_rows) == 2:
-        a, b = pool_rows["serial100"], pool_rows["pool100"]
-        figures["pool_speedup"], figures["load_after_pool"] = a["steady"] / b["steady"], _load()
-        print(f"100 nodes, every node trains: steady round serial {a['steady']:.3f} s, 2 worker "
-              f"processes {b['steady']:.3f} s: {figures['pool_speedup']:.2f}x (target >= 1.6x); "
-              f"load {figures['load_after_pool']}")
+    pool_rows = {k: r for k in POOLS if (k != "ray100" or "flower" in kinds)
+                 and (r := _in_child(k, rounds, tmp)) is not None}
+    figures["pool_rows"], figures["load_after_pool"] = pool_rows, _load()
+    if len(pool_rows) >= 2:
+        figures.update(pool_table(pool_rows, rounds, figures["load_after_pool"]))
     p = o["parts"]
     per_round = o["wall"] / o["rounds"]
     print(f"ours per round: {per_round * 1e3:.1f} ms; ClientApp calls (FLOPs counted "

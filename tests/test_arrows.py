@@ -87,6 +87,8 @@ LAZY = {
     ("testbed/api.py", "torch"): "the model object's type is checked only when one is given",
     # flwr, torch: `testbed flower run` loads Flower and the emulated grid only when it runs
     ("testbed/commands/flower.py", "testbed.flower.launch"): "flwr, torch: the Flower run",
+    ("testbed/flower/launch.py", "testbed.flower.ray_pool"):
+        "ray: ClientApps on Ray actors only with a Ray option or a GPU share",
     ("testbed/run/checkpoint.py", "torch"): "`testbed resume` reads checkpoint paths before any torch",
     ("testbed/records/tensorboard_export.py", "torch"):
         "torch.utils.tensorboard needs the optional tensorboard package: one line names it if missing",

@@ -10,11 +10,17 @@
   that table into the user's Flower configuration and still reads it there), overridden by
   `--federation-config "num-supernodes=10 client-resources-num-cpus=1"` (flwr run's flag, its
   parser; dashes as on flwr's command line). Honoured: `num-supernodes` (the node count, 2 if
-  none), `client-resources-num-cpus` (each ClientApp's CPUs: with `run.threads` it sizes the
-  worker pool, testbed/flower/pool.py; flwr's default 2), `client-resources-num-gpus` (0 only:
-  ClientApps run on the CPU), `backend` ("ray" only: the runtime our grid replaces) and
-  `verbose` (Flower's log lines). Refused, one line each: Ray's `init-args-*` (no Ray is
-  started), a deployment federation's `address` and anything else.
+  none), `client-resources-num-cpus` and `client-resources-num-gpus` (each ClientApp's CPUs and
+  share of a GPU, fractions allowed, as Flower's Ray backend sizes its actors; flwr's defaults
+  2 and 0), `init-args-*` (Ray's `ray.init` arguments, as Flower's Ray backend passes its
+  `init_args`: `init-args-address` joins a running cluster, `init-args-num-cpus` sizes a local
+  one; any other `ray.init` keyword by its name, dashes for underscores), `backend` ("ray"
+  only: the runtime our grid replaces) and `verbose` (Flower's log lines). Refused, one line
+  each: a deployment federation's `address` and anything else.
+
+Where the ClientApps run (testbed/flower/launch.py): with an `init-args-*` option or a GPU
+share, on Ray actors (testbed/flower/ray_pool.py); otherwise in this process, or with
+`run.threads` in forked worker processes (testbed/flower/pool.py).
 
 A mistake in the app is the user's: one line naming the key, the value and what is allowed
 (`AppError`, exit 2).
@@ -48,6 +54,14 @@ class FlowerApp:
     federation: str = ""
     num_cpus: float = 2.0         # client-resources-num-cpus (flwr's default)
     verbose: bool = False         # the federation's verbose
+    num_gpus: float = 0.0         # client-resources-num-gpus (flwr's default)
+    ray_init: dict = field(default_factory=dict)   # init-args-*, as ray.init's keywords
+    said: dict = field(default_factory=dict)       # option -> where it was given (messages)
+
+    @property
+    def uses_ray(self) -> bool:
+        """ClientApps on Ray actors: a Ray option (init-args-*) or a GPU share was given."""
+        return bool(self.ray_init) or self.num_gpus > 0
 
 
 def _toml(app_dir: Path) -> dict:
@@ -154,12 +168,17 @@ def load_app(app_dir: str | Path, run_config: list[str] | None = None,
     name, options = federation_options(data, where, federation, federation_config or [])
     server = _component(app_dir, "serverapp", components["serverapp"], ServerApp)
     client = _component(app_dir, "clientapp", components["clientapp"], ClientApp)
+    said = options.pop("said")
+    ray_init = {k.removeprefix("init-args-").replace("-", "_"): v for k, v in options.items()
+                if k.startswith("init-args-")}
     return FlowerApp(app_dir, server, client, config, options["num-supernodes"], name,
-                     options["client-resources-num-cpus"], options["verbose"])
+                     options["client-resources-num-cpus"], options["verbose"],
+                     options["client-resources-num-gpus"], ray_init, said)
 
 
 # flwr 1.42's simulation options (its SimulationConfig) as `--federation-config` spells them,
-# and as a pyproject federation's `options.` table spells them
+# and as a pyproject federation's `options.` table spells them; `init-args-NAME` (table
+# `backend.init-args.NAME`) is any keyword of ray.init, these four being flwr's own
 FEDERATION_KEYS = {
     "num-supernodes": "num-supernodes",
     "client-resources-num-cpus": "backend.client-resources.num-cpus",
@@ -171,8 +190,10 @@ FEDERATION_KEYS = {
     "init-args-logging-level": "backend.init-args.logging-level",
     "init-args-log-to-driver": "backend.init-args.log-to-driver",
 }
+INIT_ARGS, INIT_TABLE = "init-args-", "backend.init-args."
 DEFAULTS = {"num-supernodes": 2, "client-resources-num-cpus": 2.0,
             "client-resources-num-gpus": 0.0, "backend": "ray", "verbose": False}
+LOGGING_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def federation_options(data: dict, where: Path, federation: str | None,
@@ -189,18 +210,26 @@ def federation_options(data: dict, where: Path, federation: str | None,
     given = {}
     for key, value in flatten(fed or {}).items():
         table_key = key.removeprefix("options.")
-        if key == table_key or table_key not in by_table:
+        option = by_table.get(table_key)
+        if option is None and table_key.startswith(INIT_TABLE) and table_key != INIT_TABLE:
+            option = INIT_ARGS + table_key.removeprefix(INIT_TABLE)
+        if key == table_key or option is None:
             raise AppError(f"tool.flwr.federations.{name}.{key} = {value!r}: not a simulation "
-                           f"option; allowed: options.{', options.'.join(FEDERATION_KEYS.values())}")
-        given[by_table[table_key]] = (value, f"tool.flwr.federations.{name}.{key}")
+                           f"option; allowed: options.{', options.'.join(FEDERATION_KEYS.values())}"
+                           f" (and any ray.init keyword as options.{INIT_TABLE}NAME)")
+        given[option] = (value, f"tool.flwr.federations.{name}.{key}")
     for key, value in _parse_federation_config(overrides).items():
-        if key not in FEDERATION_KEYS:
+        if key not in FEDERATION_KEYS and not (key.startswith(INIT_ARGS) and key != INIT_ARGS):
             raise AppError(f"--federation-config {key} = {value!r}: not a simulation option; "
-                           f"allowed: {', '.join(FEDERATION_KEYS)}")
+                           f"allowed: {', '.join(FEDERATION_KEYS)} (and any ray.init keyword "
+                           f"as {INIT_ARGS}NAME)")
         given[key] = (value, f"--federation-config {key}")
     options = dict(DEFAULTS)
-    for key, (value, said) in given.items():
-        options[key] = _federation_value(key, value, said)
+    said = {k: f"{k} (flwr's default)" for k in DEFAULTS}
+    for key, (value, where) in given.items():
+        options[key] = _federation_value(key, value, where)
+        said[key] = where
+    options["said"] = said
     return name, options
 
 
@@ -220,15 +249,24 @@ def _federation_value(key: str, value, said: str):
         raise AppError(f"{said} = {value!r}: must be an integer >= 1")
     if key == "client-resources-num-cpus" and not (number and value > 0):
         raise AppError(f"{said} = {value!r}: must be a number > 0")
-    if key == "client-resources-num-gpus" and not (number and value == 0):
-        raise AppError(f"{said} = {value!r}: must be 0 (the emulated grid runs ClientApps on "
-                       "the CPU; the node's speed is run.device_gflops)")
+    if key == "client-resources-num-gpus" and not (number and value >= 0):
+        raise AppError(f"{said} = {value!r}: must be a number >= 0 (each ClientApp's share of "
+                       "a GPU, e.g. 0.5: two ClientApps per GPU)")
     if key == "backend" and value != "ray":
         raise AppError(f"{said} = {value!r}: must be \"ray\" (the simulation runtime the "
                        "emulated grid replaces)")
     if key == "verbose" and not isinstance(value, bool):
         raise AppError(f"{said} = {value!r}: must be true or false")
-    if key.startswith("init-args-"):
-        raise AppError(f"{said} = {value!r}: Ray's init arguments are not used (the emulated "
-                       "grid starts no Ray): remove it")
+    if key in ("init-args-num-cpus", "init-args-num-gpus") and not (
+            isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        raise AppError(f"{said} = {value!r}: must be an integer >= 0 (the {key[-4:-1].upper()}s "
+                       "of the local Ray it starts)")
+    if key == "init-args-logging-level" and not (isinstance(value, str)
+                                                 and value.upper() in LOGGING_LEVELS):
+        raise AppError(f"{said} = {value!r}: must be one of {', '.join(LOGGING_LEVELS)}")
+    if key == "init-args-log-to-driver" and not isinstance(value, bool):
+        raise AppError(f"{said} = {value!r}: must be true or false")
+    if key == "init-args-address" and not (isinstance(value, str) and value.strip()):
+        raise AppError(f"{said} = {value!r}: must be a Ray cluster's address, e.g. "
+                       "\"127.0.0.1:6379\" (what `ray start --head` printed), or \"auto\"")
     return float(value) if key.startswith("client-resources-") else value

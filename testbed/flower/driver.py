@@ -143,7 +143,8 @@ class FlowerDriver:
         return {"flower": {"app": str(app.app_dir), "run_config": dict(app.run_config),
                            "federation": app.federation, "nodes": app.num_nodes,
                            "client_resources_num_cpus": app.num_cpus,
-                           "processes": 1 if self.grid.pool is None else self.grid.pool.size}}
+                           "processes": 1, **({} if self.grid.pool is None
+                                              else self.grid.pool.describe())}}
 
     def evaluate(self):
         return None   # the strategy reports its own (Round.evaluations)

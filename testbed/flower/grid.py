@@ -36,7 +36,9 @@ does); a missing reply is simply absent, as from Flower's grid after its timeout
 `replies` count them: ok, failed (an error reply), lost (the node away, or its message or
 reply lost on the link) and late (past the timeout). The ServerApp's own work (aggregation,
 centralized evaluation) takes no virtual time. With a pool (testbed/flower/pool.py) the
-round's ClientApp calls run in worker processes, their figures settled here in message order.
+round's ClientApp calls run in worker processes or Ray actors, their figures settled here in
+message order; a call whose actor died answers with the error reply Flower's simulation gives
+(code UNKNOWN), charged no compute.
 A message of more packets than its first link queues (`network.link.queue_packets`) fails the
 run (`MessageTooLarge`). `push_messages` / `pull_messages` called directly: a pull carries the
 pushed messages not yet carried as one round (no timeout).
@@ -79,11 +81,13 @@ class MessageTooLarge(RunFailed):
     """A message the sending node's link cannot queue in one piece."""
 
 
-def error_reply(msg: Message, e: Exception) -> Message:
+def error_reply(msg: Message, e: Exception,
+                code: int = ErrorCode.CLIENT_APP_RAISED_EXCEPTION) -> Message:
     """The reply Flower's runtime makes when a ClientApp raises on `msg` (its SuperNode's
-    `run_clientapp`: the exception's class and text as the reason)."""
+    `run_clientapp`: the exception's class and text as the reason); `code` UNKNOWN for a call
+    whose actor died (its simulation's)."""
     reason = str(type(e)) + ":<'" + str(e) + "'>"
-    return Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=reason), reply_to=msg)
+    return Message(Error(code=code, reason=reason), reply_to=msg)
 
 
 def run_client_app(client_app, msg: Message, context: Context) -> Message:
@@ -235,7 +239,7 @@ class EmulatedGrid(LocalGrid):
     def __init__(self, client_app, num_nodes: int, run_config: dict, world, *, run_id: int = 1,
                  codec=None, on_round: Callable | None = None, pool=None):
         super().__init__(client_app, num_nodes, run_config, run_id)
-        self.pool = pool          # testbed/flower/pool.py: the calls of a round in processes
+        self.pool = pool          # testbed/flower/pool.py: the calls of a round elsewhere
         self.world = world
         self.transport = world.emulated_transport()
         self.workers = list(world.workers)
@@ -278,8 +282,9 @@ class EmulatedGrid(LocalGrid):
         """The pool's calls sent off before the downlink is emulated, so that they run while it
         is: each present node's message as the bytes serialized for its link (those it receives
         when it receives them whole; a node whose message is lost is dropped unseen, its reply
-        and context discarded). None without a pool, or for fewer than two calls."""
-        if self.pool is None or len(calls) < 2:
+        and context discarded). None without a pool, or for fewer calls than it takes
+        (`Pool.min_calls`: a process pool leaves a lone call to this process)."""
+        if self.pool is None or len(calls) < self.pool.min_calls:
             return None
         msgs = [m for m, _ in calls]
         contexts = [self.contexts[m.metadata.dst_node_id] for m in msgs]

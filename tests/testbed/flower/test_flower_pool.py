@@ -1,5 +1,6 @@
 """ClientApps in worker processes: the rows of a serial run, and the federation's options as
-flwr 1.42 spells them, honoured or refused in one line each."""
+flwr 1.42 spells them, honoured or refused in one line each (on Ray actors:
+test_flower_ray.py)."""
 from __future__ import annotations
 
 import pytest
@@ -32,12 +33,12 @@ def test_concurrent_clientapps_write_the_rows_of_serial_ones(tmp_path, monkeypat
     row but wall time equal, a failing node's error replies included; on a lossy link the
     calls of nodes whose message is lost are made (before the downlink is emulated) and
     dropped, their contexts untouched."""
-    from testbed.flower.pool import ClientPool
+    from testbed.flower.pool import ProcessPool
 
     extra = LOSSY if link == "lossy" else []
     serial = rows(tmp_path, "serial", *extra)
-    rounds, submit = [], ClientPool.submit
-    monkeypatch.setattr(ClientPool, "submit", lambda self, calls: rounds.append(
+    rounds, submit = [], ProcessPool.submit
+    monkeypatch.setattr(ProcessPool, "submit", lambda self, calls: rounds.append(
         (self.size, len(calls))) or submit(self, calls))
     pooled = rows(tmp_path, "pooled", "--set", "run.threads=2",
                   "--federation-config", "client-resources-num-cpus=1", *extra)
@@ -49,10 +50,10 @@ def test_concurrent_clientapps_write_the_rows_of_serial_ones(tmp_path, monkeypat
 
 
 @pytest.mark.parametrize("option, says", [
-    ("client-resources-num-gpus=0.5", "--federation-config client-resources-num-gpus = 0.5: "
-     "must be 0"),
-    ("init-args-num-cpus=4", "--federation-config init-args-num-cpus = 4: Ray's init "
-     "arguments are not used"),
+    ("client-resources-num-gpus=-0.5", "--federation-config client-resources-num-gpus = -0.5: "
+     "must be a number >= 0"),
+    ("init-args-num-cpus=2.5", "--federation-config init-args-num-cpus = 2.5: must be an "
+     "integer >= 0"),
     ("backend=\"dask\"", "--federation-config backend = 'dask': must be \"ray\""),
     ("num-supernode=3", "--federation-config num-supernode = 3: not a simulation option; "
      "allowed: num-supernodes, "),

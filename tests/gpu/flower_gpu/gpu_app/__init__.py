@@ -1,0 +1,1 @@
+"""A Flower app for the GPU check (see pyproject.toml)."""
