@@ -34,7 +34,9 @@ def register(sub) -> None:
                    metavar="\"KEY=VALUE ...\"", help="the federation's simulation options as "
                    "`flwr run --federation-config` takes them, e.g. \"num-supernodes=100 "
                    "client-resources-num-cpus=1\" (with --set run.threads=N: N / num-cpus "
-                   "ClientApps at once)")
+                   "ClientApps at once in forked processes); any init-args-* (e.g. "
+                   "init-args-address=HOST:PORT) or client-resources-num-gpus > 0 runs them on "
+                   "Ray actors, as Flower's simulation does")
     r.add_argument("--quiet", action="store_true", help="no line per round")
     r.add_argument("--verbose", action="store_true", help="Flower's own log lines too")
     r.set_defaults(func=main)
