@@ -16,8 +16,9 @@ cell), every run stopped at its target (run.stop_at_accuracy).
    worst value either found (a run that missed 90% counts as twice its virtual time, as the
    study counts it), so 1 is the whole box.
 
-Both use --jobs 2. Run: `python -m benchmarks tune` (quick: a 16-point grid and 12 trials, 8
-runs a side for the front; `--full`: 48 points, 30 trials, 18 runs a side)."""
+Both use --jobs 2. Run: `python -m benchmarks tune` (quick: an 18-point grid and 6 trials, 8
+runs a side for the front; `--full`: 48 points, 16 trials, 18 runs a side): the study has a third
+of the grid's runs."""
 from __future__ import annotations
 
 import os
@@ -107,7 +108,8 @@ def least_bandwidth(tmp: Path, points: int, trials: int) -> dict:
     print(f"  {f'testbed tune ({trials} trials)':24s} {_f(tune_answer):>14s} {len(tune_runs):5d} "
           f"{pruned[1] + completed[1]:11d} {tune_wall:8.1f}")
     print(f"  tune / grid answer: {_f(ratio)} (the grid's step: x{(HIGH / LOW) ** (1 / (points - 1)):.3f});"
-          f" wall: tune {tune_wall / grid_wall:.2f}x the grid's")
+          f" runs: tune {len(tune_runs) / len(grid_runs):.2f}x the grid's; wall: tune "
+          f"{tune_wall / grid_wall:.2f}x the grid's")
     for name, (n, its, wall) in (("pruned", pruned), ("completed", completed)):
         print(f"  {name:9s} trials: {n:3d}, {its / n if n else 0:6.1f} iterations and "
               f"{wall / n if n else 0:5.2f} run wall s each ({its} iterations, {wall:.1f} s in all)")
@@ -178,7 +180,8 @@ def _f(v) -> str:
 
 
 def main(quick: bool = True) -> dict:
-    points, trials = (16, 12) if quick else (48, 30)
+    # the study gets a third of the grid's runs: the budget it must find the answer within
+    points, trials = (18, 6) if quick else (48, 16)
     methods, ratios = (["topk", "dgc"], 4) if quick else (["topk", "randomk", "dgc"], 6)
     before = load()
     print(f"load before: {before}; {os.cpu_count()} CPUs; {FILE.relative_to(ROOT)}, --jobs 2 "
