@@ -170,8 +170,9 @@ def holds_run(path: Path) -> bool:
 
 def test_a_study_stopped_by_sigterm_finishes_on_the_same_command_without_rerunning(tmp_path, capsys):
     store = tmp_path / "t.db"
-    # the runs long enough that SIGTERM finds one going on
-    proc = tune_process(tmp_path, 5, "--set", "run.iterations=40")
+    # the runs long enough that SIGTERM finds one going on, on an idle machine too (a trial of 40
+    # iterations took 0.3 s: the whole study ended between two looks)
+    proc = tune_process(tmp_path, 5, "--set", "run.iterations=400")
     third = tmp_path / "t.db.points" / "0003.db"     # the third trial's run, going on
     deadline = time.monotonic() + 120
     while not (len(completed_runs(store)) >= 2 and holds_run(third)) and proc.poll() is None \
@@ -185,7 +186,7 @@ def test_a_study_stopped_by_sigterm_finishes_on_the_same_command_without_rerunni
     states = [t.state.name for t in optuna_trials(store, "k")]
     assert states[:len(before)] == ["COMPLETE"] * len(before) and "FAIL" in states, states
     assert main(["tune", str(QUICK), "--store", str(store), "--name", "k", "--trials", "5",
-                 "--quiet", *SETS, "--set", "run.iterations=40", *BW, "--objective",
+                 "--quiet", *SETS, "--set", "run.iterations=400", *BW, "--objective",
                  "bits_up"]) == 0
     out = capsys.readouterr().out
     assert f"{len(before)} of 5 trials done before" in out
