@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import errno
 import socket
+from pathlib import Path
 
+from lgc_schema import OptionError
 from testbed.errors import UserError
 from testbed.records.store import Store
 
@@ -17,6 +19,20 @@ DEFAULT_STORE = "runs.db"
 def add_store_arg(parser) -> None:
     parser.add_argument("--store", default=DEFAULT_STORE, metavar="PATH",
                         help=f"SQLite store file (default: {DEFAULT_STORE} in the working directory)")
+
+
+def ray_working_dir(args) -> Path:
+    """`--ray-working-dir DIR` checked against `--ray` and the experiment file (`args.file`),
+    which must lie inside DIR (each node runs its copy of DIR); DIR, resolved."""
+    folder = Path(args.ray_working_dir).resolve()
+    if args.ray is None:
+        raise OptionError("--ray-working-dir", args.ray_working_dir, "given with --ray")
+    if not folder.is_dir():
+        raise OptionError("--ray-working-dir", args.ray_working_dir, "an existing folder")
+    if not Path(args.file).resolve().is_relative_to(folder):
+        raise OptionError("--ray-working-dir", args.ray_working_dir,
+                          f"a folder that holds the experiment file {args.file}")
+    return folder
 
 
 def open_store(path: str):

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from lgc_schema import OptionError
-from testbed.commands import add_store_arg
+from testbed.commands import add_store_arg, ray_working_dir
 from testbed.config import load_config, load_raw
 from testbed.sweeps import Point, run_sweep, start_worker_server, sweep_key
 
@@ -79,14 +79,7 @@ def default_jobs(points: list[Point]) -> int:
 def working_dir(points: list[Point], args) -> dict:
     """Ray's runtime environment for --ray-working-dir; each point's file becomes its path
     inside DIR (a task runs in its node's copy of DIR)."""
-    folder = Path(args.ray_working_dir).resolve()
-    if args.ray is None:
-        raise OptionError("--ray-working-dir", args.ray_working_dir, "given with --ray")
-    if not folder.is_dir():
-        raise OptionError("--ray-working-dir", args.ray_working_dir, "an existing folder")
-    if not Path(args.file).resolve().is_relative_to(folder):
-        raise OptionError("--ray-working-dir", args.ray_working_dir,
-                          f"a folder that holds the experiment file {args.file}")
+    folder = ray_working_dir(args)
     for point in points:
         point.file = str(Path(point.file).relative_to(folder))
     return {"working_dir": str(folder)}

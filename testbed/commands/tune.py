@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from lgc_schema import OptionError
-from testbed.commands import add_store_arg
+from testbed.commands import add_store_arg, ray_working_dir
 from testbed.errors import UserError
 from testbed.records.objectives import MISS_FACTOR, describe
 from testbed.sweeps import RAY_INSTALL, start_worker_server
@@ -125,14 +125,7 @@ def ray_file(args) -> tuple[dict | None, str | None]:
     """Ray's runtime environment for --ray-working-dir and the file's path inside DIR."""
     if not args.ray_working_dir:
         return None, None
-    folder = Path(args.ray_working_dir).resolve()
-    if args.ray is None:
-        raise OptionError("--ray-working-dir", args.ray_working_dir, "given with --ray")
-    if not folder.is_dir():
-        raise OptionError("--ray-working-dir", args.ray_working_dir, "an existing folder")
-    if not Path(args.file).resolve().is_relative_to(folder):
-        raise OptionError("--ray-working-dir", args.ray_working_dir,
-                          f"a folder that holds the experiment file {args.file}")
+    folder = ray_working_dir(args)
     return {"working_dir": str(folder)}, str(Path(args.file).resolve().relative_to(folder))
 
 

@@ -21,11 +21,9 @@ writer process is gone is marked `failed` the next time a store is opened.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import signal
 import sqlite3
 import time
 from collections.abc import Iterable
@@ -34,6 +32,7 @@ from typing import Any
 
 from testbed.errors import UserError
 from testbed.processes.lifeline import alive
+from testbed.processes.signals import stops_deferred
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -155,21 +154,6 @@ class StoreError(UserError):
     def __init__(self, path: Path, what: str, allowed: str = ALLOWED_STORE):
         super().__init__(f"--store {path}: {what}; allowed: {allowed}")
         self.path = path
-
-
-@contextlib.contextmanager
-def _signals_deferred():
-    """SIGINT/SIGTERM wait until a transaction and its bookkeeping are done: a Python handler
-    that raised between COMMIT and clearing the queue would insert the same rows twice."""
-    mask = getattr(signal, "pthread_sigmask", None)
-    if mask is None:
-        yield
-        return
-    old = mask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        yield
-    finally:
-        mask(signal.SIG_SETMASK, old)
 
 
 def _pid_alive(pid: int | None) -> bool:
@@ -373,7 +357,7 @@ class Store:
         """Commit every queued row in one transaction (all or nothing)."""
         if not self._pending:
             return
-        with _signals_deferred():  # committed once and cleared once, whatever signal comes
+        with stops_deferred():  # committed once and cleared once, whatever signal comes
             with self.db:
                 for sql, rows in self._pending:
                     self.db.executemany(sql, rows)
@@ -402,7 +386,7 @@ class Store:
         its rows of later iterations go (the resumed run writes them again) and its summary
         columns are recomputed from the rows that stay, in one transaction."""
         self.flush()
-        with _signals_deferred(), self.db:
+        with stops_deferred(), self.db:
             for table in ("iterations", "node_iterations", "links", "evals", "events"):
                 self.db.execute(f"DELETE FROM {table} WHERE run_id=? AND iteration > ?",
                                 (run_id, iteration))
@@ -443,7 +427,7 @@ class Store:
             if len(src_ids) != 1:
                 raise RunNotFound(f"store {path} holds {len(src_ids)} runs; a sweep point's "
                                   "store holds one")
-            with _signals_deferred(), self.db:
+            with stops_deferred(), self.db:
                 cols = self._shared_columns("runs", exclude={"id"})
                 cur = self.db.execute(f"INSERT INTO main.runs ({cols}) SELECT {cols} FROM src.runs")
                 new_id = int(cur.lastrowid)

@@ -28,7 +28,6 @@ import contextlib
 import json
 import os
 import re
-import signal
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from testbed.api import toml_literal
 from testbed.config import apply_overrides, load_config, load_raw, parse_override, switch_to_known_good
 from testbed.errors import UserError
 from testbed.processes.lifeline import alive
+from testbed.processes.signals import stops_deferred
 from testbed.records.objectives import METRICS, pareto_front, run_metrics, trial_value, violation
 from testbed.records.store import Store
 from testbed.sweeps import Outcome, Point, make_pool, run_points
@@ -73,21 +73,6 @@ def distributions(spec: TuneSpec) -> dict:
         else:
             out[p.key] = CategoricalDistribution(list(p.choices))
     return out
-
-
-@contextlib.contextmanager
-def signals_deferred():
-    """SIGINT/SIGTERM wait while the study's storage is written (a trial asked for and
-    claimed, or told), so that a stop never leaves half of it."""
-    mask = getattr(signal, "pthread_sigmask", None)
-    if mask is None:
-        yield
-        return
-    old = mask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        yield
-    finally:
-        mask(signal.SIG_SETMASK, old)
 
 
 @dataclass
@@ -159,7 +144,7 @@ class Tuner:
             pid, where = t.system_attrs.get(OWNER_PID), t.system_attrs.get(OWNER_HOST)
             if where not in (None, host) or (pid and pid != os.getpid() and alive(pid)):
                 continue   # another command runs it
-            with signals_deferred():
+            with stops_deferred():
                 self.storage.set_trial_user_attr(t._trial_id, INTERRUPTED,
                                                  "its process ended without telling the study")
                 self.study.tell(t.number, state=TrialState.FAIL)
@@ -192,7 +177,7 @@ class Tuner:
         index = 0
         for _ in range(budget):
             seeds = self.spec.seeds or [None]
-            with signals_deferred():   # asked for, claimed and remembered together
+            with stops_deferred():   # asked for, claimed and remembered together
                 trial = self.study.ask(self.dists)
                 self.storage.set_trial_system_attr(trial._trial_id, OWNER_PID, os.getpid())
                 self.storage.set_trial_system_attr(trial._trial_id, OWNER_HOST, os.uname().nodename)
@@ -226,7 +211,7 @@ class Tuner:
         t.outcomes.append(outcome)
         if outcome.status != "stopped" and len(t.outcomes) < t.expected:
             return
-        with signals_deferred():   # told and forgotten together, whatever signal comes
+        with stops_deferred():   # told and forgotten together, whatever signal comes
             line = self.tell(t)
             del self.open[t.trial.number]
             self.ran.append(t.trial.number)
@@ -310,7 +295,7 @@ class Tuner:
             run_points(pool, self.points(budget), self.store, sweep=self.name,
                        key=self.spec.key(), landed=self.landed)
         except KeyboardInterrupt:
-            with signals_deferred():   # asked for, not yet told: each runs again next time
+            with stops_deferred():   # asked for, not yet told: each runs again next time
                 for t in list(self.open.values()):
                     self.storage.set_trial_user_attr(t.trial._trial_id, INTERRUPTED, "stopped")
                     self.study.tell(t.trial, state=TrialState.FAIL)
