@@ -23,12 +23,11 @@ if __package__ in (None, ""):
 
 import torch  # noqa: E402
 
+from experiments.lgc_probe import seeded_pool  # noqa: E402
+
 from nodes.compression.ideal import run_exchange  # noqa: E402
 from nodes.compression.registry import build_scheme  # noqa: E402
-from nodes.data import load_dataset  # noqa: E402
-from nodes.models import build_model  # noqa: E402
-from nodes.partition import split  # noqa: E402
-from nodes.workers import WorkerPool, evaluate, set_gradients  # noqa: E402
+from nodes.workers import evaluate, set_gradients  # noqa: E402
 
 N_WORKERS, BATCH, LR, DENSITY, PAYLOAD = 8, 32, 0.05, 0.01, 1470
 
@@ -53,12 +52,7 @@ class Result:
 
 def train(label: str, method: str, options: dict, seed: int, iterations: int, warmup: int,
           lgc_start: int) -> Result:
-    torch.manual_seed(seed)
-    data = load_dataset("digits", seed=seed)
-    shards = split(data.train_y, N_WORKERS, "iid", seed=seed)
-    torch.manual_seed(seed)
-    model = build_model("cnn", data.input_shape, data.num_classes)
-    pool = WorkerPool(model, data.train_x, data.train_y, shards, batch_size=BATCH, seed=seed)
+    data, model, pool = seeded_pool("digits", "cnn", N_WORKERS, BATCH, seed)
     scheme = build_scheme(method, options, n_workers=N_WORKERS,
                           shapes=[p.shape for p in model.parameters()], payload_bytes=PAYLOAD, seed=seed)
     momentum = 0.0 if scheme.handles_momentum else 0.9

@@ -33,14 +33,23 @@ class RealRun:
     recorded: list[list[torch.Tensor]] = field(default_factory=list)  # per iteration, per worker
 
 
-def real_run(method: str, options: dict, iterations: int, *, record_last: int = 0, seed: int = 0,
-             max_train: int = 4096, workers: int = N_WORKERS, batch: int = BATCH) -> RealRun:
+def seeded_pool(dataset: str, model_name: str, workers: int, batch: int, seed: int,
+                **data_options):
+    """The data set, the model and the worker pool a probe trains with, seeded as the testbed
+    seeds them (the data and its iid split, then the model's initial weights)."""
     torch.manual_seed(seed)
-    data = load_dataset("fashion_mnist", seed=seed, max_train=max_train, max_test=500)
+    data = load_dataset(dataset, seed=seed, **data_options)
     shards = split(data.train_y, workers, "iid", seed=seed)
     torch.manual_seed(seed)
-    model = build_model("cnn_fc", data.input_shape, data.num_classes)
+    model = build_model(model_name, data.input_shape, data.num_classes)
     pool = WorkerPool(model, data.train_x, data.train_y, shards, batch_size=batch, seed=seed)
+    return data, model, pool
+
+
+def real_run(method: str, options: dict, iterations: int, *, record_last: int = 0, seed: int = 0,
+             max_train: int = 4096, workers: int = N_WORKERS, batch: int = BATCH) -> RealRun:
+    _, model, pool = seeded_pool("fashion_mnist", "cnn_fc", workers, batch, seed,
+                                 max_train=max_train, max_test=500)
     shapes = [p.shape for p in model.parameters()]
     scheme = build_scheme(method, options, n_workers=workers, shapes=shapes, payload_bytes=PAYLOAD,
                           seed=seed)

@@ -30,14 +30,12 @@ import time
 
 import torch
 
+from experiments.lgc_probe import seeded_pool
 from experiments.results.harness import DOCS_RESULTS
 from experiments.results.provenance import code_state
 from nodes.compression.ideal import run_exchange
 from nodes.compression.registry import build_scheme
-from nodes.data import load_dataset
-from nodes.models import build_model
-from nodes.partition import split
-from nodes.workers import WorkerPool, set_gradients
+from nodes.workers import set_gradients
 
 WORKERS, BATCH, LR, BUDGET, PAYLOAD = 8, 32, 0.1, 4800, 1470
 OUT = DOCS_RESULTS / "rar_gap"
@@ -71,12 +69,7 @@ def measures(a: torch.Tensor, target: torch.Tensor) -> dict[str, float]:
 
 
 def run(label: str, options: dict, iterations: int, warmup: int, ae: int, seed: int) -> list[dict]:
-    torch.manual_seed(seed)
-    data = load_dataset("fashion_mnist", seed=seed)
-    shards = split(data.train_y, WORKERS, "iid", seed=seed)
-    torch.manual_seed(seed)
-    model = build_model("cnn_fc", data.input_shape, data.num_classes)
-    pool = WorkerPool(model, data.train_x, data.train_y, shards, batch_size=BATCH, seed=seed)
+    _, model, pool = seeded_pool("fashion_mnist", "cnn_fc", WORKERS, BATCH, seed)
     shapes = [p.shape for p in model.parameters()]
     opts = {"ratio": 0.01, "warmup_iterations": warmup, **{k: v for k, v in options.items() if k != "method"}}
     if options["method"] != "dgc":
