@@ -53,8 +53,10 @@ from testbed.records.progress import (
     summary_line,
     unit_of,
 )
+from testbed.emulation.timing import Timer, timed
 from testbed.records.store import Store
 from testbed.records.summary import public_export, write_csv
+from testbed.records.timed_store import TimedStore
 from testbed.run import checkpoint
 from testbed.runspec import RunSpec
 
@@ -280,29 +282,43 @@ def run(source: str | Path | dict | ExperimentConfig, *, store: str | Path = "ru
     return Run(store, run_id, cfg.run.name)
 
 
-def run_spec(spec: RunSpec, watch=None) -> int:
+def run_spec(spec: RunSpec, watch=None, timer: Timer | None = None) -> int:
     """The run `spec` asks for (what `testbed run` does), in this process or under torchrun;
-    prints its summary line; its exit code. `watch`: called with each round's
-    `testbed.run.loop.Progress` (in this process only; `testbed tune`'s pruner: raising
-    `testbed.errors.Pruned` there ends the run `pruned`)."""
+    prints its summary line.
+
+    Args:
+        spec: the run as a command asks for it.
+        watch: called with each round's `testbed.run.loop.Progress` (in this process only;
+            `testbed tune`'s pruner: raising `testbed.errors.Pruned` there ends the run
+            `pruned`).
+        timer: called as `timer(what, wall_s, iteration)` with the wall seconds of the loop's
+            pieces (compute, compression, emulation, eval), the store's writes ("store"),
+            building the experiment ("setup") and the loop ("run"), e.g. a
+            `testbed.run.wall_split.WallSplit` (in this process only).
+
+    Returns:
+        The exit code (0).
+    """
     cfg = load(spec.file, spec.overrides, name=spec.name)
     if spec.launcher == "torchrun":
-        if watch is not None:
-            raise UserError("launcher = 'torchrun': a progress callback watches a run in this "
-                            "process only; allowed: launcher = 'local'")
+        if watch is not None or timer is not None:
+            raise UserError("launcher = 'torchrun': a progress callback or timer watches a run "
+                            "in this process only; allowed: launcher = 'local'")
         return launch_torchrun(spec, cfg)
-    with opened_store(spec.store) as store:
-        exp = build_experiment(cfg, store)
-        return run_experiment(exp, store, spec, watch)
+    with opened_store(spec.store, timer) as store:
+        with timed(timer, "setup", -1):
+            exp = build_experiment(cfg, store, timer)
+        return run_experiment(exp, store, spec, watch, timer)
 
 
 # ------------------------------------------------------------------------ the parts
-def build_experiment(cfg: ExperimentConfig, store: Store):
-    """The Experiment of `cfg`; what its set-up refuses is the user's (SetupError, exit 2)."""
+def build_experiment(cfg: ExperimentConfig, store: Store, timer: Timer | None = None):
+    """The Experiment of `cfg` writing into `store` (`timer`: the loop's, see `run_spec`); what
+    its set-up refuses is the user's (SetupError, exit 2)."""
     from testbed.experiment import Experiment
 
     try:
-        return Experiment(cfg, store)
+        return Experiment(cfg, store, timer=timer)
     except (ExperimentError, ValueError, FileNotFoundError) as e:
         raise SetupError(f"{cfg.source}: {e}") from e
 
@@ -318,11 +334,12 @@ def run_failures() -> tuple[type, ...]:
 
 
 @contextlib.contextmanager
-def opened_store(path: str):
-    """The store at `path`; if it did not exist and the block fails before a run began, the
-    files made for it are removed again (a refused run leaves no trace)."""
+def opened_store(path: str, timer: Timer | None = None):
+    """The store at `path` (with a `timer`: one that reports its writes' wall seconds as
+    "store"); if it did not exist and the block fails before a run began, the files made for
+    it are removed again (a refused run leaves no trace)."""
     new = not Path(path).exists()
-    store = Store(path)
+    store = Store(path) if timer is None else TimedStore(path, timer)
     try:
         yield store
     except BaseException:
@@ -338,12 +355,13 @@ def opened_store(path: str):
     store.close()
 
 
-def execute(exp, store_path: str, *, quiet: bool = True, watch=None) -> int:
+def execute(exp, store_path: str, *, quiet: bool = True, watch=None,
+            timer: Timer | None = None) -> int:
     """Run a built Experiment, a progress bar unless `quiet` (which also says when a steering
     request took effect); its run id. A failure it names is RunFailed (one line); Ctrl-C or
     SIGTERM leaves the run stopped, rows flushed. A completed (or pruned) run's checkpoints are
     removed (`testbed resume` refuses both). `watch`: called after the bar with each round's
-    Progress."""
+    Progress; `timer`: told the loop's wall seconds as "run"."""
     update, close_bar = progress_printer(exp.iterations, quiet, unit_of(exp.cfg))
     if update is not None:  # the terminal hears when a steering request took effect
         controls = control_reporter(exp.store, lambda: getattr(exp, "run_id", None))
@@ -364,7 +382,8 @@ def execute(exp, store_path: str, *, quiet: bool = True, watch=None) -> int:
     if watch is not None:   # the caller's watcher, after the bar
         exp.progress = _chained(exp.progress, watch)
     try:
-        run_id = exp.run()
+        with timed(timer, "run", -1):
+            run_id = exp.run()
     except KeyboardInterrupt:  # SIGINT or SIGTERM: the run is marked stopped, rows flushed
         close()
         print(f"run {exp.run_id} stopped; rows so far are in {store_path}", file=sys.stderr)
@@ -392,10 +411,10 @@ def _chained(first, then):
     return both
 
 
-def run_experiment(exp, store: Store, spec: RunSpec, watch=None) -> int:
+def run_experiment(exp, store: Store, spec: RunSpec, watch=None, timer: Timer | None = None) -> int:
     """`execute` with the CLI's summary line; exit code 0."""
     wall = time.perf_counter()
-    run_id = execute(exp, spec.store, quiet=spec.quiet, watch=watch)
+    run_id = execute(exp, spec.store, quiet=spec.quiet, watch=watch, timer=timer)
     line = summary_line(store, run_id, exp.cfg.run.name)
     print(f"{line}, wall time {time.perf_counter() - wall:.1f} s -> {spec.store}")
     return 0

@@ -43,6 +43,7 @@ from testbed.errors import UserError, exit_code, one_line, stop_on_sigterm
 from testbed.processes.lifeline import die_with_parent
 from testbed.records.progress import summary_line
 from testbed.records.store import Store
+from testbed.run.wall_split import WallSplit
 from testbed.runspec import RunSpec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -64,6 +65,7 @@ class Point:
     runner: str = DEFAULT_RUNNER                 # module:function that runs it (run_point's shape)
     extra: dict = field(default_factory=dict)    # what another runner needs (JSON)
     trial: int | None = None                     # `testbed tune`: the study's trial it runs
+    timed: bool = False                          # the run's wall seconds by piece come back ("wall")
 
 
 def sweep_key(file: str, grid: list[tuple[str, list[str]]], overrides: list[str],
@@ -76,21 +78,32 @@ def sweep_key(file: str, grid: list[tuple[str, list[str]]], overrides: list[str]
 
 
 def run_point(point: Point, store: str, quiet: bool = True, watch=None) -> dict:
-    """Run `point` into the store at `store` through `testbed run`'s entry (testbed.api.run_spec); never raises for a
-    run that fails or is refused. {"status": completed | failed | refused, "line": one line}
-    (`watch`: run_spec's, called with each round's progress)."""
+    """Run `point` into the store at `store` through `testbed run`'s entry
+    (testbed.api.run_spec); never raises for a run that fails or is refused.
+
+    Returns:
+        {"status": completed | failed | refused, "line": one line}, and for a `timed` point
+        "wall": the run's wall seconds by piece (`testbed.run.wall_split.WallSplit.as_dict`).
+        `watch`: run_spec's, called with each round's progress.
+    """
     out = io.StringIO()
+    split = WallSplit() if point.timed else None
     try:
         with contextlib.redirect_stdout(out):   # its summary names the point's store: ours says it
             api.run_spec(RunSpec(store=store, file=point.file, name=point.name,
-                                overrides=tuple(point.overrides), quiet=quiet), watch=watch)
+                                overrides=tuple(point.overrides), quiet=quiet),
+                         watch=watch, timer=split)
     except Exception as e:  # what the CLI turns into exit 1 or 2; anything else is a bug
         code = exit_code(e)
         if code is None:
             raise
-        return {"status": "refused" if code == 2 else "failed", "line": one_line(e)}
-    lines = out.getvalue().strip().splitlines()
-    return {"status": "completed", "line": lines[-1] if lines else "completed"}
+        result = {"status": "refused" if code == 2 else "failed", "line": one_line(e)}
+    else:
+        lines = out.getvalue().strip().splitlines()
+        result = {"status": "completed", "line": lines[-1] if lines else "completed"}
+    if split is not None:
+        result["wall"] = split.as_dict()
+    return result
 
 
 def resolve(runner: str) -> Callable:

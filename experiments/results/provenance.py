@@ -94,7 +94,7 @@ def loaded_files() -> list[str]:
 
 
 def provenance(spec) -> dict:
-    """What a run file records of how its run was made (spec: a harness.RunSpec), called when
+    """What a run file records of how its run was made (spec: a harness.TableRun), called when
     the run has ended in this process (the sweep engine's one-at-a-time mode)."""
     out = {**code_state(), "versions": versions(), "config": str(spec.config),
            "overrides": list(spec.overrides), "files": loaded_files()}

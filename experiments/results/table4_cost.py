@@ -9,8 +9,8 @@ it, this script also writes the CSV and Markdown under docs/results/.
 `.venv/bin/python -m experiments.results.table4_cost [--quick]`.
 
 Runs experiments/quickstart.toml (top-k 1%, shared 20 Mbit/s cell, 1% Bernoulli loss,
-reliable delivery) with 4, 16 and 64 workers through `experiments.results.harness`'s
-timed_experiment, the loop with a timer (`Experiment(..., timer=)`):
+reliable delivery) with 4, 16 and 64 workers through `experiments.results.harness`, whose runs
+report their wall seconds by piece through the loop's timer hook (testbed/run/wall_split.py):
   compute      the gradient source (every worker's forward + backward) and the optimizer step
   compression  every step of the scheme's exchange() generator (encode, decode, aggregate)
                and the ring sum on the real bytes
@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from experiments.results.harness import TIMER_NAMES, RunSpec, run_many
+from experiments.results.harness import TIMER_NAMES, TableRun, run_many
 from experiments.results.tables import Column, emit, format_text, out_dir
 
 
@@ -38,11 +38,11 @@ QUICK_ITERATIONS = {4: 30, 16: 10, 64: 4}
 EMULATION_TARGET = 0.10
 
 
-def specs(iterations: dict[int, int | None]) -> list[RunSpec]:
+def specs(iterations: dict[int, int | None]) -> list[TableRun]:
     out = []
     for n, its in iterations.items():
         sets = [f"network.workers={n}"] + ([f"run.iterations={its}"] if its else [])
-        out.append(RunSpec(f"cost[{n} workers]", QUICKSTART, sets, tags={"workers": n}))
+        out.append(TableRun(f"cost[{n} workers]", QUICKSTART, sets, tags={"workers": n}))
     return out
 
 

@@ -48,7 +48,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from experiments.results.harness import DOCS_RESULTS, RunSpec, mean_spread, run_many, stage_lengths
+from experiments.results.harness import DOCS_RESULTS, TableRun, mean_spread, run_many, stage_lengths
 from experiments.results.provenance import code_state, marks, provenance
 from experiments.results.tables import Column, emit, pick
 
@@ -167,7 +167,7 @@ def options(label: str, warmup: int, ae_iters: int) -> dict:
 
 
 def spec(label: str, seed: int, iterations: int, extra: tuple[str, ...] = (),
-         protocol: Protocol = PROTOCOLS["early"], base: tuple[str, ...] = ()) -> RunSpec:
+         protocol: Protocol = PROTOCOLS["early"], base: tuple[str, ...] = ()) -> TableRun:
     """`extra`: more `compression.KEY=VALUE` overrides on top of the method's own (--set);
     `base`: `SECTION.KEY=VALUE` overrides of the base file itself (--config: a model, a device)."""
     warmup, ae = protocol.stages(iterations)
@@ -180,7 +180,7 @@ def spec(label: str, seed: int, iterations: int, extra: tuple[str, ...] = (),
             value = f'"{value}"'
         sets.append(f"compression.{key}={value}")
     sets += [f"compression.{kv}" for kv in extra]
-    return RunSpec(f"fashion[{label},s{seed}]", protocol.base, sets, tags={"method": label, "seed": seed})
+    return TableRun(f"fashion[{label},s{seed}]", protocol.base, sets, tags={"method": label, "seed": seed})
 
 
 def run_file(runs: Path, label: str, seed: int) -> Path:

@@ -61,7 +61,7 @@ from testbed.drivers.data_parallel import TrainingDriver
 from testbed.emulation import world_at
 from testbed.emulation.device_trace import apply_link_rates
 from testbed.emulation.iteration_report import IterationReport, IterationTiming, Traffic
-from testbed.emulation.transport import timed
+from testbed.emulation.timing import timed
 from testbed.errors import ExperimentError
 from testbed.run.rounds import Round
 from testbed.run.setup import Training, World
