@@ -38,15 +38,17 @@ import numpy as np
 from channels.errors import DeliveryError
 from lgc_schema import OptionError
 from nodes.plugins import give
-from testbed.config import (
-    ConfigError,
-    ExperimentConfig,
-    config_from_raw,
-    load_config,
-    set_keys,
-)
+from testbed.configuration.loading import config_from_raw, load_config, set_keys
+from testbed.configuration.schema import ExperimentConfig
 from testbed.distributed.launcher import launch_torchrun
-from testbed.errors import ExperimentError, RunFailed, SetupError, TransportError, UserError
+from testbed.errors import (
+    ConfigError,
+    ExperimentError,
+    RunFailed,
+    SetupError,
+    TransportError,
+    UserError,
+)
 from testbed.records.progress import (
     control_reporter,
     progress_printer,

@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from experiments.results.provenance import provenance
-from testbed.config import NoServerError, load_config
-from testbed.errors import ExperimentError
+from testbed.configuration.loading import load_config
+from testbed.errors import ExperimentError, NoServerError
 from testbed.experiment import Experiment
 from testbed.records.store import Store
 from testbed.sweeps import Outcome, Point, run_sweep

@@ -26,7 +26,8 @@ import tomllib
 from pathlib import Path
 
 from lgc_schema import defaults
-from testbed.config import apply_overrides, load_config
+from testbed.configuration.loading import load_config
+from testbed.configuration.overrides import apply_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARIES = ("torch", "numpy", "scipy", "simpy", "networkx")

@@ -12,7 +12,7 @@ import argparse
 import torch
 
 from nodes.workers import evaluate, unflatten
-from testbed.config import load_config
+from testbed.configuration.loading import load_config
 from testbed.experiment import Experiment
 from testbed.records.store import Store
 from testbed.run import checkpoint

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from experiments.results.harness import DOCS_RESULTS, stage_lengths
 from experiments.results.table_fashion import options
-from testbed.config import load_config
+from testbed.configuration.loading import load_config
 from testbed.experiment import Experiment
 from testbed.records.store import Store
 

@@ -5,7 +5,9 @@ import textwrap
 import pytest
 
 from testbed.cli import main
-from testbed.config import ConfigError, load_config, parse_override
+from testbed.configuration.loading import load_config
+from testbed.configuration.overrides import parse_override
+from testbed.errors import ConfigError
 
 GOOD = """
 [run]
