@@ -301,6 +301,7 @@ def run_spec(spec: RunSpec, watch=None) -> int:
 # ------------------------------------------------------------------------ the parts
 def build_experiment(cfg: ExperimentConfig, store: Store):
     """The Experiment of `cfg`; what its set-up refuses is the user's (SetupError, exit 2)."""
+    # deferred: torch; the CLI's parser imports this module (resume)
     from testbed.experiment import Experiment
 
     try:
@@ -314,6 +315,7 @@ def run_failures() -> tuple[type, ...]:
     other exception in a run is a bug and stays a traceback. An OptionError here is a setting
     the link layer finds it cannot carry only once the run sends (e.g. network.engine = "fast"
     for a multi-hop call over a fading link): the run was made, so it failed (exit 1)."""
+    # deferred: torch, GradientError's room; the CLI's parser imports this module
     from nodes.compression.base import GradientError
 
     return (ExperimentError, DeliveryError, GradientError, TransportError, OptionError)

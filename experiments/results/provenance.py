@@ -65,6 +65,7 @@ def versions() -> dict:
 def effective(config: str | Path, overrides: list[str]) -> dict:
     """The run's seed, budget and compression options as the testbed reads them: old option
     names mapped to the current ones, every default filled in."""
+    # deferred: torch (the methods' modules), only when a run file is written
     from nodes.compression.registry import methods
     path = Path(config)
     cfg = load_config(path if path.is_absolute() else ROOT / path, list(overrides))

@@ -81,6 +81,7 @@ def _away(args, workers) -> list:
 
 
 def _one(network: dict, seed: int, args):
+    # deferred: networkx and numba (the link layer), only when the probe runs
     from testbed.emulation.edge_network import build_network
 
     edge = build_network(network, seed)
@@ -183,6 +184,7 @@ def _left_out(rep, network: dict, seed: int, args) -> dict:
     deadline = getattr(args, "deadline_s", None)
     if args.pattern == "p2p" or (deadline is None and getattr(args, "device_trace", None) is None):
         return {}
+    # deferred: networkx and numba (the link layer), only when the probe runs
     from testbed.emulation.edge_network import build_network
 
     workers = build_network(network, seed).workers
