@@ -18,7 +18,7 @@ import lgc_schema
 from channels.config import ValidNetwork
 from lgc_schema import Field, Rule
 
-# ----------------------------------------------------------------------------- schemas
+
 COMPUTE_TIME = ("flops", "measured")
 
 RUN_KEYS = {
