@@ -38,15 +38,17 @@ import numpy as np
 from channels.errors import DeliveryError
 from lgc_schema import OptionError
 from nodes.plugins import give
-from testbed.config import (
-    ConfigError,
-    ExperimentConfig,
-    config_from_raw,
-    load_config,
-    set_keys,
-)
+from testbed.configuration.loading import config_from_raw, load_config, set_keys
+from testbed.configuration.schema import ExperimentConfig
 from testbed.distributed.launcher import launch_torchrun
-from testbed.errors import ExperimentError, RunFailed, SetupError, TransportError, UserError
+from testbed.errors import (
+    ConfigError,
+    ExperimentError,
+    RunFailed,
+    SetupError,
+    TransportError,
+    UserError,
+)
 from testbed.records.progress import (
     control_reporter,
     progress_printer,
@@ -315,6 +317,7 @@ def run_spec(spec: RunSpec, watch=None, timer: Timer | None = None) -> int:
 def build_experiment(cfg: ExperimentConfig, store: Store, timer: Timer | None = None):
     """The Experiment of `cfg` writing into `store` (`timer`: the loop's, see `run_spec`); what
     its set-up refuses is the user's (SetupError, exit 2)."""
+    # deferred: torch; the CLI's parser imports this module (resume)
     from testbed.experiment import Experiment
 
     try:
@@ -328,6 +331,7 @@ def run_failures() -> tuple[type, ...]:
     other exception in a run is a bug and stays a traceback. An OptionError here is a setting
     the link layer finds it cannot carry only once the run sends (e.g. network.engine = "fast"
     for a multi-hop call over a fading link): the run was made, so it failed (exit 1)."""
+    # deferred: torch, GradientError's room; the CLI's parser imports this module
     from nodes.compression.base import GradientError
 
     return (ExperimentError, DeliveryError, GradientError, TransportError, OptionError)

@@ -437,11 +437,15 @@ def _worker_process(inbox, log: str, setting: dict) -> None:
     os.close(out)
     os.environ.clear()
     os.environ.update(setting["environ"])
-    from testbed.experiment import (
-        apply_threads,  # preloaded by the server: no import here
-    )
-    apply_threads(setting["threads"])
+    _thread_policy()(setting["threads"])   # preloaded by the server: no import here
     sys.exit(worker_main(_received(inbox)))
+
+
+def _thread_policy():
+    """testbed.experiment.apply_threads, for a forked worker or a Ray task (`run.threads`)."""
+    # deferred: torch; the fork server preloads it (WORKER_PRELOAD), a Ray worker imports it here
+    from testbed.experiment import apply_threads
+    return apply_threads
 
 
 def _received(inbox) -> Iterator[str]:
@@ -590,8 +594,7 @@ class RayPool:
 def ray_task(point: Point) -> tuple[dict, bytes | None]:
     """A point on a Ray worker: the thread policy of `run.threads` set here (Ray's worker is
     shared by tasks), the run into a store of its own, that store's bytes returned."""
-    from testbed.experiment import apply_threads
-
+    apply_threads = _thread_policy()
     os.environ["OMP_NUM_THREADS"] = str(point.threads)
     apply_threads(point.threads)
     folder = tempfile.mkdtemp(prefix="testbed-point-")

@@ -1,6 +1,6 @@
 """The federated drivers: rounds of sampled clients over the emulated cell, in virtual time.
 
-An experiment file with `[federated]` (testbed/config.py FEDERATED_KEYS) runs here; the
+An experiment file with `[federated]` (testbed/configuration/schema.py FEDERATED_KEYS) runs here; the
 arithmetic (sampling, local steps, server optimizers, staleness weight, per-client error
 memory) is nodes/federated.py. The network has one worker node per client of an exchange
 (`slots`); a sampled client sends from its slot. The model is held once: each client's local

@@ -118,7 +118,7 @@ def test_every_table_that_validates_files_is_on_the_configuration_page():
     forgot fails here."""
     from channels import config as net
     from nodes.data import DATASETS
-    from testbed import config as cfg
+    from testbed.configuration import schema as cfg
 
     listed = set(first_column(page("configuration.md")))
     tables = {"run": cfg.RUN_KEYS, "data": cfg.DATA_KEYS, "model": cfg.MODEL_KEYS,

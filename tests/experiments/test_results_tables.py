@@ -203,7 +203,7 @@ def test_federated_comparison_rows_share_the_federated_files_data_and_cell(tmp_p
     import statistics
 
     from experiments.results import table_federated as tf
-    from testbed.config import load_config
+    from testbed.configuration.loading import load_config
     from testbed.emulation.device_trace import load_device_trace
 
     s = tf.spec("dp_topk", seed=2, rounds=40)
