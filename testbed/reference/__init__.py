@@ -163,11 +163,15 @@ def store_page() -> str:
            "`testbed export RUN --format json` writes one run as `{\"run\": {...}, "
            "\"iterations\": [...], \"nodes\": [...], \"links\": [...], \"evals\": [...], "
            "\"events\": [...], \"controls\": [...], \"summary\": {...}}` (`nodes` are the "
-           "node_iterations rows; `summary` the run's headline figures), with these columns.", ""]
+           "node_iterations rows; `summary` the run's headline figures), with these columns.", "",
+           "A column *added later* came after stores were first written: a store made before "
+           "gains it when a command opens the store for writing (its old rows hold the default, "
+           "else NULL); a read-only open reads that default.", ""]
     for table, columns in COLUMNS.items():
         out += [f"## `{table}`", "", TABLE_MEANINGS[table][0].upper() + TABLE_MEANINGS[table][1:] + ".", ""]
-        out += _table(["column", "unit", "meaning"],
-                      [[f"`{c}`", col.unit, col.meaning] for c, col in columns.items()]) + [""]
+        out += _table(["column", "SQL", "unit", "meaning"],
+                      [[f"`{c}`", f"`{col.sql}`" + (" *added later*" if col.added else ""),
+                        col.unit, col.meaning] for c, col in columns.items()]) + [""]
     return "\n".join(out).rstrip() + "\n"
 
 
