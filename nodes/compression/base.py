@@ -9,9 +9,12 @@ from __future__ import annotations
 import math
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
+
+if TYPE_CHECKING:   # phases.py imports Message from here
+    from nodes.compression.phases import Phase
 
 
 @dataclass
@@ -102,7 +105,7 @@ class Scheme:
     def stage(self, iteration: int) -> str:
         return "compressed"
 
-    def exchange(self, iteration: int, grads: list[torch.Tensor]) -> Generator[Any, Any, torch.Tensor]:
+    def exchange(self, iteration: int, grads: list[torch.Tensor]) -> Generator[Phase, Any, torch.Tensor]:
         raise NotImplementedError
 
     def state_dict(self) -> dict:
