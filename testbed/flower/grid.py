@@ -42,6 +42,13 @@ message order; a call whose actor died answers with the error reply Flower's sim
 A message of more packets than its first link queues (`network.link.queue_packets`) fails the
 run (`MessageTooLarge`). `push_messages` / `pull_messages` called directly: a pull carries the
 pushed messages not yet carried as one round (no timeout).
+
+`EmulatedGrid.round_trip` is these steps as five named stages: send (1, and the messages
+serialized and cut into packets), downlink (2), calls (3), uplink (4) and replies (what reaches
+the strategy, and why the others do not); then it closes the round (5). Each stage's wall-clock
+work is timed by `testbed.emulation.transport.timed` into `EmulatedGrid.wall` (client: the
+ClientApp calls; emulation: the link layer; serde: serializing), the parts the Flower bench
+reports (benchmarks/bench_flower.py).
 """
 from __future__ import annotations
 
