@@ -97,8 +97,11 @@ def test_every_column_of_a_new_store_is_on_the_store_page_and_nothing_else(tmp_p
             section = text.split(f"## `{table}`", 1)[1].split("\n## ", 1)[0]
             real = [r[1] for r in store.db.execute(f"pragma table_info({table})")]
             assert first_column(section) == real, table
-            types = [r[2] for r in store.db.execute(f"pragma table_info({table})")]
-            assert re.findall(r"^\| `[^`]+` \| `(\w+)", section, re.M) == types, table
+            info = list(store.db.execute(f"pragma table_info({table})"))
+            assert re.findall(r"^\| `[^`]+` \| `(\w+)", section, re.M) == [r[2] for r in info], table
+            key = [r[1] for r in sorted(info, key=lambda r: r[5]) if r[5]]
+            stated = re.findall(r"Key: `\(([^)]*)\)`", section)
+            assert stated == ([", ".join(key)] if len(key) > 1 else []), table
     assert set(re.findall(r"^## `([a-z_]+)`$", text, re.M)) == set(TABLES)
 
 

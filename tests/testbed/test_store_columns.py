@@ -55,3 +55,20 @@ def test_a_store_written_before_opens_with_its_rows_and_gains_the_described_colu
             after = store.db.execute(f"select * from {table}").fetchall()
             assert [tuple(r)[:len(b)] for r, b in zip(after, before[table])] == before[table]
         assert [r["trial"] for r in store.runs()] == [None]
+
+
+def test_a_new_store_has_the_types_keys_and_indexes_of_a_store_written_before(tmp_path):
+    """The DDL made from the declaration against checkpoint_format_1/dp.db's, written by an
+    earlier testbed from its hand-written SQL: every column that store has, with its type,
+    NOT NULL, default and place in the key; and the same indexes."""
+    old = sqlite3.connect(f"file:{Path(__file__).parent / 'checkpoint_format_1' / 'dp.db'}?mode=ro",
+                          uri=True)
+    with Store(str(tmp_path / "new.db")) as store:
+        for table in TABLES:
+            was = list(old.execute(f"pragma table_info({table})"))
+            assert was, table
+            now = list(store.db.execute(f"pragma table_info({table})"))[:len(was)]
+            assert [tuple(r) for r in now] == was, table
+            indexes = [(r[1], r[2], r[3]) for r in old.execute(f"pragma index_list({table})")]
+            assert [tuple(r)[1:4] for r in store.db.execute(f"pragma index_list({table})")] == indexes
+    old.close()
