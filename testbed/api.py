@@ -101,11 +101,23 @@ def load(source: str | Path | dict | ExperimentConfig,
 
 
 def _stored(cfg: ExperimentConfig) -> dict:
-    """A config's tables as a file would hold them (unset keys left out)."""
+    """A configuration as the file it came from would hold it.
+
+    Returns:
+        Its tables as a dict, the keys the file did not set left out.
+    """
     return set_keys(copy.deepcopy(cfg.as_dict()))
 
 
 def as_overrides(overrides) -> list[str]:
+    """Overrides in the one form `load` applies them in.
+
+    Args:
+        overrides: `--set` strings, one such string, or a dict {"key.path": value}.
+
+    Returns:
+        The `--set KEY=VALUE` strings, values written as TOML literals.
+    """
     if isinstance(overrides, dict):
         return [f"{k}={toml_literal(v)}" for k, v in overrides.items()]
     if isinstance(overrides, str):
@@ -114,7 +126,17 @@ def as_overrides(overrides) -> list[str]:
 
 
 def toml_literal(value: Any) -> str:
-    """`value` as a TOML literal (what `--set KEY=VALUE` parses)."""
+    """One value of an override as `--set KEY=VALUE` writes it.
+
+    Args:
+        value: a string, path, number, boolean, list, tuple or dict (nested as TOML allows).
+
+    Returns:
+        The TOML literal; infinities and NaN as TOML spells them.
+
+    Raises:
+        ConfigError: a value TOML cannot hold.
+    """
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -198,12 +220,22 @@ class Run:
         return self._read(lambda s: public_export(s, self.id))
 
     def to_json(self, path: str | Path) -> Path:
-        """Write `export()` as JSON to `path`; returns the path."""
+        """Write the run and all its rows (`export()`) to a JSON file.
+
+        Args:
+            path: the file to write (replaced if it exists).
+
+        Returns:
+            The file's path.
+        """
         Path(path).write_text(json.dumps(self.export(), indent=1, default=str))
         return Path(path)
 
     def to_csv(self, folder: str | Path) -> list[Path]:
         """Write one CSV file per table into `folder` (`testbed export --format csv`).
+
+        Args:
+            folder: where the files go (created if missing).
 
         Returns:
             The files written.
@@ -285,11 +317,10 @@ def run(source: str | Path | dict | ExperimentConfig, *, store: str | Path = "ru
 
 
 def run_spec(spec: RunSpec, watch=None, timer: Timer | None = None) -> int:
-    """The run `spec` asks for (what `testbed run` does), in this process or under torchrun;
-    prints its summary line.
+    """Run what a `testbed run` command line asks for, and print its summary line.
 
     Args:
-        spec: the run as a command asks for it.
+        spec: the file, overrides, store and launcher of the command.
         watch: called with each round's `testbed.run.loop.Progress` (in this process only;
             `testbed tune`'s pruner: raising `testbed.errors.Pruned` there ends the run
             `pruned`).
@@ -299,7 +330,7 @@ def run_spec(spec: RunSpec, watch=None, timer: Timer | None = None) -> int:
             `testbed.run.wall_split.WallSplit` (in this process only).
 
     Returns:
-        The exit code (0).
+        The command's exit code (0; a failure raises).
     """
     cfg = load(spec.file, spec.overrides, name=spec.name)
     if spec.launcher == "torchrun":
@@ -315,8 +346,19 @@ def run_spec(spec: RunSpec, watch=None, timer: Timer | None = None) -> int:
 
 # ------------------------------------------------------------------------ the parts
 def build_experiment(cfg: ExperimentConfig, store: Store, timer: Timer | None = None):
-    """The Experiment of `cfg` writing into `store` (`timer`: the loop's, see `run_spec`); what
-    its set-up refuses is the user's (SetupError, exit 2)."""
+    """Set up the run `cfg` describes: data, model, workers, network and method.
+
+    Args:
+        cfg: a configuration from `load`.
+        store: the open store the run will write to.
+        timer: the loop's timer hook (see `run_spec`), or None.
+
+    Returns:
+        The `testbed.experiment.Experiment`, ready to run.
+
+    Raises:
+        SetupError: what the set-up refuses is the user's to fix (exit 2, one line).
+    """
     # deferred: torch; the CLI's parser imports this module (resume)
     from testbed.experiment import Experiment
 
@@ -327,10 +369,15 @@ def build_experiment(cfg: ExperimentConfig, store: Store, timer: Timer | None = 
 
 
 def run_failures() -> tuple[type, ...]:
-    """Errors with which a started run fails for a reason it names (exit 1, one line); any
-    other exception in a run is a bug and stays a traceback. An OptionError here is a setting
-    the link layer finds it cannot carry only once the run sends (e.g. network.engine = "fast"
-    for a multi-hop call over a fading link): the run was made, so it failed (exit 1)."""
+    """The errors with which a started run fails for a reason it names (exit 1, one line).
+
+    Any other exception in a run is a bug and stays a traceback. An OptionError here is a
+    setting the link layer finds it cannot carry only once the run sends (e.g. network.engine =
+    "fast" for a multi-hop call over a fading link): the run was made, so it failed (exit 1).
+
+    Returns:
+        The exception classes, for an `except` clause.
+    """
     # deferred: torch, GradientError's room; the CLI's parser imports this module
     from nodes.compression.base import GradientError
 
@@ -339,9 +386,18 @@ def run_failures() -> tuple[type, ...]:
 
 @contextlib.contextmanager
 def opened_store(path: str, timer: Timer | None = None):
-    """The store at `path` (with a `timer`: one that reports its writes' wall seconds as
-    "store"); if it did not exist and the block fails before a run began, the files made for
-    it are removed again (a refused run leaves no trace)."""
+    """Open a store for one run; a refused run leaves no trace.
+
+    If the store did not exist and the block fails before a run began, the files made for it
+    are removed again.
+
+    Args:
+        path: the store's file.
+        timer: with one, the store reports its writes' wall seconds to it as "store".
+
+    Yields:
+        The open `Store` (closed after the block).
+    """
     new = not Path(path).exists()
     store = Store(path) if timer is None else TimedStore(path, timer)
     try:
@@ -361,11 +417,24 @@ def opened_store(path: str, timer: Timer | None = None):
 
 def execute(exp, store_path: str, *, quiet: bool = True, watch=None,
             timer: Timer | None = None) -> int:
-    """Run a built Experiment, a progress bar unless `quiet` (which also says when a steering
-    request took effect); its run id. A failure it names is RunFailed (one line); Ctrl-C or
-    SIGTERM leaves the run stopped, rows flushed. A completed (or pruned) run's checkpoints are
-    removed (`testbed resume` refuses both). `watch`: called after the bar with each round's
-    Progress; `timer`: told the loop's wall seconds as "run"."""
+    """Run a built experiment to its end.
+
+    Ctrl-C or SIGTERM leaves the run stopped, its rows flushed. A completed (or pruned) run's
+    checkpoints are removed (`testbed resume` refuses both).
+
+    Args:
+        exp: the experiment from `build_experiment`.
+        store_path: its store's file (for messages and the checkpoints).
+        quiet: no progress bar (the bar also says when a steering request took effect).
+        watch: called after the bar with each round's `testbed.run.loop.Progress`.
+        timer: told the loop's wall seconds as "run" (see `run_spec`), or None.
+
+    Returns:
+        The run's id in the store.
+
+    Raises:
+        RunFailed: the run failed for a reason it names (one line; the store marks it failed).
+    """
     update, close_bar = progress_printer(exp.iterations, quiet, unit_of(exp.cfg))
     if update is not None:  # the terminal hears when a steering request took effect
         controls = control_reporter(exp.store, lambda: getattr(exp, "run_id", None))
@@ -405,7 +474,11 @@ def execute(exp, store_path: str, *, quiet: bool = True, watch=None,
 
 
 def _chained(first, then):
-    """One progress function: `first` (a bar; None: none), then `then`."""
+    """Two progress functions as one.
+
+    Returns:
+        A function calling `first` (a bar; None: none), then `then`.
+    """
     if first is None:
         return then
 
@@ -416,7 +489,18 @@ def _chained(first, then):
 
 
 def run_experiment(exp, store: Store, spec: RunSpec, watch=None, timer: Timer | None = None) -> int:
-    """`execute` with the CLI's summary line; exit code 0."""
+    """Run a built experiment as `testbed run` does: `execute`, then the summary line.
+
+    Args:
+        exp: the experiment from `build_experiment`.
+        store: its open store (the summary line reads it).
+        spec: the command's options (store path, quiet).
+        watch: as `execute`'s.
+        timer: as `execute`'s.
+
+    Returns:
+        The command's exit code, 0.
+    """
     wall = time.perf_counter()
     run_id = execute(exp, spec.store, quiet=spec.quiet, watch=watch, timer=timer)
     line = summary_line(store, run_id, exp.cfg.run.name)
