@@ -64,7 +64,7 @@ class RunResult:
     virtual_s: list[float] = field(default_factory=list)  # per iteration: virtual seconds it took
     energy_j: list[float] = field(default_factory=list)   # per iteration: the workers' joules
     codec_s: list[float] = field(default_factory=list)   # wall s per iteration in exchange()
-    timers: dict = field(default_factory=dict)           # wall s per piece (TIMER_NAMES), whole run
+    timers: dict = field(default_factory=dict)           # wall s per piece (wall_split.PIECES), whole run
     wall_s: float = 0.0                                  # wall s of the training loop
     setup_s: float = 0.0
     packets: int = 0

@@ -27,7 +27,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from experiments.results.harness import TIMER_NAMES, TableRun, run_many
+from experiments.results.harness import TableRun, run_many
+from testbed.run.wall_split import PIECES
 from experiments.results.tables import Column, emit, format_text, out_dir
 
 
@@ -57,7 +58,7 @@ def rows_of(results) -> list[dict]:
         per_it = {k: 1000 * v / r.iterations for k, v in r.timers.items()}
         total = 1000 * r.wall_s / r.iterations
         row["total_ms"] = total
-        for k in TIMER_NAMES:
+        for k in PIECES:
             row[f"{k}_ms"] = per_it[k]
         row["other_ms"] = max(0.0, total - sum(per_it.values()))
         row["emulation_share"] = per_it["emulation"] / total if total else None
