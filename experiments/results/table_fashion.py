@@ -62,11 +62,12 @@ LABELS = ["fp32", "topk", "dgc", "lgc_ablation", "lgc_ps", "lgc_rar", "lgc_rar_a
           "dgc_ring", "topk_ring", "lgc_scaled_momentum",
           "dgc_nowarmup", "lgc_ps_nowarmup", "lgc_scaled_nowarmup",
           "lgc_rar_nowarmup", "dgc_ring_nowarmup", "lgc_rar_scaled", "lgc_rar_scaled_nowarmup",
-          "lgc_rar_l4", "lgc_rar_l4_nowarmup", "lgc_rar_ablation_nowarmup"]
+          "lgc_rar_l4", "lgc_rar_l4_nowarmup", "lgc_rar_ablation_nowarmup",
+          "lgc_rar_nomask_nowarmup"]
 # rows whose messages travel on the ring (all-reduce or all-gather): compared with ring DGC
 RING = ("lgc_rar", "lgc_rar_ablation", "lgc_rar_nl", "scalecom", "dgc_ring", "topk_ring",
         "lgc_rar_nowarmup", "dgc_ring_nowarmup", "lgc_rar_scaled", "lgc_rar_scaled_nowarmup",
-        "lgc_rar_l4", "lgc_rar_l4_nowarmup", "lgc_rar_ablation_nowarmup")
+        "lgc_rar_l4", "lgc_rar_l4_nowarmup", "lgc_rar_ablation_nowarmup", "lgc_rar_nomask_nowarmup")
 # the per-node baselines (each node's own top-k): LGC's ratios are also stated against the one
 # of these that sends the fewest uplink bits over the whole run
 PER_NODE = ("topk", "dgc", "dgc_nowarmup")
