@@ -11,6 +11,7 @@ PNG by the system's headless Chromium, as `testbed export --format png` renders 
   time_to_accuracy_bandwidth  virtual time to 95% accuracy against the shared cell's bandwidth
   energy_to_target            joules per worker to 80% accuracy, radio and compute, walking stations
   ns3_cell                    the 802.11 DCF cell against ns-3.37: throughput, collisions, speed
+  ring_gap                    the ring's rows against fp32 at every evaluation, seed for seed
 """
 from __future__ import annotations
 
@@ -149,7 +150,50 @@ def ns3_cell():
     return fig
 
 
-FIGURES = {f.__name__: f for f in (plateau_accuracy_bits, time_to_accuracy_bandwidth, energy_to_target, ns3_cell)}
+# the ring's rows of the plateau grid and where their run files are (docs/results.md, "LGC on the
+# ring, like for like"), with the parameter server's LGC-PS beside them
+RING_GAP = (("dgc_ring_nowarmup", "plateau_cell_runs", "DGC on the ring", "#059669", "solid"),
+            ("scalecom", "plateau_cell_runs", "ScaleCom", "#7c3aed", "solid"),
+            ("lgc_ps_nowarmup", "plateau_cell_runs", "LGC-PS (parameter server)", "#dc2626", "solid"),
+            ("lgc_rar_nowarmup", "plateau_cell_runs", "LGC-RAR", "#db2777", "solid"),
+            ("lgc_rar_l4_nowarmup", "rar_latent_runs", "LGC-RAR, k/4 latent", "#db2777", "dot"),
+            ("lgc_rar_l16_nowarmup", "rar_l16_runs", "LGC-RAR, k/16 latent", "#db2777", "dash"),
+            ("lgc_rar_ablation_nowarmup", "rar_ablation_runs", "f16 values at the shared positions",
+             "#f59e0b", "solid"))
+
+
+def _seeds(folder: str, method: str) -> dict[int, dict]:
+    return {int(p.stem.rsplit("_s", 1)[1]): json.loads(p.read_text())
+            for p in sorted((DATA / folder).glob(f"{method}_s*.json"))}
+
+
+def ring_gap():
+    """Each ring row's test accuracy minus fp32's on the same seed at every evaluation, mean
+    over the seeds, all without DGC's warm-up (ScaleCom has none)."""
+    fp32 = _seeds("plateau_cell_runs", "fp32")
+    fig = go.Figure()
+    for method, folder, name, color, dash in RING_GAP:
+        runs = _seeds(folder, method)
+        if not runs:
+            continue
+        its = [e["iteration"] + 1 for e in fp32[0]["evals"]]
+        gap = [statistics.fmean(100 * (runs[s]["evals"][i]["test_accuracy"] - fp32[s]["evals"][i]["test_accuracy"])
+                                for s in runs) for i in range(len(its))]
+        fig.add_trace(go.Scatter(x=its, y=gap, name=f"{name} ({len(runs)} seeds)", mode="lines+markers",
+                                 line=dict(color=color, dash=dash, width=2), marker=dict(size=7, color=color)))
+    fig.add_hline(y=-0.5, line=dict(color="#6b7280", dash="dot", width=1),
+                  annotation_text="0.5 points below fp32", annotation_position="top left")
+    fig.update_xaxes(title_text="iterations done", tickvals=list(range(400, 4801, 800)) + [4800])
+    fig.update_yaxes(title_text="test accuracy minus fp32's, same seed (points)", range=[-9, 0.5])
+    _style(fig, "The ring against fp32, seed for seed (Fashion-MNIST plateau, 8 workers, no warm-up)",
+           1200, 620)
+    fig.update_layout(legend=dict(x=0.99, y=0.02, xanchor="right", yanchor="bottom",
+                                  bgcolor="rgba(255,255,255,0.8)"))
+    return fig
+
+
+FIGURES = {f.__name__: f for f in (plateau_accuracy_bits, time_to_accuracy_bandwidth, energy_to_target, ns3_cell,
+                                   ring_gap)}
 
 
 def find_chromium() -> str | None:

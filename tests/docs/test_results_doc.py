@@ -37,7 +37,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "results.md"
-MAX_LINES = 600   # +58: LGC on the ring, like for like (section 2); the report, and the quickstart and dashboard figures it holds (section 8)
+MAX_LINES = 640   # +58: LGC on the ring, like for like (section 2); +36: why the ring loses (its probe rows, trajectory and figure); the report, and the quickstart and dashboard figures it holds (section 8)
 
 pytestmark = pytest.mark.timeout(200)
 
@@ -260,6 +260,12 @@ def test_the_figures_plot_the_numbers_the_report_states():
     cell = figures.ns3_cell()
     ns3 = next(t for t in cell.data if t.name == "ns-3.37" and t.xaxis == "x")
     assert list(ns3.x) == [1, 2, 5, 10, 20, 50] and ns3.y[-1] == pytest.approx(21.810)
+
+    ring = figures.ring_gap()   # the trajectory table's LGC-RAR and exact-mean rows
+    rar = trace(ring, "LGC-RAR (5 seeds)")
+    assert rar.x[0] == 400 and rar.x[-1] == 4800
+    assert rar.y[0] == pytest.approx(-8.03, abs=0.005) and rar.y[-1] == pytest.approx(-0.59, abs=0.005)
+    assert trace(ring, "f16 values at the shared positions (5 seeds)").y[-1] == pytest.approx(-0.42, abs=0.005)
 
 
 PLATEAU_LABELS = {"fp32": "fp32", "top-k 1%": "topk", "DGC": "dgc", "ScaleCom": "scalecom",
@@ -653,7 +659,7 @@ def test_every_ratio_to_dgc_names_dgcs_schedule():
     DGC with it, and an LGC row without warm-up is never put against DGC with its warm-up under
     a plain "than DGC"; the verdict and the paper's first claim are judged like for like."""
     import statistics as st
-    runs = plateau_runs()
+    runs = ring_runs()
     whole = {m: st.mean(st.mean(r["bits_up"]) for r in by.values()) for m, by in runs.items()}
     cold = [m for m, by in runs.items() if m.startswith("lgc") and not warmed(by)]
     assert {"lgc_ps_nowarmup", "lgc_scaled_nowarmup"} <= set(cold)
@@ -723,7 +729,7 @@ def test_no_difference_claims_give_the_interval_of_the_run_files():
     """Each '95% interval [a, b]' of the summary, section 2 and the README is the t-interval of a
     paired per-seed difference in the plateau run files (5 seeds, t(0.975, 4) = 2.7764)."""
     import statistics as st
-    runs = plateau_runs()
+    runs = ring_runs()
 
     def interval(a: str, b: str) -> tuple[str, str]:
         d = [100 * (runs[a][s]["final_accuracy"] - runs[b][s]["final_accuracy"]) for s in sorted(runs[a])]
@@ -733,7 +739,10 @@ def test_no_difference_claims_give_the_interval_of_the_run_files():
     expected = {interval("lgc_ps", "lgc_scaled"), interval("lgc_ps_paper", "lgc_scaled"),
                 interval("lgc_scaled_momentum", "lgc_scaled"), interval("lgc_ps", "fp32"),
                 interval("lgc_ps_nowarmup", "fp32"), interval("lgc_scaled_nowarmup", "fp32"),
-                interval("lgc_ps_nowarmup", "lgc_scaled_nowarmup"), interval("lgc_rar_nowarmup", "fp32")}
+                interval("lgc_ps_nowarmup", "lgc_scaled_nowarmup"), interval("lgc_rar_nowarmup", "fp32"),
+                interval("lgc_rar_nowarmup", "dgc_ring_nowarmup"),
+                interval("lgc_rar_ablation_nowarmup", "dgc_ring_nowarmup"),
+                interval("lgc_rar_nowarmup", "lgc_rar_ablation_nowarmup")}
     written = set()
     for doc in (text(), (ROOT / "README.md").read_text(encoding="utf-8")):
         written |= set(re.findall(r"\[([+-]\d+\.\d\d), ([+-]\d+\.\d\d)\]", " ".join(doc.split())))
@@ -823,7 +832,7 @@ RECOMPUTED = ("| method | 1 Mbit/s |", "| method | no loss |", "| method | itera
               "| option | effect on accuracy |", "| N | ns-3 Mbit/s |", "| setting | N=1 |", "| row | acc % mean ± sd |",
               "| workers | iterations | total ms/it |", "| strategy | uplink | seeds | rounds to 85% |",
               "| grid | one at a time |", "| run, 2026-12-06 UTC | file", "| ring row |",
-              "| LGC stage, seed 0 (ideal delivery) |")
+              "| LGC stage, seed 0 (ideal delivery) |", "| paired vs fp32, points, after iterations |")
 NO_STORED_SOURCE: dict[str, str] = {}
 
 
@@ -1308,14 +1317,32 @@ RING_LABELS = {"DGC all-gathered on the ring": "dgc_ring", "**LGC-RAR**": "lgc_r
                "`lgc_rar_scaled` (leader × fitted scalar)": "lgc_rar_scaled",
                "DGC on the ring without warm-up": "dgc_ring_nowarmup",
                "**LGC-RAR without warm-up**": "lgc_rar_nowarmup",
-               "`lgc_rar_scaled` without warm-up": "lgc_rar_scaled_nowarmup"}
+               "`lgc_rar_scaled` without warm-up": "lgc_rar_scaled_nowarmup",
+               "LGC-RAR, k/4 latent, without warm-up": "lgc_rar_l4_nowarmup",
+               "LGC-RAR, k/16 latent, without warm-up": "lgc_rar_l16_nowarmup",
+               "every node's f16 values at the shared positions (no coder), without warm-up":
+                   "lgc_rar_ablation_nowarmup",
+               "LGC-RAR without momentum masking, without warm-up": "lgc_rar_nomask_nowarmup"}
+# the ring's probes of the plateau grid, each row's run files in a folder of its own
+RING_PROBES = {"lgc_rar_l4_nowarmup": "rar_latent_runs", "lgc_rar_l16_nowarmup": "rar_l16_runs",
+               "lgc_rar_ablation_nowarmup": "rar_ablation_runs",
+               "lgc_rar_nomask_nowarmup": "rar_nomask_runs"}
+
+
+def ring_runs() -> dict[str, dict[int, dict]]:
+    """The plateau grid's run files and the ring's probes beside them."""
+    runs = plateau_runs()
+    for method, folder in RING_PROBES.items():
+        runs[method] = {int(p.stem.rsplit("_s", 1)[1]): json.loads(p.read_text())
+                        for p in sorted((RESULTS / folder).glob(f"{method}_s*.json"))}
+    return runs
 
 
 def test_the_ring_table_states_its_run_files():
     """Section 2's ring table, recomputed from the run files: seeds, accuracy, the paired
     difference to fp32, bits, and the ratios to ring DGC of the same schedule and with its warm-up."""
     import statistics as st
-    runs = plateau_runs()
+    runs = ring_runs()
     section = text().split("### LGC on the ring, like for like")[1]
     table = section[section.index("| ring row"):].split("\n\n")[0]
     rows = {r[0]: r for r in ([c.strip() for c in line.strip("|").split("|")]
@@ -1357,6 +1384,82 @@ def test_the_ring_table_states_its_run_files():
         assert runs["dgc_ring_nowarmup"][s]["final_accuracy"] == runs["dgc_nowarmup"][s]["final_accuracy"]
         assert runs["dgc_ring_nowarmup"][s]["bits_up"] == runs["dgc_nowarmup"][s]["bits_up"]
     assert f"at {up(runs['dgc_ring_nowarmup'], 'run') / up(rar, 'run'):.2f}x fewer" in lead
+    small = runs["lgc_rar_l16_nowarmup"]   # the k/16 latent: the ring's bits past 8x ring DGC
+    for where, row in (("README", next(line for line in (ROOT / "README.md").read_text().splitlines()
+                                       if line.startswith("| LGC on the ring"))),
+                       ("summary", next(line for line in text().splitlines() if line.startswith("| LGC at its plateau?")))):
+        for method in ("lgc_rar_nowarmup", "lgc_rar_l16_nowarmup"):
+            d = [100 * (runs[method][s]["final_accuracy"] - runs["fp32"][s]["final_accuracy"]) for s in range(5)]
+            assert f"{st.mean(d):.2f} ± {st.stdev(d):.2f}" in row, (where, method)
+            assert f"{up(runs['dgc_ring_nowarmup'], 'run') / up(runs[method], 'run'):.2f}x" in row, (where, method)
+    low = [100 * (small[s]["final_accuracy"] - runs["fp32"][s]["final_accuracy"]) for s in sorted(small)]
+    assert f"it sends {up(runs['dgc_ring_nowarmup'], 'run') / up(small, 'run'):.2f}x fewer than ring DGC " \
+           f"without warm-up at {-st.mean(low):.2f} ± {st.stdev(low):.2f} points below fp32 " \
+           f"({paired('lgc_rar_l16_nowarmup', 'lgc_rar_nowarmup')} against k/8)" in lead
+
+
+TRAJECTORY = {"DGC on the ring without warm-up": "dgc_ring_nowarmup", "ScaleCom": "scalecom",
+              "LGC-PS without warm-up": "lgc_ps_nowarmup", "**LGC-RAR without warm-up**": "lgc_rar_nowarmup",
+              "LGC-RAR, k/4 latent": "lgc_rar_l4_nowarmup",
+              "LGC-RAR, k/16 latent": "lgc_rar_l16_nowarmup",
+              "f16 values at the shared positions": "lgc_rar_ablation_nowarmup",
+              "LGC-RAR without momentum masking": "lgc_rar_nomask_nowarmup"}
+
+
+def test_the_ring_trajectory_and_its_reason_state_their_run_files():
+    """The ring's evaluations against fp32's, seed for seed, and the paragraph that reads the
+    reason from them: each row against ring DGC, the exact mean against the coder, the larger
+    latent's probe."""
+    import statistics as st
+    runs = ring_runs()
+    section = text().split("### LGC on the ring, like for like")[1]
+    table = section[section.index("| paired vs fp32, points, after iterations"):].split("\n\n")[0]
+    lines = table.splitlines()
+    at = [int(c.replace(",", "")) - 1 for c in [c.strip() for c in lines[0].strip("|").split("|")][1:]]
+    rows = {r[0]: r[1:] for r in ([c.strip() for c in line.strip("|").split("|")] for line in lines[2:])}
+    assert set(rows) == set(TRAJECTORY)
+
+    def gap(method, iteration):
+        by = runs[method]
+        i = [e["iteration"] for e in runs["fp32"][0]["evals"]].index(iteration)
+        return st.mean(100 * (by[s]["evals"][i]["test_accuracy"] - runs["fp32"][s]["evals"][i]["test_accuracy"])
+                       for s in sorted(by))
+    for label, method in TRAJECTORY.items():
+        assert len(runs[method]) == 5
+        assert rows[label] == [f"{gap(method, i):.2f}" for i in at], label
+    prose = " ".join(section.split("**Why the ring loses what the parameter server does not")[1]
+                     .split("Source:")[0].split())
+
+    def paired(a, b):
+        d = [100 * (runs[a][s]["final_accuracy"] - runs[b][s]["final_accuracy"]) for s in sorted(runs[a])]
+        m, sd = st.mean(d), st.stdev(d)
+        half = 2.776 * sd / len(d) ** 0.5   # t(0.975, 4 degrees of freedom)
+        return f"{m:.2f} ± {sd:.2f}".lstrip("-"), f"[{m - half:+.2f}, {m + half:+.2f}]"
+
+    def run_bits(method):
+        return st.mean(st.mean(r["bits_up"]) for r in runs[method].values())
+    for a, b in (("lgc_rar_nowarmup", "dgc_ring_nowarmup"), ("lgc_rar_ablation_nowarmup", "dgc_ring_nowarmup"),
+                 ("lgc_rar_nowarmup", "lgc_rar_ablation_nowarmup")):
+        mean_sd, interval = paired(a, b)
+        assert re.search(re.escape(mean_sd) + r" (points )?\((95% interval )?" + re.escape(interval), prose), \
+            (a, b, mean_sd, interval)
+    assert f"at {run_bits('dgc_ring_nowarmup') / run_bits('lgc_rar_ablation_nowarmup'):.2f}x fewer" in prose
+    assert f"moves accuracy by +{paired('lgc_rar_l4_nowarmup', 'lgc_rar_nowarmup')[0]} at " \
+           f"{run_bits('lgc_rar_l4_nowarmup') / run_bits('lgc_rar_nowarmup'):.2f}x the bits" in prose
+    assert f"loses {paired('lgc_rar_nomask_nowarmup', 'lgc_rar_nowarmup')[0]} more" in prose
+    assert f"one half as long (k/16) by -{paired('lgc_rar_l16_nowarmup', 'lgc_rar_nowarmup')[0]} at " \
+           f"{run_bits('lgc_rar_nowarmup') / run_bits('lgc_rar_l16_nowarmup'):.2f}x fewer" in prose
+    nl = [100 * (runs["lgc_rar_nl"][s]["final_accuracy"] - runs["fp32"][s]["final_accuracy"]) for s in range(5)]
+    assert f"the non-linear decoder: {st.mean(nl):.2f} ± {st.stdev(nl):.2f} against fp32 with the warm-up" in prose
+    assert f"sending {run_bits('scalecom') / run_bits('dgc_ring_nowarmup'):.2f}x ring DGC's" in prose
+
+    def late(name):
+        data = json.loads((RESULTS / "rar_gap" / name).read_text())
+        assert data["warmup"] == 0 and data["clean"]
+        return st.mean(x["error_at_I"] for x in data["windows"] if x["from"] >= 150)
+    assert (f"from {late('lgc_rar_nowarmup_s0_it900_20261207.json'):.2f} to "
+            f"{late('lgc_rar_latent_ratio0.25_nowarmup_s0_it900_20261207.json'):.2f} (seed 0, iterations "
+            f"150-899)") in prose
 
 
 def test_the_ring_gap_table_states_its_probe_files():
