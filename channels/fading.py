@@ -137,7 +137,9 @@ class FadingChannel:
         return self._one_block("rate", t, self._rate_bps) if t.size == 1 else self._rate_bps(t)
 
     def _rate_bps(self, t: np.ndarray) -> np.ndarray:
-        snr = self.snr(t)
+        return self._rate_from_snr(self.snr(t))
+
+    def _rate_from_snr(self, snr: np.ndarray) -> np.ndarray:
         if self.mcs is None:
             rate = self.p["efficiency"] * self.bandwidth_hz * np.log2(1 + snr)
         else:
@@ -150,7 +152,10 @@ class FadingChannel:
         return self._one_block("per", t, self._per) if t.size == 1 else self._per(t)
 
     def _per(self, t: np.ndarray) -> np.ndarray:
-        snr_db = 10 * np.log10(self.snr(t))
+        return self._per_from_snr(self.snr(t))
+
+    def _per_from_snr(self, snr: np.ndarray) -> np.ndarray:
+        snr_db = 10 * np.log10(snr)
         if self.mcs is None:
             out = self.p.get("outage_snr_db")
             if out is None:
@@ -158,3 +163,10 @@ class FadingChannel:
             return (snr_db < out).astype(float)
         thr = self.mcs.min_snr_db[self._mcs_index(snr_db)]
         return 1.0 / (1.0 + 9.0 * np.exp(np.clip(self.p["per_slope_db"] * (snr_db - thr), -50, 50)))
+
+    def block_tables(self, first: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rate (bit/s) and packet error rate of coherence blocks first .. first + n - 1, by the
+        operations `rate_bps` and `per` apply to one transmission's block (the compiled DCF
+        loop reads them per attempt: channels/csma_fast.py)."""
+        snr = self._snr(np.arange(first, first + n, dtype=np.int64))
+        return self._rate_from_snr(snr), self._per_from_snr(snr)
