@@ -143,6 +143,41 @@ def ack_rate(rate: float, basic: float) -> float:
     return best if best > 0.0 else rate
 
 
+def collided_receptions(station: np.ndarray, start: np.ndarray, end: np.ndarray, code: np.ndarray,
+                        p: CsmaParams) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
+    """What the stations that did not transmit receive of each collision, as ns-3's PHY (preamble
+    detection off) and its WifiRadioEnergyModel count it: such a station locks onto the collision's
+    first frame (the earliest start; the first recorded of equal ones) and, where it decodes that
+    frame's PHY header (the collisions after which it waits EIFS: `decoded_frames`), is in RX from
+    the header's end to that frame's end, then CCA-busy (idle power) while the rest of the medium
+    is busy; where it does not, it is CCA-busy throughout. A collision of decoded_frames + 1
+    frames, after which each such station draws EIFS with probability eifs_share, is counted at
+    that share of the time (its expectation: the draws are not recorded).
+
+    Arguments: the attempt rows' station, start, DATA end and outcome (in attempt order). Returns
+    per collision the row of the frame locked onto, the RX interval's start and end, its weight
+    (1, eifs_share or 0), and the rows of the collision's senders (one per station)."""
+    rows = np.flatnonzero(code == COLLIDED)
+    if not rows.size:
+        z = np.zeros(0)
+        return np.zeros(0, np.int64), z, z, z, []
+    # the frames of one collision start within cca_s of its first; collisions are further apart
+    new = np.r_[True, np.diff(start[rows]) > p.cca_s]
+    groups = np.split(rows, np.flatnonzero(new)[1:])
+    locked, weight, senders = [], [], []
+    decoded = p.decoded_frames
+    for g in groups:
+        locked.append(int(g[np.argmin(start[g])]))
+        first = {}
+        for r in g.tolist():
+            first.setdefault(int(station[r]), r)
+        k = len(first)
+        weight.append(1.0 if k <= decoded else p.eifs_share if k == decoded + 1 else 0.0)
+        senders.append(list(first.values()))
+    locked = np.asarray(locked, np.int64)
+    return locked, start[locked] + p.phy_header_s, end[locked], np.asarray(weight), senders
+
+
 def elapsed_slots(base: float, t: float, slot: float) -> int:
     """Whole idle slots a station counting from `base` saw before a busy period began at t: the
     largest j >= 0 with base + j * slot <= t (0 when t < base)."""
@@ -352,6 +387,20 @@ class Cell:
         # rows grouped by (queue, link), each group in attempt order
         kmax = max(len(q.links) for q in self.queues)
         cell = str(self.medium.key[-1])
+        # what the stations that did not send a collision receive of it: the frame they lock onto
+        # (its link's `heard_collided_s`, received by every station but its ends) and not by
+        # its other senders (each sender's link's `collided_deaf_s`, taken back from it)
+        sid = np.asarray(self.station_of, np.int64)[qi]
+        locked, rx0, rx1, w, senders = collided_receptions(sid, start, end, code, self.p)
+        got = (rx1 - rx0) * w
+        heard_col = np.zeros(len(qi))
+        deaf = np.zeros(len(qi))
+        for j, (r, g) in enumerate(zip(locked.tolist(), senders)):
+            if got[j] > 0:
+                heard_col[r] += got[j]
+                for other in g:
+                    if sid[other] != sid[r]:
+                        deaf[other] += got[j]
         key = qi * kmax + k
         order = np.argsort(key, kind="stable")
         bounds = np.searchsorted(key[order], np.arange(len(self.queues) * kmax + 1))
@@ -376,6 +425,9 @@ class Cell:
                 if not self.multicast[i]:   # the others lock onto a frame that did not collide
                     clear = code[sel] != COLLIDED
                     st.heard_s += float(data[clear].sum()) - int(clear.sum()) * self.p.phy_header_s
+                if locked.size:
+                    st.heard_collided_s += float(heard_col[sel].sum())
+                    st.collided_deaf_s += float(deaf[sel].sum())
                 if link.fading is not None:   # as state.record: the SNR each attempt started in
                     st.snr_db_sum += float((10 * np.log10(link.fading.snr(start[sel]))).sum())
                     st.snr_samples += sel.size

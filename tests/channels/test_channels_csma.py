@@ -9,6 +9,7 @@ from scipy.optimize import brentq
 
 from channels import csma_fast
 from channels.config import validate_network
+from channels.energy import radio_seconds
 from channels.errors import ChannelConfigError, DeliveryError
 from channels.network import Network
 from channels.topology import build_topology
@@ -176,6 +177,14 @@ def test_a_station_that_heard_a_collision_waits_eifs(engine):
     assert [float(f.arrival_s[0]) / us for f in rep.flows] == pytest.approx([372, 617, 844], abs=1e-6)
     assert cell.free_at == pytest.approx(938 * us, abs=1e-12)
     assert [rep.links[(w, "server")].collisions for w in ("w0", "w1", "w2")] == [1, 1, 0]
+    # Radio seconds as ns-3's PHY and energy model count them: w2 locked onto the collision's
+    # first frame, decoded its PHY header (hence EIFS) and was in RX to its end, 124 - 20 = 104 us;
+    # the senders were transmitting. Each station also receives the others' clear frames (104 us
+    # each) and every ACK (44 - 20 = 24 us each): w2 104 + 2 x 104 + 3 x 24 = 384 us; w0 and w1
+    # 2 x 104 + 3 x 24 = 280 us, each transmitting 2 x 124 us.
+    times = radio_seconds(rep, shared=True)
+    assert [times[w][1] / us for w in ("w0", "w1", "w2")] == pytest.approx([280, 280, 384], abs=1e-6)
+    assert [times[w][0] / us for w in ("w0", "w1", "w2")] == pytest.approx([248, 248, 124], abs=1e-6)
 
 
 @pytest.mark.parametrize("engine", ["fast", "simpy"])
