@@ -3,7 +3,10 @@
 //
 //   walk run FILE SECONDS SEED   FILE: one line per station "sta X Y VX VY" (metres, m/s; the AP
 //                                is at the origin), then lines "rate STATION T MBPS": from T on the
-//                                station sends DATA at MBPS (an 802.11a OFDM rate). Every station
+//                                station sends DATA at MBPS (an 802.11a OFDM rate), and optionally
+//                                lines "wp STATION T X Y": the station follows these waypoints
+//                                (straight lines at constant speed between them, ns-3's
+//                                WaypointMobilityModel) instead of X Y VX VY. Every station
 //                                sends saturated 1536-byte MPDUs to the AP for SECONDS. Prints one
 //                                JSON line per station and 1 s window: payload bytes the AP
 //                                received, seconds of the station's PHY in each state (TX, RX,
@@ -45,6 +48,7 @@ struct Station
 {
     double x, y, vx, vy;
     std::vector<std::pair<double, double>> rates;   // (from t, Mbit/s)
+    std::vector<std::array<double, 3>> waypoints;   // (t, x, y); empty: constant velocity
 };
 
 // per station, per window: bytes received at the AP, seconds per PHY state
@@ -132,6 +136,13 @@ Run(const char* file, double seconds, uint32_t seed)
             in >> i >> t >> r;
             sta.at(i).rates.emplace_back(t, r);
         }
+        else if (kind == "wp")
+        {
+            uint32_t i;
+            double t, x, y;
+            in >> i >> t >> x >> y;
+            sta.at(i).waypoints.push_back({t, x, y});
+        }
     }
     uint32_t n = sta.size();
     RngSeedManager::SetSeed(1);
@@ -165,14 +176,22 @@ Run(const char* file, double seconds, uint32_t seed)
     fixed.SetMobilityModel("ns3::ConstantPositionMobilityModel");
     fixed.Install(ap);
     ap.Get(0)->GetObject<MobilityModel>()->SetPosition(Vector(0, 0, 0));
-    MobilityHelper moving;
-    moving.SetMobilityModel("ns3::ConstantVelocityMobilityModel");
-    moving.Install(stations);
     for (uint32_t i = 0; i < n; i++)
     {
-        Ptr<ConstantVelocityMobilityModel> m = stations.Get(i)->GetObject<ConstantVelocityMobilityModel>();
-        m->SetPosition(Vector(sta[i].x, sta[i].y, 0));
-        m->SetVelocity(Vector(sta[i].vx, sta[i].vy, 0));
+        if (sta[i].waypoints.empty())
+        {
+            Ptr<ConstantVelocityMobilityModel> m = CreateObject<ConstantVelocityMobilityModel>();
+            stations.Get(i)->AggregateObject(m);
+            m->SetPosition(Vector(sta[i].x, sta[i].y, 0));
+            m->SetVelocity(Vector(sta[i].vx, sta[i].vy, 0));
+        }
+        else
+        {
+            Ptr<WaypointMobilityModel> m = CreateObject<WaypointMobilityModel>();
+            stations.Get(i)->AggregateObject(m);
+            for (auto& w : sta[i].waypoints)
+                m->AddWaypoint(Waypoint(Seconds(w[0]), Vector(w[1], w[2], 0)));
+        }
     }
 
     NetDeviceContainer all(apDev, staDev);

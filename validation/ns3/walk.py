@@ -19,8 +19,16 @@ TableBasedErrorRateModel.
 Energy: ns-3's WifiRadioEnergyModel with a BasicEnergySource (3 V) per station, its PHY's time in
 each state; ours the `ns3_wifi` radio (the same currents x volts) over the radio seconds that
 channels/energy.py charges (transmitting its DATA; receiving its ACKs and the others' frames that
-did not collide, less their PHY preambles and headers), split per window from the attempt rows.
+did not collide, less their PHY preambles and headers, and of each collision it did not send into
+the frame it locked onto, `csma.collided_receptions`), split per window from the attempt rows.
 5 m/s walks the bands in a minute; at a walker's 1.5 m/s the same bands take 3.3 times as long.
+
+The random-waypoint scenario (`scenario = "waypoint"`, `waypoint_compare`): `stations` stations
+start on the star's 10 m circle around the access point (at the origin) and walk random
+waypoints in the 60 m square centred on it (`mobility = "random_waypoint"`, speeds uniform in
+WAYPOINT_SPEED m/s, WAYPOINT_PAUSE_S s pauses), legs drawn by ours and handed to ns-3 as the
+waypoints of its WaypointMobilityModel; everything else as in the walk. No station is ever more
+than 42.4 m out, so the link holds throughout (no break).
 """
 from __future__ import annotations
 
@@ -48,6 +56,7 @@ MPDU, PAYLOAD = 1536, 1500
 TABLE = "channels/data/mcs_80211a.csv"
 STATES = ("tx", "rx", "idle", "sleep")
 COHERENCE_MS = 10.0
+WAYPOINT_SIDE_M, WAYPOINT_SPEED, WAYPOINT_PAUSE_S = 60.0, (1.0, 5.0), 2.0
 
 
 def build() -> Path:
@@ -66,9 +75,19 @@ def per_slope(curves: list[dict]) -> float:
     return math.log(9) / float(np.mean([c["per10_db"] - c["per50_db"] for c in curves]))
 
 
-def table(stations: int, speed: float, d0: float, slope: float) -> dict:
-    """The `[network]` table of the walk."""
+def table(stations: int, speed: float, d0: float, slope: float, scenario: str = "away") -> dict:
+    """The `[network]` table of the walk (`scenario` "away"), or of the random-waypoint cell
+    ("waypoint": `speed` and `d0` unused)."""
     root = Path(__file__).resolve().parents[2]
+    if scenario == "waypoint":
+        half = WAYPOINT_SIDE_M / 2
+        nodes, mobility = {}, {"model": "random_waypoint", "area_m": [-half, -half, half, half],
+                               "speed_mps": list(WAYPOINT_SPEED), "pause_s": WAYPOINT_PAUSE_S}
+    elif scenario == "away":
+        nodes = {f"w{i}": {"pos": [d0, float(i)]} for i in range(stations)}
+        mobility = {"model": "away", "speed_mps": [speed, speed], "until_m": 1e4}
+    else:
+        raise ValueError(f"scenario = {scenario!r}: one of 'away', 'waypoint'")
     return validate_network({
         "workers": stations, "medium": "shared", "sharing": "csma", "engine": "fast",
         "link": {"bandwidth_mbps": 54.0, "delay_ms": 0.0, "mtu_bytes": MPDU, "header_bytes": MPDU - PAYLOAD,
@@ -77,8 +96,7 @@ def table(stations: int, speed: float, d0: float, slope: float) -> dict:
                           "tx_power_dbm": 20.0, "noise_figure_db": 7.0, "channel_bandwidth_mhz": 20.0,
                           "path_loss_exponent": 3.0, "reference_loss_db": 40.0, "rate": "mcs",
                           "mcs_table": str(root / TABLE), "per_slope_db": slope}},
-        "nodes": {f"w{i}": {"pos": [d0, float(i)]} for i in range(stations)},
-        "mobility": {"model": "away", "speed_mps": [speed, speed], "until_m": 1e4},
+        "nodes": nodes, "mobility": mobility,
     })
 
 
@@ -92,10 +110,12 @@ def _capacity_frames(rates_mbps: np.ndarray, seconds: float, p: csma.CsmaParams,
     return int(np.mean(per_s) * seconds * (1.0 if stations == 1 else 1.25 / stations)) + 100
 
 
-def ours(stations: int, speed: float, d0: float, seconds: float, slope: float, seed: int = 1) -> dict:
+def ours(stations: int, speed: float, d0: float, seconds: float, slope: float, seed: int = 1,
+         scenario: str = "away") -> dict:
     """Our walk: per station and 1 s window, payload bytes delivered and radio seconds per state;
-    and each station's rate schedule [(t, Mbit/s), ...] (where its rate changes) for ns-3."""
-    edge = build_network(table(stations, speed, d0, slope), seed)
+    and each station's rate schedule [(t, Mbit/s), ...] (where its rate changes) and, for the
+    random-waypoint cell, its waypoints [(t, x, y), ...] over `seconds`, for ns-3."""
+    edge = build_network(table(stations, speed, d0, slope, scenario), seed)
     net = edge.network
     coh = COHERENCE_MS / 1e3
     blocks = np.arange(int(math.ceil(seconds / coh))) * coh
@@ -126,6 +146,8 @@ def ours(stations: int, speed: float, d0: float, seconds: float, slope: float, s
     code = np.asarray(rows[0][7])
     nw = int(math.ceil(seconds))
     charged = radio_seconds(rep, shared=True)
+    station = np.asarray([edge.workers.index(f.src) for f in rep.flows])[qi.astype(int)]
+    locked, rx0, rx1, weight, senders = csma.collided_receptions(station, start, end, code, p)
     out = []
     for s, f in enumerate(rep.flows):
         mine = qi == s
@@ -139,10 +161,13 @@ def ours(stations: int, speed: float, d0: float, seconds: float, slope: float, s
         ack_from = lambda sel: end[sel] + p.sifs_s + p.phy_header_s     # noqa: E731
         spans = [(ack_from(ok), start[ok] + air[ok]), (start[heard] + p.phy_header_s, end[heard]),
                  (ack_from(others), start[others] + air[others])]
+        # and of the collisions it did not send into, the frame it locked onto (weighted)
+        apart = np.array([s not in station[g] for g in senders], bool)
         tx = _spread(start[mine], end[mine], nw)
-        rx = sum(_spread(a, b, nw) for a, b in spans)
+        rx = sum(_spread(a, b, nw) for a, b in spans) + _spread(rx0[apart], rx1[apart], nw, weight[apart])
         # the same intervals over the whole call are what channels/energy.py charges the station
-        whole = [float((end[mine] - start[mine]).sum()), sum(float((b - a).sum()) for a, b in spans)]
+        whole = [float((end[mine] - start[mine]).sum()),
+                 sum(float((b - a).sum()) for a, b in spans) + float(((rx1 - rx0) * weight)[apart].sum())]
         if not all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) for a, b in zip(whole, charged[f.src])):
             raise AssertionError(f"{f.src}: radio seconds {whole} per window, {charged[f.src]} charged")
         out.append({"bytes": b.astype(float).tolist(), "tx_s": tx.tolist(), "rx_s": rx.tolist(),
@@ -150,24 +175,43 @@ def ours(stations: int, speed: float, d0: float, seconds: float, slope: float, s
                     "attempts_w": np.histogram(start[mine], bins=nw, range=(0, nw))[0].tolist(),
                     "lost_w": np.histogram(start[mine & (code == csma.LOST)], bins=nw, range=(0, nw))[0].tolist(),
                     "attempts": int(mine.sum()), "ok": int((mine & (code == csma.OK)).sum())})
-    return {"stations": out, "schedules": schedules, "wall_s": wall}
+    waypoints = [_waypoints(net.link_state(w, edge.server).fading.distance_at.mobility.tracks[w], seconds)
+                 for w in edge.workers] if scenario == "waypoint" else None
+    frames = sum(s["ok"] for s in out)
+    return {"stations": out, "schedules": schedules, "waypoints": waypoints, "wall_s": wall, "frames": frames}
 
 
-def _spread(a: np.ndarray, b: np.ndarray, nw: int) -> np.ndarray:
-    """Seconds of the intervals [a, b) inside each 1 s window 0..nw-1."""
-    out = np.zeros(nw)
-    for w in range(nw):
-        out[w] = np.clip(np.minimum(b, w + 1) - np.maximum(a, w), 0, None).sum()
+def _waypoints(track, seconds: float) -> list[tuple[float, float, float]]:
+    """A random-waypoint track as (t, x, y) waypoints through `seconds` and one beyond (a
+    pause: the same point at arrival and departure; one waypoint where they coincide)."""
+    track.at([seconds + 1.0])
+    out = []
+    for p, a, b in zip(track.pts, track.arrive, track.leave):
+        for t in (a, b):
+            if not out or t > out[-1][0]:
+                out.append((float(t), float(p[0]), float(p[1])))
     return out
 
 
-def ns3(stations: int, speed: float, d0: float, seconds: float, schedules: list, seed: int = 1) -> dict:
-    """ns-3's walk with the same positions, velocities and rate schedules."""
+def _spread(a: np.ndarray, b: np.ndarray, nw: int, weight=None) -> np.ndarray:
+    """Seconds of the intervals [a, b) inside each 1 s window 0..nw-1 (each times its weight)."""
+    out = np.zeros(nw)
+    for w in range(nw):
+        inside = np.clip(np.minimum(b, w + 1) - np.maximum(a, w), 0, None)
+        out[w] = (inside if weight is None else inside * weight).sum()
+    return out
+
+
+def ns3(stations: int, speed: float, d0: float, seconds: float, schedules: list, seed: int = 1,
+        waypoints: list | None = None) -> dict:
+    """ns-3's walk with the same positions, velocities (or waypoints) and rate schedules."""
     lines = []
     for i in range(stations):
         x, y = d0, float(i)
-        r = math.hypot(x, y)
+        r = math.hypot(x, y) or 1.0      # (the random-waypoint cell: at rest, its waypoints move it)
         lines.append(f"sta {x!r} {y!r} {speed * x / r!r} {speed * y / r!r}")
+    for i, wps in enumerate(waypoints or []):
+        lines += [f"wp {i} {t!r} {x!r} {y!r}" for t, x, y in wps]
     for i, sched in enumerate(schedules):
         lines += [f"rate {i} {t!r} {r:g}" for t, r in sched]
     with tempfile.NamedTemporaryFile("w", suffix=".walk", delete=False) as fh:
@@ -180,11 +224,12 @@ def ns3(stations: int, speed: float, d0: float, seconds: float, schedules: list,
     recs = [json.loads(line) for line in out.splitlines() if line.strip()]
     wall = recs.pop()["wall_s"]
     nw = int(math.ceil(seconds))
+    frames = int(round(sum(r["bytes"] for r in recs) / PAYLOAD))
     st = [{k: [0.0] * nw for k in ("bytes", "tx_s", "rx_s", "idle_s", "sleep_s", "joules")} for _ in range(stations)]
     for r in recs:
         for k in st[r["station"]]:
             st[r["station"]][k][r["window"]] = r[k]
-    return {"stations": st, "wall_s": wall}
+    return {"stations": st, "wall_s": wall, "frames": frames}
 
 
 def break_second(mbps: list[float], rates: list[float]) -> int | None:
@@ -198,12 +243,14 @@ def break_second(mbps: list[float], rates: list[float]) -> int | None:
     return next((w for w in range(at_low[0], len(mbps)) if mbps[w] < half), None)
 
 
-def compare(stations: int = 1, speed: float = 5.0, d0: float = 40.0, seconds: float = 52.0, seed: int = 1) -> dict:
+def compare(stations: int = 1, speed: float = 5.0, d0: float = 40.0, seconds: float = 52.0, seed: int = 1,
+            scenario: str = "away") -> dict:
     """ns-3 and ours over the same walk: per window, throughput (Mbit/s, all stations) and each
-    state's joules (all stations), the break second of each, and both wall times."""
+    state's joules (all stations), the break second of each, and both wall times and frames
+    delivered (ns-3's within `seconds`; ours in the whole call, which sends on after the walk)."""
     slope = per_slope(ns3_curves())
-    a = ours(stations, speed, d0, seconds, slope, seed)
-    b = ns3(stations, speed, d0, seconds, a["schedules"], seed)
+    a = ours(stations, speed, d0, seconds, slope, seed, scenario)
+    b = ns3(stations, speed, d0, seconds, a["schedules"], seed, a["waypoints"])
     watts = _ns3_wifi_watts()
     nw = int(math.ceil(seconds))
     rates = [_rate_in(a["schedules"][0], w) for w in range(nw)]
@@ -218,9 +265,42 @@ def compare(stations: int = 1, speed: float = 5.0, d0: float = 40.0, seconds: fl
         tried = sum(s["attempts_w"][w] for s in a["stations"])
         row["ours_loss"] = sum(s["lost_w"][w] for s in a["stations"]) / tried if tried else 1.0
         rows.append(row)
-    brk = {side: break_second([r[f"{side}_mbps"] for r in rows], rates) for side in ("ours", "ns3")}
-    return {"stations": stations, "speed_mps": speed, "d0_m": d0, "seconds": seconds, "per_slope_db": slope,
-            "rows": rows, "break_s": brk, "wall_s": {"ours": a["wall_s"], "ns3": b["wall_s"]}}
+    brk = {side: break_second([r[f"{side}_mbps"] for r in rows], rates) if scenario == "away" else None
+           for side in ("ours", "ns3")}
+    return {"stations": stations, "scenario": scenario, "speed_mps": speed, "d0_m": d0, "seconds": seconds,
+            "per_slope_db": slope, "rows": rows, "break_s": brk, "seed": seed,
+            "wall_s": {"ours": a["wall_s"], "ns3": b["wall_s"]}, "frames": {"ours": a["frames"], "ns3": b["frames"]}}
+
+
+def waypoint_compare(stations: int = 5, seconds: float = 40.0, seed: int = 1) -> dict:
+    """`compare` over the random-waypoint cell (module doc)."""
+    return compare(stations, speed=0.0, d0=0.0, seconds=seconds, seed=seed, scenario="waypoint")
+
+
+def summary(result: dict) -> dict:
+    """One scenario's headline: windows where the link holds, worst throughput and energy gap
+    over them, and the speed ratio (ns-3's wall seconds per delivered frame over ours)."""
+    held = [g for g in gaps(result) if g["holds"]]
+    w, f = result["wall_s"], result["frames"]
+    per = {side: w[side] / max(f[side], 1) for side in ("ours", "ns3")}
+    name = f"{result['stations']} walking away" if result.get("scenario", "away") == "away" \
+        else f"{result['stations']} random waypoint"
+    return {"scenario": name, "seed": result.get("seed"), "windows": len(result["rows"]), "held": len(held),
+            "worst_mbps": max((abs(g["mbps"]) for g in held), default=0.0),
+            "worst_j": max((abs(g[k]) for g in held for k in STATES), default=0.0),
+            "ns3_wall_s": w["ns3"], "ours_wall_s": w["ours"], "wall_ratio": w["ns3"] / w["ours"],
+            "frame_ratio": per["ns3"] / per["ours"]}
+
+
+def print_summary(results: list[dict]) -> None:
+    """One line per scenario: its worst window and its speed ratio."""
+    print(f"{'scenario':<22} {'seed':>4} {'held':>8} {'worst Mb/s gap':>15} {'worst J gap':>12} "
+          f"{'ns-3 s':>7} {'ours s':>7} {'wall ratio':>10} {'per frame':>10}")
+    for r in results:
+        s = summary(r)
+        print(f"{s['scenario']:<22} {s['seed']!s:>4} {s['held']:>3}/{s['windows']:<4} {s['worst_mbps']:>15.2%} "
+              f"{s['worst_j']:>12.2%} {s['ns3_wall_s']:>7.2f} {s['ours_wall_s']:>7.2f} {s['wall_ratio']:>9.2f}x "
+              f"{s['frame_ratio']:>9.2f}x")
 
 
 def _rate_in(schedule: list, w: int) -> float:
@@ -237,10 +317,10 @@ def _ns3_wifi_watts() -> dict:
     return {k: radio[f"{k}_w"] for k in STATES}
 
 
-def holds(row: dict, brk: dict) -> bool:
-    """A window in which the link holds: before either side's break, with under 2% of our
-    attempts lost (not in a packet error waterfall at a band's edge)."""
-    first = min((b for b in brk.values() if b is not None), default=math.inf)
+def holds(row: dict, brk: dict | None) -> bool:
+    """A window in which the link holds: before either side's break (none: no break), with
+    under 2% of our attempts lost (not in a packet error waterfall at a band's edge)."""
+    first = min((b for b in (brk or {}).values() if b is not None), default=math.inf)
     return row["window"] < first and row["ours_loss"] < 0.02
 
 
@@ -261,7 +341,9 @@ def gaps(result: dict) -> list[dict]:
 
 def print_walk(result: dict) -> None:
     r = result
-    print(f"walk: {r['stations']} station(s) from {r['d0_m']:g} m at {r['speed_mps']:g} m/s, {r['seconds']:g} s "
+    where = f"from {r['d0_m']:g} m at {r['speed_mps']:g} m/s" if r.get("scenario", "away") == "away" else \
+        f"on random waypoints in a {WAYPOINT_SIDE_M:g} m square at {WAYPOINT_SPEED[0]:g}-{WAYPOINT_SPEED[1]:g} m/s"
+    print(f"walk: {r['stations']} station(s) {where}, {r['seconds']:g} s, seed {r.get('seed')} "
           f"(per_slope_db {r['per_slope_db']:.2f} from ns-3's curves); joules of all stations, ns-3 / ours; "
           f"gap = ours - ns-3 over ns-3's window joules; * = the link holds")
     print(f"{'s':>3} {'Mb/s':>5} {'ns-3 Mb/s':>9} {'ours':>7} {'gap':>7} {'tx J':>13} {'rx J':>13} {'idle J':>13} "
@@ -275,8 +357,10 @@ def print_walk(result: dict) -> None:
     worst_j = max((abs(g[k]) for g in held for k in STATES), default=0.0)
     print(f"link holds in {len(held)} windows: worst throughput gap {worst:.2%}, worst energy gap {worst_j:.2%}; "
           f"breaks at second {r['break_s']['ns3']} in ns-3, {r['break_s']['ours']} in ours")
+    s = summary(r)
     print(f"wall time of the walk: ns-3 {r['wall_s']['ns3']:.2f} s, ours {r['wall_s']['ours']:.2f} s "
-          f"(ns-3 / ours = {r['wall_s']['ns3'] / r['wall_s']['ours']:.2f})")
+          f"(ns-3 / ours = {s['wall_ratio']:.2f}; per delivered frame, {r['frames']['ns3']} in ns-3 and "
+          f"{r['frames']['ours']} in ours: {s['frame_ratio']:.2f})")
 
 
 def figure(results: list[dict], path) -> Path:
