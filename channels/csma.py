@@ -144,7 +144,7 @@ def ack_rate(rate: float, basic: float) -> float:
 
 
 def collided_receptions(station: np.ndarray, start: np.ndarray, end: np.ndarray, code: np.ndarray,
-                        p: CsmaParams) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
+                        p: CsmaParams) -> tuple[np.ndarray, ...]:
     """What the stations that did not transmit receive of each collision, as ns-3's PHY (preamble
     detection off) and its WifiRadioEnergyModel count it: such a station locks onto the collision's
     first frame (the earliest start; the first recorded of equal ones) and, where it decodes that
@@ -155,27 +155,30 @@ def collided_receptions(station: np.ndarray, start: np.ndarray, end: np.ndarray,
     that share of the time (its expectation: the draws are not recorded).
 
     Arguments: the attempt rows' station, start, DATA end and outcome (in attempt order). Returns
-    per collision the row of the frame locked onto, the RX interval's start and end, its weight
-    (1, eifs_share or 0), and the rows of the collision's senders (one per station)."""
+    per collision the row of the frame locked onto, the RX interval's start and end and its
+    weight (1, eifs_share or 0); and its senders: per sending station of each collision its
+    first row and the collision's number."""
     rows = np.flatnonzero(code == COLLIDED)
     if not rows.size:
-        z = np.zeros(0)
-        return np.zeros(0, np.int64), z, z, z, []
+        z, zi = np.zeros(0), np.zeros(0, np.int64)
+        return zi, z, z, z, zi, zi
     # the frames of one collision start within cca_s of its first; collisions are further apart
-    new = np.r_[True, np.diff(start[rows]) > p.cca_s]
-    groups = np.split(rows, np.flatnonzero(new)[1:])
-    locked, weight, senders = [], [], []
+    st = start[rows]
+    new = np.r_[True, np.diff(st) > p.cca_s]
+    gid = np.cumsum(new) - 1
+    first = np.flatnonzero(new)
+    earliest = np.minimum.reduceat(st, first)
+    cand = np.flatnonzero(st == earliest[gid])
+    _, pick = np.unique(gid[cand], return_index=True)      # the first of the earliest, per collision
+    locked = rows[cand[pick]]
+    sid = np.asarray(station, np.int64)[rows]
+    key = gid * (int(sid.max()) + 1) + sid
+    _, once = np.unique(key, return_index=True)             # each sender's first row, per collision
+    sender_rows, sender_group = rows[once], gid[once]
+    k = np.bincount(sender_group, minlength=first.size)
     decoded = p.decoded_frames
-    for g in groups:
-        locked.append(int(g[np.argmin(start[g])]))
-        first = {}
-        for r in g.tolist():
-            first.setdefault(int(station[r]), r)
-        k = len(first)
-        weight.append(1.0 if k <= decoded else p.eifs_share if k == decoded + 1 else 0.0)
-        senders.append(list(first.values()))
-    locked = np.asarray(locked, np.int64)
-    return locked, start[locked] + p.phy_header_s, end[locked], np.asarray(weight), senders
+    weight = np.where(k <= decoded, 1.0, np.where(k == decoded + 1, p.eifs_share, 0.0))
+    return locked, start[locked] + p.phy_header_s, end[locked], weight, sender_rows, sender_group
 
 
 def elapsed_slots(base: float, t: float, slot: float) -> int:
@@ -391,16 +394,13 @@ class Cell:
         # (its link's `heard_collided_s`, received by every station but its ends) and not by
         # its other senders (each sender's link's `collided_deaf_s`, taken back from it)
         sid = np.asarray(self.station_of, np.int64)[qi]
-        locked, rx0, rx1, w, senders = collided_receptions(sid, start, end, code, self.p)
+        locked, rx0, rx1, w, srows, sgroup = collided_receptions(sid, start, end, code, self.p)
         got = (rx1 - rx0) * w
         heard_col = np.zeros(len(qi))
         deaf = np.zeros(len(qi))
-        for j, (r, g) in enumerate(zip(locked.tolist(), senders)):
-            if got[j] > 0:
-                heard_col[r] += got[j]
-                for other in g:
-                    if sid[other] != sid[r]:
-                        deaf[other] += got[j]
+        np.add.at(heard_col, locked, got)
+        other = sid[srows] != sid[locked[sgroup]]
+        np.add.at(deaf, srows[other], got[sgroup[other]])
         key = qi * kmax + k
         order = np.argsort(key, kind="stable")
         bounds = np.searchsorted(key[order], np.arange(len(self.queues) * kmax + 1))

@@ -147,7 +147,7 @@ def ours(stations: int, speed: float, d0: float, seconds: float, slope: float, s
     nw = int(math.ceil(seconds))
     charged = radio_seconds(rep, shared=True)
     station = np.asarray([edge.workers.index(f.src) for f in rep.flows])[qi.astype(int)]
-    locked, rx0, rx1, weight, senders = csma.collided_receptions(station, start, end, code, p)
+    locked, rx0, rx1, weight, srows, sgroup = csma.collided_receptions(station, start, end, code, p)
     out = []
     for s, f in enumerate(rep.flows):
         mine = qi == s
@@ -162,7 +162,8 @@ def ours(stations: int, speed: float, d0: float, seconds: float, slope: float, s
         spans = [(ack_from(ok), start[ok] + air[ok]), (start[heard] + p.phy_header_s, end[heard]),
                  (ack_from(others), start[others] + air[others])]
         # and of the collisions it did not send into, the frame it locked onto (weighted)
-        apart = np.array([s not in station[g] for g in senders], bool)
+        apart = np.ones(locked.size, bool)
+        apart[sgroup[station[srows] == s]] = False
         tx = _spread(start[mine], end[mine], nw)
         rx = sum(_spread(a, b, nw) for a, b in spans) + _spread(rx0[apart], rx1[apart], nw, weight[apart])
         # the same intervals over the whole call are what channels/energy.py charges the station
