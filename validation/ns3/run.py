@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -196,6 +197,10 @@ def main(argv=None) -> int:
                "burst": None if args.no_dcf else burst(), "per": None if args.no_dcf else per_thresholds(),
                "walk_summary": [walk.summary(w) for w in walks]}
     if args.save:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parent).stdout.strip()
+        figures["meta"] = {"argv": sys.argv[1:], "commit": head, "load_1min_at_end": os.getloadavg()[0],
+                           "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         Path(args.save).write_text(json.dumps(figures, indent=1))
     if args.json:
         print(json.dumps(figures, indent=1))
