@@ -67,6 +67,11 @@ def mean_snr_db(p: dict, distance_m: float, shadow_db: float) -> float:
     return p["tx_power_dbm"] - path_loss - shadow_db - noise
 
 
+# Coherence blocks whose SNR FadingChannel computes at once (40 s of 10 ms blocks), and the most
+# a single query is served from the table.
+SNR_SPAN, SNR_SPAN_MAX = 4096, 1 << 20
+
+
 class FadingChannel:
     def __init__(self, params: dict, distance_m: float, seed: int, distance_at=None):
         """`distance_at(t)`: the distance between the link's ends at times t when one moves
@@ -117,7 +122,22 @@ class FadingChannel:
         return self._snr(self.block(t))
 
     def _snr(self, blocks: np.ndarray) -> np.ndarray:
-        """The SNR of each coherence block: a function of the block alone."""
+        """The SNR of each coherence block: a function of the block alone, so computed for a span
+        of SNR_SPAN blocks (or twice the span asked for) at a time and looked up (a packet engine
+        asks for a few blocks per packet train; a moving link's distance costs per call)."""
+        blocks = np.asarray(blocks, dtype=np.int64)
+        if not blocks.size:
+            return self._snr_of(blocks)
+        lo, hi = int(blocks.min()), int(blocks.max())
+        tab = self.__dict__.get("_snr_tab")
+        if tab is None or lo < tab[0] or hi >= tab[0] + tab[1].size:
+            if hi - lo >= SNR_SPAN_MAX:
+                return self._snr_of(blocks)
+            tab = self._snr_tab = (lo, self._snr_of(np.arange(lo, lo + max(SNR_SPAN, 2 * (hi - lo + 1)),
+                                                              dtype=np.int64)))
+        return tab[1][blocks - tab[0]]
+
+    def _snr_of(self, blocks: np.ndarray) -> np.ndarray:
         if self.distance_at is None:
             return self.mean_snr * self.gain(blocks)
         d = np.maximum(self.distance_at(blocks * self.coherence_s), 1e-3)
@@ -168,5 +188,5 @@ class FadingChannel:
         """Rate (bit/s) and packet error rate of coherence blocks first .. first + n - 1, by the
         operations `rate_bps` and `per` apply to one transmission's block (the compiled DCF
         loop reads them per attempt: channels/csma_fast.py)."""
-        snr = self._snr(np.arange(first, first + n, dtype=np.int64))
+        snr = self._snr_of(np.arange(first, first + n, dtype=np.int64))
         return self._rate_from_snr(snr), self._per_from_snr(snr)

@@ -170,3 +170,25 @@ def test_a_moving_cell_runs_in_the_compiled_loop_with_the_simpy_engines_draws(mo
     assert sum(s.lost for s in links) > 0 and sum(s.collisions for s in links) > 0
     busy_per_packet = {round(s.busy_s / s.packets * 1e6) for s in links}
     assert len(busy_per_packet) > 1 or max(s.snr_db for s in links) - min(s.snr_db for s in links) > 3
+
+
+@pytest.mark.parametrize("fading", ["none", "rayleigh"])
+def test_the_snr_table_holds_each_blocks_own_snr_to_the_last_bit(fading):
+    # FadingChannel looks SNRs up in a table computed for thousands of blocks at once (and the DCF
+    # loop reads rates and packet error rates from block_tables): each entry must be the float a
+    # query for that block alone computes, on a moving link (random waypoint) and with Rayleigh gains.
+    table = {"topology": "star", "workers": 1, "medium": "dedicated",
+             "link": {"bandwidth_mbps": 20.0, "delay_ms": 0.0, "delivery": "best_effort",
+                      "loss": {**LOSS, "fading": fading, "per_slope_db": 2.0, "tx_power_dbm": 0.0,
+                               "coherence_ms": 50.0}},
+             "mobility": {"model": "random_waypoint", "area_m": [-40.0, -40.0, 40.0, 40.0],
+                          "speed_mps": [1.0, 20.0], "pause_s": 0.5}}
+    fad = Network(build_topology(table, 5), medium="dedicated", rng=np.random.default_rng(5)).link_state(
+        "w0", "server").fading
+    blocks = np.arange(30, 30 + 777)
+    one = np.array([fad._snr_of(np.array([b]))[0] for b in blocks])
+    assert np.array_equal(fad._snr(blocks), one)
+    rate, per = fad.block_tables(30, 777)
+    assert np.array_equal(rate, [fad._rate_from_snr(np.array([x]))[0] for x in one])
+    assert np.array_equal(per, [fad._per_from_snr(np.array([x]))[0] for x in one])
+    assert len(set(rate.tolist())) > 1 and 0 < per.min() < per.max()
