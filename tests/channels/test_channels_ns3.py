@@ -127,3 +127,17 @@ def test_the_802_11a_table_is_ns3s():
     curves = sorted(walk.ns3_curves(), key=lambda c: c["rate_mbps"])
     assert table.rate_mbps.tolist() == [c["rate_mbps"] for c in curves]
     assert table.min_snr_db.tolist() == pytest.approx([c["per10_db"] for c in curves], abs=0.05)
+
+
+def test_ns3s_packet_error_curves_fall_through_each_rates_10_percent_point():
+    # `walk curve`: ns-3's table-based error rate around each 802.11a rate's 10% point (the
+    # thresholds of channels/data/mcs_80211a.csv): 10% there, falling with SNR, near 0 3 dB above.
+    rows = walk.ns3_per_curve(lo=-1.0, hi=3.0, step=1.0)
+    by = {}
+    for r in rows:
+        by.setdefault(r["rate_mbps"], []).append(r["per"])
+    assert sorted(by) == [6, 9, 12, 18, 24, 36, 48, 54]
+    for rate, per in by.items():
+        assert per[1] == pytest.approx(0.1, abs=0.005), rate
+        assert all(a > b for a, b in zip(per, per[1:]) if a > 0), rate
+        assert per[-1] < 1e-3, rate

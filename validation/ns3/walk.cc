@@ -14,6 +14,8 @@
 //                                WifiRadioEnergyModel counted; then one line with the wall seconds.
 //   walk per BYTES               Per 802.11a OFDM rate: the SNR (dB) at which a frame of BYTES sees
 //                                10% and 50% packet error in ns-3's TableBasedErrorRateModel.
+//   walk curve BYTES FROM TO STEP Per rate: its packet error rate at SNRs FROM..TO dB (by STEP)
+//                                around its 10% point, one JSON line each.
 //
 // The cell: plain DCF (non-QoS ad hoc MAC, no RTS/CTS), YansWifiPhy at 20 dBm with a 7 dB noise
 // figure (the defaults of ours), LogDistancePropagationLossModel (exponent 3, 40 dB at 1 m),
@@ -263,6 +265,35 @@ Per(uint32_t bytes)
     return 0;
 }
 
+// Per 802.11a OFDM rate: the packet error rate of a frame of BYTES in ns-3's
+// TableBasedErrorRateModel at SNRs from FROM to TO dB (relative to the rate's 10% point) in
+// steps of STEP dB.
+static int
+Curve(uint32_t bytes, double from, double to, double step)
+{
+    Ptr<ErrorRateModel> table = CreateObject<TableBasedErrorRateModel>();
+    double rates[] = {6, 9, 12, 18, 24, 36, 48, 54};
+    for (double r : rates)
+    {
+        std::ostringstream name;
+        name << "OfdmRate" << r << "Mbps";
+        WifiMode mode(name.str());
+        WifiTxVector tv;
+        tv.SetMode(mode);
+        tv.SetPreambleType(WIFI_PREAMBLE_LONG);
+        tv.SetChannelWidth(20);
+        uint64_t bits = 8ull * bytes + 22;
+        double thr = Threshold(table, mode, tv, bits, 0.1);
+        for (double x = from; x <= to + 1e-9; x += step)
+        {
+            double snr = thr + x;
+            double per = 1 - table->GetChunkSuccessRate(mode, tv, std::pow(10.0, snr / 10), bits);
+            std::printf("{\"rate_mbps\": %g, \"snr_db\": %.4f, \"per\": %.6e}\n", r, snr, per);
+        }
+    }
+    return 0;
+}
+
 int
 main(int argc, char** argv)
 {
@@ -270,6 +301,8 @@ main(int argc, char** argv)
         return Run(argv[2], std::atof(argv[3]), std::atoi(argv[4]));
     if (argc >= 3 && !std::strcmp(argv[1], "per"))
         return Per(std::atoi(argv[2]));
-    std::fprintf(stderr, "usage: walk run FILE SECONDS SEED | walk per BYTES\n");
+    if (argc >= 6 && !std::strcmp(argv[1], "curve"))
+        return Curve(std::atoi(argv[2]), std::atof(argv[3]), std::atof(argv[4]), std::atof(argv[5]));
+    std::fprintf(stderr, "usage: walk run FILE SECONDS SEED | walk per BYTES | walk curve BYTES FROM TO STEP\n");
     return 2;
 }

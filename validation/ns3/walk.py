@@ -70,6 +70,14 @@ def ns3_curves(nbytes: int = MPDU) -> list[dict]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
+def ns3_per_curve(nbytes: int = MPDU, lo: float = -1.0, hi: float = 3.0, step: float = 0.25) -> list[dict]:
+    """ns-3's packet error rate per 802.11a rate at SNRs from `lo` to `hi` dB around the rate's
+    10% point (its TableBasedErrorRateModel): [{"rate_mbps", "snr_db", "per"}, ...]."""
+    out = subprocess.run([str(build()), "curve", str(nbytes), repr(lo), repr(hi), repr(step)],
+                         check=True, capture_output=True, text=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
 def per_slope(curves: list[dict]) -> float:
     """The logistic's slope (1/dB) with ns-3's 10% and 50% points: PER = 1 / (1 + 9 e^(s x))
     is 50% at x = -ln 9 / s."""
