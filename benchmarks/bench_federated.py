@@ -31,7 +31,7 @@ import torch
 from nodes.compression import codec
 from nodes.federated import local_train, sample_clients
 from nodes.workers import ShardSampler, assign
-from testbed.config import load_config
+from testbed.configuration.loading import load_config
 from testbed.experiment import Experiment
 from testbed.records.store import Store
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from nodes.models import build_model
-from testbed.config import load_config
+from testbed.configuration.loading import load_config
 from testbed.experiment import Experiment
 from testbed.records.store import Store
 

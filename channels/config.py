@@ -1,7 +1,7 @@
 """Validation of the `[network]` table: types, ranges, defaults, and close-match suggestions.
 
 `validate_network(table)` returns a `ValidNetwork` (a dict with every default filled in) that no
-one checks again; the experiment config validator (testbed/config.py) calls it once and turns
+one checks again; the experiment config validator (testbed/configuration/sections.py) calls it once and turns
 `ChannelConfigError` into its own error. Each key is a schema Field; what holds between keys is a
 schema Rule (LINK_RULES, CSMA_RULES, NETWORK_RULES).
 """

@@ -25,7 +25,7 @@ def _apply(q: TxQueue, follow: list) -> None:
 
 def run_medium(medium: Medium, queues: list[TxQueue], stats: dict) -> None:
     if medium.csma is not None:
-        from channels import csma_fast   # numba's compiled DCF: imported by a CSMA cell only
+        from channels import csma_fast   # deferred: numba's compiled DCF, imported by a CSMA cell only
         return csma_fast.run(medium, queues, stats)
     if len(queues) == 1 and queues[0].trace is not None:
         return _run_trace(medium, queues[0], stats)

@@ -15,23 +15,87 @@ from channels.report import CollectiveReport
 
 @runtime_checkable
 class LinkLayer(Protocol):
+    """The emulated network as a transport sees it: collectives of packets, timed.
+
+    Each traffic call sends packets (their sizes in bytes) between the named nodes, starting
+    at `at`, and returns a `CollectiveReport`: when each flow ended, what each node and link
+    sent, received and lost. Node names are the topology's ("server", "w0", ...).
+    """
+
     def gather(self, sends: dict, dst, at) -> CollectiveReport:
-        """Every sender's packets (`sends`: node -> packet sizes) to `dst`."""
+        """Every sender's packets to one node (the uplink to a parameter server).
+
+        Args:
+            sends: node -> the sizes of the packets it sends.
+            dst: the receiving node.
+            at: the start time, or node -> its own start (a node sends when its compute ends).
+
+        Returns:
+            The collective's report: one flow per sender.
+        """
 
     def scatter(self, src, sends: dict, at) -> CollectiveReport:
-        """`src`'s own packets to each destination (`sends`: node -> packet sizes), unicast."""
+        """One node's own packets to each destination, unicast (a message per node).
+
+        Args:
+            src: the sending node.
+            sends: destination -> the sizes of the packets it is sent.
+            at: the start time.
+
+        Returns:
+            The collective's report: one flow per destination.
+        """
 
     def broadcast(self, src, dsts: list, sizes: list[int], at: float) -> CollectiveReport:
-        """One source's packets to every node of `dsts` (sent once on a shared cell)."""
+        """One node's packets to every node of `dsts` (sent once on a shared cell).
+
+        Args:
+            src: the sending node.
+            dsts: the receiving nodes.
+            sizes: the sizes of the packets, the same for every receiver.
+            at: the start time.
+
+        Returns:
+            The collective's report: one flow per receiver.
+        """
 
     def allgather(self, sends: dict, at) -> CollectiveReport:
-        """Every sender's packets to every other sender."""
+        """Every sender's packets to every other sender.
+
+        Args:
+            sends: node -> the sizes of the packets it sends.
+            at: the start time, or node -> its own start.
+
+        Returns:
+            The collective's report: one flow per sender and receiver.
+        """
 
     def ring_allreduce(self, ring: list, payload_bytes: int, at: float) -> CollectiveReport:
-        """The timing of a ring all-reduce of `payload_bytes` over `ring`, in its order."""
+        """The timing of a ring all-reduce (reduce-scatter, then all-gather) over `ring`.
+
+        Args:
+            ring: the nodes in ring order.
+            payload_bytes: the bytes each node contributes (split into one chunk per node).
+            at: the start time.
+
+        Returns:
+            The collective's report: its end is when every node holds the sum.
+        """
 
     def set_away(self, nodes: Iterable) -> None:
-        """Nodes that forward nothing for now: routes go around them where they can."""
+        """Mark nodes that forward nothing for now: routes go around them where they can.
+
+        Args:
+            nodes: the nodes away now (replacing the previous set; empty: none).
+        """
 
     def payload_bytes(self, src, dst) -> int:
-        """The largest payload one packet carries on the route from `src` to `dst`."""
+        """The largest payload one packet carries on the route from `src` to `dst`.
+
+        Args:
+            src: the sending node.
+            dst: the receiving node.
+
+        Returns:
+            Bytes of payload per packet: the smallest of the route's links'.
+        """

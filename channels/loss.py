@@ -20,10 +20,6 @@ class LossProcess:
     def skip(self, n: int) -> None:
         self.draw(np.zeros(n))
 
-    @property
-    def mean_loss(self) -> float:
-        return 0.0
-
 
 class NoLoss(LossProcess):
     def draw(self, times):
@@ -50,10 +46,6 @@ class Bernoulli(LossProcess):
     def skip(self, n):
         self._u.take(n)
 
-    @property
-    def mean_loss(self):
-        return self.p
-
 
 class GilbertElliott(LossProcess):
     """Two-state Markov chain stepped once per transmission; each state has its loss rate.
@@ -70,13 +62,6 @@ class GilbertElliott(LossProcess):
         total = self.p_gb + self.p_bg
         pi_bad = self.p_gb / total if total > 0 else 0.0
         self.bad = bool(self._u_state.take(1)[0] < pi_bad)
-
-    @property
-    def mean_loss(self):
-        total = self.p_gb + self.p_bg
-        if total == 0:
-            return self.loss_bad if self.bad else self.loss_good
-        return (self.p_bg * self.loss_good + self.p_gb * self.loss_bad) / total
 
     def draw(self, times):
         n = len(times)

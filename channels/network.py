@@ -236,7 +236,7 @@ class Network(LinkLayer):
             t0 = min([start, *(m.free_at for m, _ in media.values())])
             SimEngine(t0).run(media, stats)
         elif engine == "relay":
-            from channels import relay   # numba's compiled relay: imported by multi-hop only
+            from channels import relay   # deferred: numba's compiled relay, imported by multi-hop only
             relay.run(media, stats)
         else:
             for med, queues in media.values():
@@ -250,6 +250,7 @@ class Network(LinkLayer):
             return "simpy"
         if not multi_hop:
             return "fast"
+        # deferred: numba's compiled relay, imported by multi-hop only
         from channels import relay
         why = relay.unsupported(media)
         if why is None:

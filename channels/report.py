@@ -72,10 +72,6 @@ class CollectiveReport:
     links: dict[tuple[str, str], LinkStats] = field(default_factory=dict)
 
     @property
-    def duration_s(self) -> float:
-        return self.end_s - self.start_s
-
-    @property
     def lost_fraction(self) -> float:
         sent = sum(s.packets for s in self.links.values())
         return sum(s.lost for s in self.links.values()) / sent if sent else 0.0

@@ -15,8 +15,6 @@ import numpy as np
 
 from channels.errors import ChannelConfigError
 
-MAX_PACKET_BYTES = 1500
-
 
 class Trace:
     def __init__(self, ms: np.ndarray, name: str = "<trace>"):

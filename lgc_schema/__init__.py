@@ -4,7 +4,7 @@ help, and `Field.validate` is the one check of a key (type, bounds, choices, and
 
     KEY = VALUE: must be ALLOWED
 
-used by the experiment file (testbed.config), the compression methods' options
+used by the experiment file (testbed.configuration), the compression methods' options
 (nodes.compression.registry), the link layer's keys (channels.config) and the steering controls
 (testbed.records.controls). Standard library only, so channels (no torch) and nodes (no channels) can
 both import it and the arrows stay one way.

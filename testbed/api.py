@@ -38,23 +38,27 @@ import numpy as np
 from channels.errors import DeliveryError
 from lgc_schema import OptionError
 from nodes.plugins import give
-from testbed.config import (
-    ConfigError,
-    ExperimentConfig,
-    config_from_raw,
-    load_config,
-    set_keys,
-)
+from testbed.configuration.loading import config_from_raw, load_config, set_keys
+from testbed.configuration.schema import ExperimentConfig
 from testbed.distributed.launcher import launch_torchrun
-from testbed.errors import ExperimentError, RunFailed, SetupError, TransportError, UserError
+from testbed.errors import (
+    ConfigError,
+    ExperimentError,
+    RunFailed,
+    SetupError,
+    TransportError,
+    UserError,
+)
 from testbed.records.progress import (
     control_reporter,
     progress_printer,
     summary_line,
     unit_of,
 )
+from testbed.emulation.timing import Timer, timed
 from testbed.records.store import Store
 from testbed.records.summary import public_export, write_csv
+from testbed.records.timed_store import TimedStore
 from testbed.run import checkpoint
 from testbed.runspec import RunSpec
 
@@ -97,11 +101,23 @@ def load(source: str | Path | dict | ExperimentConfig,
 
 
 def _stored(cfg: ExperimentConfig) -> dict:
-    """A config's tables as a file would hold them (unset keys left out)."""
+    """A configuration as the file it came from would hold it.
+
+    Returns:
+        Its tables as a dict, the keys the file did not set left out.
+    """
     return set_keys(copy.deepcopy(cfg.as_dict()))
 
 
 def as_overrides(overrides) -> list[str]:
+    """Overrides in the one form `load` applies them in.
+
+    Args:
+        overrides: `--set` strings, one such string, or a dict {"key.path": value}.
+
+    Returns:
+        The `--set KEY=VALUE` strings, values written as TOML literals.
+    """
     if isinstance(overrides, dict):
         return [f"{k}={toml_literal(v)}" for k, v in overrides.items()]
     if isinstance(overrides, str):
@@ -110,7 +126,17 @@ def as_overrides(overrides) -> list[str]:
 
 
 def toml_literal(value: Any) -> str:
-    """`value` as a TOML literal (what `--set KEY=VALUE` parses)."""
+    """One value of an override as `--set KEY=VALUE` writes it.
+
+    Args:
+        value: a string, path, number, boolean, list, tuple or dict (nested as TOML allows).
+
+    Returns:
+        The TOML literal; infinities and NaN as TOML spells them.
+
+    Raises:
+        ConfigError: a value TOML cannot hold.
+    """
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -194,12 +220,22 @@ class Run:
         return self._read(lambda s: public_export(s, self.id))
 
     def to_json(self, path: str | Path) -> Path:
-        """Write `export()` as JSON to `path`; returns the path."""
+        """Write the run and all its rows (`export()`) to a JSON file.
+
+        Args:
+            path: the file to write (replaced if it exists).
+
+        Returns:
+            The file's path.
+        """
         Path(path).write_text(json.dumps(self.export(), indent=1, default=str))
         return Path(path)
 
     def to_csv(self, folder: str | Path) -> list[Path]:
         """Write one CSV file per table into `folder` (`testbed export --format csv`).
+
+        Args:
+            folder: where the files go (created if missing).
 
         Returns:
             The files written.
@@ -280,49 +316,90 @@ def run(source: str | Path | dict | ExperimentConfig, *, store: str | Path = "ru
     return Run(store, run_id, cfg.run.name)
 
 
-def run_spec(spec: RunSpec, watch=None) -> int:
-    """The run `spec` asks for (what `testbed run` does), in this process or under torchrun;
-    prints its summary line; its exit code. `watch`: called with each round's
-    `testbed.run.loop.Progress` (in this process only; `testbed tune`'s pruner: raising
-    `testbed.errors.Pruned` there ends the run `pruned`)."""
+def run_spec(spec: RunSpec, watch=None, timer: Timer | None = None) -> int:
+    """Run what a `testbed run` command line asks for, and print its summary line.
+
+    Args:
+        spec: the file, overrides, store and launcher of the command.
+        watch: called with each round's `testbed.run.loop.Progress` (in this process only;
+            `testbed tune`'s pruner: raising `testbed.errors.Pruned` there ends the run
+            `pruned`).
+        timer: called as `timer(what, wall_s, iteration)` with the wall seconds of the loop's
+            pieces (compute, compression, emulation, eval), the store's writes ("store"),
+            building the experiment ("setup") and the loop ("run"), e.g. a
+            `testbed.run.wall_split.WallSplit` (in this process only).
+
+    Returns:
+        The command's exit code (0; a failure raises).
+    """
     cfg = load(spec.file, spec.overrides, name=spec.name)
     if spec.launcher == "torchrun":
-        if watch is not None:
-            raise UserError("launcher = 'torchrun': a progress callback watches a run in this "
-                            "process only; allowed: launcher = 'local'")
+        if watch is not None or timer is not None:
+            raise UserError("launcher = 'torchrun': a progress callback or timer watches a run "
+                            "in this process only; allowed: launcher = 'local'")
         return launch_torchrun(spec, cfg)
-    with opened_store(spec.store) as store:
-        exp = build_experiment(cfg, store)
-        return run_experiment(exp, store, spec, watch)
+    with opened_store(spec.store, timer) as store:
+        with timed(timer, "setup", -1):
+            exp = build_experiment(cfg, store, timer)
+        return run_experiment(exp, store, spec, watch, timer)
 
 
 # ------------------------------------------------------------------------ the parts
-def build_experiment(cfg: ExperimentConfig, store: Store):
-    """The Experiment of `cfg`; what its set-up refuses is the user's (SetupError, exit 2)."""
+def build_experiment(cfg: ExperimentConfig, store: Store, timer: Timer | None = None):
+    """Set up the run `cfg` describes: data, model, workers, network and method.
+
+    Args:
+        cfg: a configuration from `load`.
+        store: the open store the run will write to.
+        timer: the loop's timer hook (see `run_spec`), or None.
+
+    Returns:
+        The `testbed.experiment.Experiment`, ready to run.
+
+    Raises:
+        SetupError: what the set-up refuses is the user's to fix (exit 2, one line).
+    """
+    # deferred: torch; the CLI's parser imports this module (resume)
     from testbed.experiment import Experiment
 
     try:
-        return Experiment(cfg, store)
+        return Experiment(cfg, store, timer=timer)
     except (ExperimentError, ValueError, FileNotFoundError) as e:
         raise SetupError(f"{cfg.source}: {e}") from e
 
 
 def run_failures() -> tuple[type, ...]:
-    """Errors with which a started run fails for a reason it names (exit 1, one line); any
-    other exception in a run is a bug and stays a traceback. An OptionError here is a setting
-    the link layer finds it cannot carry only once the run sends (e.g. network.engine = "fast"
-    for a multi-hop call over a fading link): the run was made, so it failed (exit 1)."""
+    """The errors with which a started run fails for a reason it names (exit 1, one line).
+
+    Any other exception in a run is a bug and stays a traceback. An OptionError here is a
+    setting the link layer finds it cannot carry only once the run sends (e.g. network.engine =
+    "fast" for a multi-hop call over a fading link): the run was made, so it failed (exit 1).
+
+    Returns:
+        The exception classes, for an `except` clause.
+    """
+    # deferred: torch, GradientError's room; the CLI's parser imports this module
     from nodes.compression.base import GradientError
 
     return (ExperimentError, DeliveryError, GradientError, TransportError, OptionError)
 
 
 @contextlib.contextmanager
-def opened_store(path: str):
-    """The store at `path`; if it did not exist and the block fails before a run began, the
-    files made for it are removed again (a refused run leaves no trace)."""
+def opened_store(path: str, timer: Timer | None = None):
+    """Open a store for one run; a refused run leaves no trace.
+
+    If the store did not exist and the block fails before a run began, the files made for it
+    are removed again.
+
+    Args:
+        path: the store's file.
+        timer: with one, the store reports its writes' wall seconds to it as "store".
+
+    Yields:
+        The open `Store` (closed after the block).
+    """
     new = not Path(path).exists()
-    store = Store(path)
+    store = Store(path) if timer is None else TimedStore(path, timer)
     try:
         yield store
     except BaseException:
@@ -338,12 +415,26 @@ def opened_store(path: str):
     store.close()
 
 
-def execute(exp, store_path: str, *, quiet: bool = True, watch=None) -> int:
-    """Run a built Experiment, a progress bar unless `quiet` (which also says when a steering
-    request took effect); its run id. A failure it names is RunFailed (one line); Ctrl-C or
-    SIGTERM leaves the run stopped, rows flushed. A completed (or pruned) run's checkpoints are
-    removed (`testbed resume` refuses both). `watch`: called after the bar with each round's
-    Progress."""
+def execute(exp, store_path: str, *, quiet: bool = True, watch=None,
+            timer: Timer | None = None) -> int:
+    """Run a built experiment to its end.
+
+    Ctrl-C or SIGTERM leaves the run stopped, its rows flushed. A completed (or pruned) run's
+    checkpoints are removed (`testbed resume` refuses both).
+
+    Args:
+        exp: the experiment from `build_experiment`.
+        store_path: its store's file (for messages and the checkpoints).
+        quiet: no progress bar (the bar also says when a steering request took effect).
+        watch: called after the bar with each round's `testbed.run.loop.Progress`.
+        timer: told the loop's wall seconds as "run" (see `run_spec`), or None.
+
+    Returns:
+        The run's id in the store.
+
+    Raises:
+        RunFailed: the run failed for a reason it names (one line; the store marks it failed).
+    """
     update, close_bar = progress_printer(exp.iterations, quiet, unit_of(exp.cfg))
     if update is not None:  # the terminal hears when a steering request took effect
         controls = control_reporter(exp.store, lambda: getattr(exp, "run_id", None))
@@ -364,7 +455,8 @@ def execute(exp, store_path: str, *, quiet: bool = True, watch=None) -> int:
     if watch is not None:   # the caller's watcher, after the bar
         exp.progress = _chained(exp.progress, watch)
     try:
-        run_id = exp.run()
+        with timed(timer, "run", -1):
+            run_id = exp.run()
     except KeyboardInterrupt:  # SIGINT or SIGTERM: the run is marked stopped, rows flushed
         close()
         print(f"run {exp.run_id} stopped; rows so far are in {store_path}", file=sys.stderr)
@@ -382,7 +474,11 @@ def execute(exp, store_path: str, *, quiet: bool = True, watch=None) -> int:
 
 
 def _chained(first, then):
-    """One progress function: `first` (a bar; None: none), then `then`."""
+    """Two progress functions as one.
+
+    Returns:
+        A function calling `first` (a bar; None: none), then `then`.
+    """
     if first is None:
         return then
 
@@ -392,10 +488,21 @@ def _chained(first, then):
     return both
 
 
-def run_experiment(exp, store: Store, spec: RunSpec, watch=None) -> int:
-    """`execute` with the CLI's summary line; exit code 0."""
+def run_experiment(exp, store: Store, spec: RunSpec, watch=None, timer: Timer | None = None) -> int:
+    """Run a built experiment as `testbed run` does: `execute`, then the summary line.
+
+    Args:
+        exp: the experiment from `build_experiment`.
+        store: its open store (the summary line reads it).
+        spec: the command's options (store path, quiet).
+        watch: as `execute`'s.
+        timer: as `execute`'s.
+
+    Returns:
+        The command's exit code, 0.
+    """
     wall = time.perf_counter()
-    run_id = execute(exp, spec.store, quiet=spec.quiet, watch=watch)
+    run_id = execute(exp, spec.store, quiet=spec.quiet, watch=watch, timer=timer)
     line = summary_line(store, run_id, exp.cfg.run.name)
     print(f"{line}, wall time {time.perf_counter() - wall:.1f} s -> {spec.store}")
     return 0

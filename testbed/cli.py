@@ -29,6 +29,7 @@ def serve_dashboard(store: str, host: str, port: int, access_log: bool = False,
     the user's error (exit 2) before anything else; `announce()` is called once it listens.
     `starting`: the run about to start (`testbed demo`), which the page waits for while the
     store has none."""
+    # deferred: dash, only `testbed dashboard` serves it
     from dashboards.app import make_dashboard_server
 
     busy = check_listen(host, port)  # werkzeug itself would print a paragraph and exit 1
@@ -50,6 +51,7 @@ def serve_dashboard(store: str, host: str, port: int, access_log: bool = False,
 
 def export_figures(store, run_ref, path, fmt: str):
     """Write a run's dashboard figures as `fmt` ("html" or "png") to `path`."""
+    # deferred: plotly, only `testbed export --format html|png`
     from dashboards import export
 
     writer = {"html": export.export_html, "png": export.export_png}[fmt]

@@ -25,7 +25,7 @@ class UserError(Exception):
 
 class ConfigError(UserError, OptionError):
     """A key of an experiment file or a command-line override; one line: `FILE: key.path =
-    value: what is allowed` (testbed/config.py raises it)."""
+    value: what is allowed` (testbed/configuration/ raises it)."""
 
     def __init__(self, key: str, value: Any = None, allowed: str = "", *, source: str | None = None,
                  message: str | None = None, problem: str = "range"):

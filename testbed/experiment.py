@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from testbed.drivers.data_parallel import DataParallelDriver, GradientSource
 from testbed.drivers.federated import FederatedDriver, client_names
 from testbed.emulation.iteration_report import ClockedTransport
-from testbed.emulation.transport import Timer
+from testbed.emulation.timing import Timer
 from testbed.errors import ExperimentError
 from testbed.processes.threads import DEFAULT_THREADS, apply_threads
 from testbed.run import checkpoint

@@ -5,7 +5,7 @@ from any directory (`testbed resume`).
 
 Which values are files is the schema's to say (`Field(noun=lgc_schema.FILE_PATH)`): `[run]
 device_trace` here and every file of `[network]` (channels.config.map_file_paths). Used by
-`testbed run` and `sweep` (testbed.config.load_config), `probe` and `resume`.
+`testbed run` and `sweep` (testbed.configuration.loading.load_config), `probe` and `resume`.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def beside(value: str, base: Path) -> str:
 
 def resolve_paths(raw: dict, base: str | Path, run_keys: dict[str, Field]) -> dict:
     """The experiment's tables (raw, or as stored) with every file-path value resolved;
-    `run_keys`: testbed.config.RUN_KEYS (which imports this module)."""
+    `run_keys`: testbed.configuration.schema.RUN_KEYS (passed in: the loader imports this module)."""
     base = Path(base)
     if not isinstance(raw, dict):
         return raw

@@ -43,6 +43,7 @@ from testbed.errors import UserError, exit_code, one_line, stop_on_sigterm
 from testbed.processes.lifeline import die_with_parent
 from testbed.records.progress import summary_line
 from testbed.records.store import Store
+from testbed.run.wall_split import WallSplit
 from testbed.runspec import RunSpec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -64,6 +65,7 @@ class Point:
     runner: str = DEFAULT_RUNNER                 # module:function that runs it (run_point's shape)
     extra: dict = field(default_factory=dict)    # what another runner needs (JSON)
     trial: int | None = None                     # `testbed tune`: the study's trial it runs
+    timed: bool = False                          # the run's wall seconds by piece come back ("wall")
 
 
 def sweep_key(file: str, grid: list[tuple[str, list[str]]], overrides: list[str],
@@ -76,21 +78,32 @@ def sweep_key(file: str, grid: list[tuple[str, list[str]]], overrides: list[str]
 
 
 def run_point(point: Point, store: str, quiet: bool = True, watch=None) -> dict:
-    """Run `point` into the store at `store` through `testbed run`'s entry (testbed.api.run_spec); never raises for a
-    run that fails or is refused. {"status": completed | failed | refused, "line": one line}
-    (`watch`: run_spec's, called with each round's progress)."""
+    """Run `point` into the store at `store` through `testbed run`'s entry
+    (testbed.api.run_spec); never raises for a run that fails or is refused.
+
+    Returns:
+        {"status": completed | failed | refused, "line": one line}, and for a `timed` point
+        "wall": the run's wall seconds by piece (`testbed.run.wall_split.WallSplit.as_dict`).
+        `watch`: run_spec's, called with each round's progress.
+    """
     out = io.StringIO()
+    split = WallSplit() if point.timed else None
     try:
         with contextlib.redirect_stdout(out):   # its summary names the point's store: ours says it
             api.run_spec(RunSpec(store=store, file=point.file, name=point.name,
-                                overrides=tuple(point.overrides), quiet=quiet), watch=watch)
+                                overrides=tuple(point.overrides), quiet=quiet),
+                         watch=watch, timer=split)
     except Exception as e:  # what the CLI turns into exit 1 or 2; anything else is a bug
         code = exit_code(e)
         if code is None:
             raise
-        return {"status": "refused" if code == 2 else "failed", "line": one_line(e)}
-    lines = out.getvalue().strip().splitlines()
-    return {"status": "completed", "line": lines[-1] if lines else "completed"}
+        result = {"status": "refused" if code == 2 else "failed", "line": one_line(e)}
+    else:
+        lines = out.getvalue().strip().splitlines()
+        result = {"status": "completed", "line": lines[-1] if lines else "completed"}
+    if split is not None:
+        result["wall"] = split.as_dict()
+    return result
 
 
 def resolve(runner: str) -> Callable:
@@ -424,11 +437,15 @@ def _worker_process(inbox, log: str, setting: dict) -> None:
     os.close(out)
     os.environ.clear()
     os.environ.update(setting["environ"])
-    from testbed.experiment import (
-        apply_threads,  # preloaded by the server: no import here
-    )
-    apply_threads(setting["threads"])
+    _thread_policy()(setting["threads"])   # preloaded by the server: no import here
     sys.exit(worker_main(_received(inbox)))
+
+
+def _thread_policy():
+    """testbed.experiment.apply_threads, for a forked worker or a Ray task (`run.threads`)."""
+    # deferred: torch; the fork server preloads it (WORKER_PRELOAD), a Ray worker imports it here
+    from testbed.experiment import apply_threads
+    return apply_threads
 
 
 def _received(inbox) -> Iterator[str]:
@@ -577,8 +594,7 @@ class RayPool:
 def ray_task(point: Point) -> tuple[dict, bytes | None]:
     """A point on a Ray worker: the thread policy of `run.threads` set here (Ray's worker is
     shared by tasks), the run into a store of its own, that store's bytes returned."""
-    from testbed.experiment import apply_threads
-
+    apply_threads = _thread_policy()
     os.environ["OMP_NUM_THREADS"] = str(point.threads)
     apply_threads(point.threads)
     folder = tempfile.mkdtemp(prefix="testbed-point-")

@@ -70,11 +70,13 @@ LAZY = {
     ("testbed/commands/keys.py", "testbed.configuration.keys"):
         "torch: the data sets' and the methods' Fields; the parser registers `keys` without them",
     ("nodes/data.py", "sklearn"): "3 s to import; only the digits and synthetic datasets use it",
-    # testbed.config is loaded by the CLI's parser (probe, sweep and resume import it); the rooms
-    # behind [data], [compression] and [model] load torch, so their checks import them when run
-    ("testbed/config.py", "nodes.data"): "torch: the [data] table's Fields",
-    ("testbed/config.py", "nodes.compression.registry"): "torch: the methods' Fields and collectives",
-    ("testbed/config.py", "nodes.models"): "torch: the model names",
+    # the loader is loaded by the CLI's parser (probe, sweep and resume import it); the section
+    # checks and the method policy sit on the rooms behind [data], [model] and [compression],
+    # which load torch, so the loader imports them when it validates a file
+    ("testbed/configuration/loading.py", "testbed.configuration.sections"):
+        "torch: the [data], [model] and [compression] checks",
+    ("testbed/configuration/loading.py", "testbed.configuration.method_policy"):
+        "torch: the methods' collectives and known-good values",
     # numba's compiled engines: a CSMA cell and multi-hop routes only (0.15 s of a start-up)
     ("channels/fast.py", "channels.csma_fast"): "numba: the DCF engine of a CSMA cell",
     ("channels/network.py", "channels.relay"): "numba: the relay engine of multi-hop routes",
@@ -108,13 +110,12 @@ ROOMS = (
     ("drivers", ("testbed.drivers", "testbed.flower")),
     ("run", ("testbed.run",)),
     ("records", ("testbed.records",)),
-    ("emulation and configuration", ("testbed.emulation", "testbed.config", "testbed.configuration",
+    ("emulation and configuration", ("testbed.emulation", "testbed.configuration",
                                      "testbed.paths", "testbed.runspec")),
     ("errors and processes", ("testbed.errors", "testbed.processes", "testbed")),
 )
 # The modules directly in testbed/ (its folders hold the rest).
-FLAT = {"__init__", "api", "cli", "config", "errors", "experiment", "launch", "paths", "runspec",
-        "sweeps"}
+FLAT = {"__init__", "api", "cli", "errors", "experiment", "launch", "paths", "runspec", "sweeps"}
 
 
 def room_of(module: str) -> int:

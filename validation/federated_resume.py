@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from testbed.cli import main
-from testbed.config import load_config
+from testbed.configuration.loading import load_config
 from testbed.experiment import Experiment
 from testbed.records.store import Store
 from testbed.run import checkpoint

@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 import sys
 
-from experiments.results.harness import DOCS_RESULTS, RunSpec, run_missing
+from experiments.results.harness import DOCS_RESULTS, TableRun, run_missing
 from nodes.compression.registry import load_all, origin
 from nodes.compression.registry import names as method_names
 
@@ -28,7 +28,7 @@ def built_in() -> list[str]:
 
 
 def main(argv=None) -> int:
-    runs = run_missing([RunSpec(label=m, config=BASE, overrides=[f'compression.method="{m}"'])
+    runs = run_missing([TableRun(label=m, config=BASE, overrides=[f'compression.method="{m}"'])
                         for m in built_in()], RUNS, argv, description=__doc__.splitlines()[0],
                        report="only the summary of finished runs")
     for r in sorted(runs, key=lambda r: r.spec.label):

@@ -22,16 +22,14 @@ pass `--iterations` once the machine is known. Results: docs/results.md, "On a G
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 
 from experiments.results import table_fashion as T
-from experiments.results.harness import DOCS_RESULTS, _execute_safe
+from experiments.results.harness import DOCS_RESULTS, run_many
+from testbed import api
 
 LABELS = ("fp32", "dgc", "lgc_ps")
 RUNS = DOCS_RESULTS / "gpu_plateau_runs"
@@ -44,18 +42,14 @@ def probe(labels, iterations: int, base: tuple[str, ...], folder: Path) -> dict[
     compilation of the link-layer engines and the evaluations left out)."""
     protocol = T.PROTOCOLS["plateau"]
     folder.mkdir(parents=True, exist_ok=True)
-    stores = {label: folder / f"probe_{label}.db" for label in labels}
-    with ProcessPoolExecutor(max_workers=len(labels), mp_context=get_context("spawn")) as pool:
-        futs = {label: pool.submit(_execute_safe, T.spec(label, 0, iterations, (), protocol, base),
-                                   str(stores[label])) for label in labels}
-        per_it = {}
-        for label, fut in futs.items():
-            r = fut.result()
-            if r.status != "completed":
-                raise SystemExit(f"probe of {label} failed: {r.note}")
-            with sqlite3.connect(stores[label]) as db:
-                walls = [w for (w,) in db.execute("SELECT wall_time_s FROM iterations ORDER BY iteration")]
-            per_it[label] = statistics.median(b - a for a, b in zip(walls, walls[1:]))
+    store = str(folder / f"probe_{time.strftime('%Y%m%d_%H%M%S', time.gmtime())}.db")
+    specs = [T.spec(label, 0, iterations, (), protocol, base) for label in labels]
+    per_it = {}
+    for label, r in zip(labels, run_many(specs, jobs=len(labels), store=store, sweep="probe")):
+        if r.status != "completed":
+            raise SystemExit(f"probe of {label} failed: {r.note}")
+        walls = api.open_run(store, r.spec.label).column("iterations", "wall_time_s")
+        per_it[label] = statistics.median(b - a for a, b in zip(walls, walls[1:]))
     return per_it
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.results import methods as M
-from experiments.results.harness import RunSpec, run_many, stage_lengths
+from experiments.results.harness import TableRun, run_many, stage_lengths
 from experiments.results.tables import Column, emit, out_dir
 
 CONFIG = "experiments/gpu_resnet20.toml"
@@ -58,9 +58,9 @@ def write_cifar_format(folder: Path, per_batch: int, n_test: int, seed: int = 0)
     return folder
 
 
-def specs(root: str, iterations: int, seed: int, extra: list[str]) -> list[RunSpec]:
+def specs(root: str, iterations: int, seed: int, extra: list[str]) -> list[TableRun]:
     warmup, ae = stage_lengths(iterations)
-    return [RunSpec(f"t5[{label}]", CONFIG,
+    return [TableRun(f"t5[{label}]", CONFIG,
                     [f'data.root="{root}"', f"run.iterations={iterations}", f"run.seed={seed}",
                      f"run.eval_every={max(1, iterations // 6)}", *extra,
                      *M.overrides(label, warmup, ae)], tags={"method": label})

@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 import sys
 
-from experiments.results.harness import DOCS_RESULTS, RunSpec, run_missing
+from experiments.results.harness import DOCS_RESULTS, TableRun, run_missing
 
 BASE = "experiments/compare_digits.toml"
 RUNS = DOCS_RESULTS / "lgc_innovation_runs.jsonl"
@@ -29,8 +29,8 @@ ROWS = {"fp32": [],
                                        f"compression.innovation_ratio={r}"] for r in (0.01, 0.05, 0.1)}}
 
 
-def specs() -> list[RunSpec]:
-    return [RunSpec(label=f"{row} s{seed}", config=BASE, overrides=[*sets, f"run.seed={seed}"],
+def specs() -> list[TableRun]:
+    return [TableRun(label=f"{row} s{seed}", config=BASE, overrides=[*sets, f"run.seed={seed}"],
                     tags={"row": row, "seed": seed}) for row, sets in ROWS.items() for seed in SEEDS]
 
 

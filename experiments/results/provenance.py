@@ -26,7 +26,8 @@ import tomllib
 from pathlib import Path
 
 from lgc_schema import defaults
-from testbed.config import apply_overrides, load_config
+from testbed.configuration.loading import load_config
+from testbed.configuration.overrides import apply_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARIES = ("torch", "numpy", "scipy", "simpy", "networkx")
@@ -64,6 +65,7 @@ def versions() -> dict:
 def effective(config: str | Path, overrides: list[str]) -> dict:
     """The run's seed, budget and compression options as the testbed reads them: old option
     names mapped to the current ones, every default filled in."""
+    # deferred: torch (the methods' modules), only when a run file is written
     from nodes.compression.registry import methods
     path = Path(config)
     cfg = load_config(path if path.is_absolute() else ROOT / path, list(overrides))
@@ -94,7 +96,7 @@ def loaded_files() -> list[str]:
 
 
 def provenance(spec) -> dict:
-    """What a run file records of how its run was made (spec: a harness.RunSpec), called when
+    """What a run file records of how its run was made (spec: a harness.TableRun), called when
     the run has ended in this process (the sweep engine's one-at-a-time mode)."""
     out = {**code_state(), "versions": versions(), "config": str(spec.config),
            "overrides": list(spec.overrides), "files": loaded_files()}

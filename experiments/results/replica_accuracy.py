@@ -12,8 +12,7 @@ import argparse
 import torch
 
 from nodes.workers import evaluate, unflatten
-from testbed.config import load_config
-from testbed.experiment import Experiment
+from testbed import api
 from testbed.records.store import Store
 from testbed.run import checkpoint
 
@@ -24,7 +23,7 @@ def main(argv=None) -> None:
     ap.add_argument("checkpoint")
     ap.add_argument("--set", action="append", default=[], dest="sets")
     args = ap.parse_args(argv)
-    exp = Experiment(load_config(args.file, args.sets), Store(":memory:"))
+    exp = api.build_experiment(api.load(args.file, args.sets), Store(":memory:"))
     state = checkpoint.load(args.checkpoint)
     exp.driver.load_state_dict(state["driver"])
     theta = torch.cat([p.detach().reshape(-1) for p in exp.training.model.parameters()])

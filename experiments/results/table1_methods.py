@@ -20,7 +20,7 @@ import argparse
 import sys
 
 from experiments.results import methods as M
-from experiments.results.harness import RunSpec, jsonl_sink, mean_spread, read_runs, run_many, stage_lengths
+from experiments.results.harness import TableRun, jsonl_sink, mean_spread, read_runs, run_many, stage_lengths
 from experiments.results.tables import Column, common_args, emit, out_dir, pick, seeds_of
 
 STAR, RING = "experiments/results_star.toml", "experiments/results_ring.toml"
@@ -49,7 +49,7 @@ def data_overrides(data: str, max_test: int) -> list[str]:
 
 
 def specs(labels: list[str], seeds: list[int], iterations: int, topologies=("star", "ring"),
-          data: list[str] = (), evals: int = 6) -> list[RunSpec]:
+          data: list[str] = (), evals: int = 6) -> list[TableRun]:
     warmup, ae = stage_lengths(iterations)
     out = []
     for topology in topologies:
@@ -60,7 +60,7 @@ def specs(labels: list[str], seeds: list[int], iterations: int, topologies=("sta
             for seed in seeds:
                 if topology == "ring" and seed != seeds[0] and label in _refused:
                     continue
-                out.append(RunSpec(f"t1[{topology},{label},s{seed}]", CONFIGS[topology],
+                out.append(TableRun(f"t1[{topology},{label},s{seed}]", CONFIGS[topology],
                                    [f"run.iterations={iterations}", f"run.seed={seed}",
                                     f"run.eval_every={max(1, iterations // evals)}",
                                     *data, *M.overrides(label, warmup, ae), *collective],
@@ -86,7 +86,8 @@ def rows_of(results, labels, iterations, topologies=("star", "ring")) -> list[di
                    "warmup": warmup, "ae_iters": ae, "seeds": " ".join(str(r.spec.tags["seed"]) for r in done)}
             if not done:
                 bad = runs[0] if runs else None
-                row["status"] = bad.status if bad else "not run"
+                # the table's word for a combination the testbed refuses
+                row["status"] = ("n/a" if bad.status == "refused" else bad.status) if bad else "not run"
                 row["note"] = (bad.note.splitlines()[0] if bad and bad.note else "")
                 rows.append(row)
                 continue
@@ -143,7 +144,7 @@ def main(argv=None) -> list[dict]:
     # The ring refusals are instant: find them first so the other seeds are not queued.
     probe = run_many([s for s in specs(labels, seeds[:1], 1, topologies, data) if s.tags["topology"] == "ring"],
                      log=lambda *_: None)
-    _refused.update(r.spec.tags["method"] for r in probe if r.status == "n/a")
+    _refused.update(r.spec.tags["method"] for r in probe if r.status == "refused")
     sink = jsonl_sink(out / f"{stem}_runs.jsonl") if out is not None else None
     results = run_many(specs(labels, seeds, iterations, topologies, data, args.evals), jobs=args.jobs, ray=args.ray,
                        store=args.store, sink=sink)

@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 
 from experiments.results import methods as M
 from experiments.results.figures import find_chromium, render_png
-from experiments.results.harness import RunSpec, run_many, stage_lengths
+from experiments.results.harness import TableRun, run_many, stage_lengths
 from experiments.results.tables import Column, common_args, emit, out_dir, pick, seeds_of
 
 STAR = "experiments/results_star.toml"
@@ -30,9 +30,9 @@ TARGET, QUICK_TARGET = 0.95, 0.5
 QUICK_METHODS, QUICK_BANDWIDTHS = ["fp32", "topk", "dgc", "lgc_ps"], [1.0, 20.0]
 
 
-def specs(labels, bandwidths, seed, iterations, target, eval_every) -> list[RunSpec]:
+def specs(labels, bandwidths, seed, iterations, target, eval_every) -> list[TableRun]:
     warmup, ae = stage_lengths(iterations)
-    return [RunSpec(f"t2[{label},{bw:g}Mbps]", STAR,
+    return [TableRun(f"t2[{label},{bw:g}Mbps]", STAR,
                     [f"run.iterations={iterations}", f"run.seed={seed}",
                      f"run.eval_every={eval_every}", f"run.target_accuracy={target}",
                      "run.stop_at_accuracy=true", f"network.link.bandwidth_mbps={bw}",

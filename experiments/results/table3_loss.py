@@ -15,7 +15,7 @@ import argparse
 import sys
 
 from experiments.results import methods as M
-from experiments.results.harness import RunSpec, mean_spread, run_many, stage_lengths
+from experiments.results.harness import TableRun, mean_spread, run_many, stage_lengths
 from experiments.results.tables import Column, common_args, emit, out_dir, pick, seeds_of
 
 STAR = "experiments/results_star.toml"
@@ -51,13 +51,13 @@ def conditions(rates) -> list[tuple[str, float]]:
     return out
 
 
-def specs(labels, seeds, iterations, rates) -> list[RunSpec]:
+def specs(labels, seeds, iterations, rates) -> list[TableRun]:
     warmup, ae = stage_lengths(iterations)
     out = []
     for label in labels:
         for model, rate in conditions(rates):
             for seed in seeds:
-                out.append(RunSpec(f"t3[{label},{model},{rate:g},s{seed}]", STAR,
+                out.append(TableRun(f"t3[{label},{model},{rate:g},s{seed}]", STAR,
                                    [f"run.iterations={iterations}", f"run.seed={seed}",
                                     f"run.eval_every={max(1, iterations // 6)}",
                                     'network.link.delivery="best_effort"',

@@ -9,8 +9,8 @@ it, this script also writes the CSV and Markdown under docs/results/.
 `.venv/bin/python -m experiments.results.table4_cost [--quick]`.
 
 Runs experiments/quickstart.toml (top-k 1%, shared 20 Mbit/s cell, 1% Bernoulli loss,
-reliable delivery) with 4, 16 and 64 workers through `experiments.results.harness`'s
-timed_experiment, the loop with a timer (`Experiment(..., timer=)`):
+reliable delivery) with 4, 16 and 64 workers through `experiments.results.harness`, whose runs
+report their wall seconds by piece through the loop's timer hook (testbed/run/wall_split.py):
   compute      the gradient source (every worker's forward + backward) and the optimizer step
   compression  every step of the scheme's exchange() generator (encode, decode, aggregate)
                and the ring sum on the real bytes
@@ -27,7 +27,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from experiments.results.harness import TIMER_NAMES, RunSpec, run_many
+from experiments.results.harness import TableRun, run_many
+from testbed.run.wall_split import PIECES
 from experiments.results.tables import Column, emit, format_text, out_dir
 
 
@@ -38,11 +39,11 @@ QUICK_ITERATIONS = {4: 30, 16: 10, 64: 4}
 EMULATION_TARGET = 0.10
 
 
-def specs(iterations: dict[int, int | None]) -> list[RunSpec]:
+def specs(iterations: dict[int, int | None]) -> list[TableRun]:
     out = []
     for n, its in iterations.items():
         sets = [f"network.workers={n}"] + ([f"run.iterations={its}"] if its else [])
-        out.append(RunSpec(f"cost[{n} workers]", QUICKSTART, sets, tags={"workers": n}))
+        out.append(TableRun(f"cost[{n} workers]", QUICKSTART, sets, tags={"workers": n}))
     return out
 
 
@@ -57,7 +58,7 @@ def rows_of(results) -> list[dict]:
         per_it = {k: 1000 * v / r.iterations for k, v in r.timers.items()}
         total = 1000 * r.wall_s / r.iterations
         row["total_ms"] = total
-        for k in TIMER_NAMES:
+        for k in PIECES:
             row[f"{k}_ms"] = per_it[k]
         row["other_ms"] = max(0.0, total - sum(per_it.values()))
         row["emulation_share"] = per_it["emulation"] / total if total else None

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from experiments.results import methods as M
-from experiments.results.harness import RunSpec, execute, stage_lengths
+from experiments.results.harness import TableRun, run_one, stage_lengths
 from nodes.flops import train_step_flops
 from nodes.models import build_model
 
@@ -120,16 +120,16 @@ def main(argv=None) -> list[dict]:
             (done_path.read_text().splitlines() if done_path.exists() else []) if line.strip()}
     rows = []
 
-    def run(spec: RunSpec, extra: dict) -> dict:
+    def run(spec: TableRun, extra: dict) -> dict:
         if spec.label in done:  # resuming: this run is on disk already
             return done[spec.label]
-        r = execute(spec)
+        r = run_one(spec)
         return record(out, r, {**extra, "time_to_target_s": r.time_to_accuracy(args.target)})
     for n in [int(s) for s in args.stations.split(",")]:
         fp32_iteration = None
         for sharing in args.sharings.split(","):
             for label in args.methods.split(","):
-                spec = RunSpec(f"edge[{label},{sharing},{n}]", STAR,
+                spec = TableRun(f"edge[{label},{sharing},{n}]", STAR,
                                base(n, sharing, args.iterations, args.eval_every, args.target)
                                + M.overrides(label, warmup, ae))
                 row = run(spec, {"method": label, "sharing": sharing, "stations": n, "edge": ""})
@@ -143,7 +143,7 @@ def main(argv=None) -> list[dict]:
         for sharing, edge in edges:
             extra = [f"run.deadline_s={deadline!r}"] if edge == "trace+deadline" else []
             for label in args.methods.split(","):
-                spec = RunSpec(f"edge[{label},{sharing},{n},{edge}]", STAR,
+                spec = TableRun(f"edge[{label},{sharing},{n},{edge}]", STAR,
                                base(n, sharing, args.iterations, args.eval_every, args.target)
                                + [f'run.device_trace="{trace}"', *extra] + M.overrides(label, warmup, ae))
                 rows.append(run(spec, {"method": label, "sharing": sharing, "stations": n, "edge": edge,

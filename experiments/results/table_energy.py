@@ -26,9 +26,7 @@ from pathlib import Path
 
 from experiments.results.harness import DOCS_RESULTS, stage_lengths
 from experiments.results.table_fashion import options
-from testbed.config import load_config
-from testbed.experiment import Experiment
-from testbed.records.store import Store
+from testbed import api
 
 BASE = "experiments/fashion_mobile.toml"
 ITERATIONS = 600
@@ -45,15 +43,12 @@ def overrides(label: str, iterations: int) -> list[str]:
 
 
 def run_one(label: str, iterations: int) -> dict:
-    cfg = load_config(BASE, overrides(label, iterations))
-    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "runs.db") as store:
+    with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        exp = Experiment(cfg, store)
-        rid = exp.run()
-        store.flush()
+        run = api.run(BASE, store=Path(tmp) / "runs.db", overrides=overrides(label, iterations))
         wall = time.perf_counter() - t0
-        its, nodes, evals = store.iterations(rid), store.node_iterations(rid), store.evals(rid)
-    target = cfg.run.target_accuracy
+        its, nodes, evals = run.rows("iterations"), run.rows("nodes"), run.rows("evals")
+        target = run.config["run"]["target_accuracy"]
     hit = next((e for e in evals if e["test_accuracy"] >= target), None)
     upto = hit["iteration"] if hit else its[-1]["iteration"]
     per = {}

@@ -48,7 +48,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from experiments.results.harness import DOCS_RESULTS, RunSpec, mean_spread, run_many, stage_lengths
+from experiments.results.harness import DOCS_RESULTS, TableRun, mean_spread, run_many, stage_lengths
 from experiments.results.provenance import code_state, marks, provenance
 from experiments.results.tables import Column, emit, pick
 
@@ -62,11 +62,13 @@ LABELS = ["fp32", "topk", "dgc", "lgc_ablation", "lgc_ps", "lgc_rar", "lgc_rar_a
           "dgc_ring", "topk_ring", "lgc_scaled_momentum",
           "dgc_nowarmup", "lgc_ps_nowarmup", "lgc_scaled_nowarmup",
           "lgc_rar_nowarmup", "dgc_ring_nowarmup", "lgc_rar_scaled", "lgc_rar_scaled_nowarmup",
-          "lgc_rar_l4", "lgc_rar_l4_nowarmup", "lgc_rar_ablation_nowarmup"]
+          "lgc_rar_l4", "lgc_rar_l4_nowarmup", "lgc_rar_ablation_nowarmup",
+          "lgc_rar_nomask_nowarmup", "lgc_rar_l16", "lgc_rar_l16_nowarmup"]
 # rows whose messages travel on the ring (all-reduce or all-gather): compared with ring DGC
 RING = ("lgc_rar", "lgc_rar_ablation", "lgc_rar_nl", "scalecom", "dgc_ring", "topk_ring",
         "lgc_rar_nowarmup", "dgc_ring_nowarmup", "lgc_rar_scaled", "lgc_rar_scaled_nowarmup",
-        "lgc_rar_l4", "lgc_rar_l4_nowarmup", "lgc_rar_ablation_nowarmup")
+        "lgc_rar_l4", "lgc_rar_l4_nowarmup", "lgc_rar_ablation_nowarmup", "lgc_rar_nomask_nowarmup",
+        "lgc_rar_l16", "lgc_rar_l16_nowarmup")
 # the per-node baselines (each node's own top-k): LGC's ratios are also stated against the one
 # of these that sends the fewest uplink bits over the whole run
 PER_NODE = ("topk", "dgc", "dgc_nowarmup")
@@ -155,6 +157,10 @@ def options(label: str, warmup: int, ae_iters: int) -> dict:
         "lgc_rar_scaled": {"method": "lgc_rar_scaled", **lgc},
         # LGC-RAR with a latent of k/4 (twice the default's k/8): the coder's compression halved
         "lgc_rar_l4": {"method": "lgc_rar", **lgc, "latent_ratio": 0.25},
+        # and with k/16 (half the default's; a fourth stride-2 layer): where the ring's bits could
+        # pass 8x ring DGC
+        "lgc_rar_l16": {"method": "lgc_rar", **lgc, "latent_ratio": 0.0625,
+                        "ae_channels": "16,16,16,16"},
         # the shared part read from the leader's momentum, before error feedback drains it
         "lgc_scaled_momentum": {"method": "lgc_scaled", **lgc, "ae_refresh_every": REFRESH_EVERY,
                                 "common_source": "momentum"},
@@ -167,7 +173,7 @@ def options(label: str, warmup: int, ae_iters: int) -> dict:
 
 
 def spec(label: str, seed: int, iterations: int, extra: tuple[str, ...] = (),
-         protocol: Protocol = PROTOCOLS["early"], base: tuple[str, ...] = ()) -> RunSpec:
+         protocol: Protocol = PROTOCOLS["early"], base: tuple[str, ...] = ()) -> TableRun:
     """`extra`: more `compression.KEY=VALUE` overrides on top of the method's own (--set);
     `base`: `SECTION.KEY=VALUE` overrides of the base file itself (--config: a model, a device)."""
     warmup, ae = protocol.stages(iterations)
@@ -180,7 +186,7 @@ def spec(label: str, seed: int, iterations: int, extra: tuple[str, ...] = (),
             value = f'"{value}"'
         sets.append(f"compression.{key}={value}")
     sets += [f"compression.{kv}" for kv in extra]
-    return RunSpec(f"fashion[{label},s{seed}]", protocol.base, sets, tags={"method": label, "seed": seed})
+    return TableRun(f"fashion[{label},s{seed}]", protocol.base, sets, tags={"method": label, "seed": seed})
 
 
 def run_file(runs: Path, label: str, seed: int) -> Path:

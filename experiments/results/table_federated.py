@@ -39,9 +39,9 @@ import numpy as np
 
 from experiments.results.harness import (
     DOCS_RESULTS,
-    RunSpec,
-    _execute_safe,
+    TableRun,
     mean_spread,
+    run_one,
     stage_lengths,
 )
 from experiments.results.tables import Column, emit, pick
@@ -111,7 +111,7 @@ def overrides(label: str, warmup: int, ae: int) -> list[str]:
     return table[label]
 
 
-def spec(label: str, seed: int, rounds: int) -> RunSpec:
+def spec(label: str, seed: int, rounds: int) -> TableRun:
     k = per_round(label)
     warmup, ae = stage_lengths(rounds * k)
     every = k * max(1, rounds // (20 if label.startswith("het_") else 10))
@@ -119,7 +119,7 @@ def spec(label: str, seed: int, rounds: int) -> RunSpec:
             *overrides(label, warmup, ae)]
     if label.startswith("het_") and not TRACE.exists():
         make_trace(TRACE)
-    return RunSpec(f"fed[{label},s{seed}]", DP_BASE if k > 1 else BASE, sets,
+    return TableRun(f"fed[{label},s{seed}]", DP_BASE if k > 1 else BASE, sets,
                    tags={"row": label, "seed": seed})
 
 
@@ -148,7 +148,7 @@ def run_missing(labels, seeds, rounds, runs: Path) -> None:
     for label, seed in todo:
         k = per_round(label)
         final = sum(stage_lengths(rounds * k))
-        r = _execute_safe(spec(label, seed, rounds), None)
+        r = run_one(spec(label, seed, rounds))
         summary = {"status": r.status, "note": r.note, "iterations": r.iterations, "evals": r.evals,
                    "final_accuracy": r.final_accuracy,
                    "up_final": k * mean_spread(r.bits_up[final:])[0] if r.iterations else None,

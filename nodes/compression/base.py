@@ -9,9 +9,12 @@ from __future__ import annotations
 import math
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
+
+if TYPE_CHECKING:   # phases.py imports Message from here
+    from nodes.compression.phases import Phase
 
 
 @dataclass
@@ -25,14 +28,17 @@ class Message:
 
     @property
     def nbytes(self) -> int:
+        """The message's length in bytes, every packet's header included."""
         return sum(len(p) for p in self.packets)
 
     @property
     def nbits(self) -> int:
+        """The message's length in bits (what the rates count)."""
         return 8 * self.nbytes
 
     @property
     def sizes(self) -> list[int]:
+        """Each packet's length in bytes, what the link layer sends."""
         return [len(p) for p in self.packets]
 
 
@@ -40,15 +46,31 @@ class GradientError(ValueError):
     """A worker produced a gradient with NaN or Inf."""
 
     def __init__(self, worker: int, iteration: int, what: str = "NaN or Inf"):
+        """Say which worker's gradient was not finite, and when.
+
+        Args:
+            worker: the worker's index (w0 is 0).
+            iteration: the iteration it happened in.
+            what: what the gradient held.
+        """
         self.worker, self.iteration = worker, iteration
         super().__init__(f"worker w{worker} produced a gradient with {what} at iteration {iteration}")
 
 
 def check_finite(grads: list[torch.Tensor], iteration: int) -> None:
-    """GradientError for the first gradient holding a NaN or an infinity. A finite sum proves
-    every element finite (NaN and infinities carry into any sum), at a sixth of `isfinite`'s
-    cost; a sum that is not finite (also finite values past the dtype's range) is checked
-    element by element."""
+    """Refuse the workers' gradients if one holds a NaN or an infinity.
+
+    A finite sum proves every element finite (NaN and infinities carry into any sum), at a
+    sixth of `isfinite`'s cost; a sum that is not finite (also finite values past the dtype's
+    range) is checked element by element.
+
+    Args:
+        grads: each worker's gradient, in worker order.
+        iteration: the iteration (for the message).
+
+    Raises:
+        GradientError: for the first worker whose gradient is not finite.
+    """
     for w, g in enumerate(grads):
         if not math.isfinite(g.sum()) and not torch.isfinite(g).all():
             raise GradientError(w, iteration)
@@ -84,6 +106,21 @@ class Scheme:
     def __init__(self, *, n_workers: int, shapes: list[torch.Size], payload_bytes: int,
                  seed: int = 0, device: torch.device | str = "cpu", values: str | None = None,
                  downlink: str | None = None, collective: str | None = None, **options: Any):
+        """Set up the method for one run (the registry has checked every option).
+
+        Args:
+            n_workers: the workers exchanging gradients.
+            shapes: the model's parameter shapes, in order (a gradient is their concatenation).
+            payload_bytes: the largest payload of one packet (the codec cuts messages to it).
+            seed: the run's seed, for the method's own randomness.
+            device: where its tensors live.
+            values: `[compression] values`: the precision workers send values in ("f32", ...);
+                None: the class's `values_dtype`.
+            downlink: `[compression] downlink`: the precision of the server's broadcast; None:
+                the class's `downlink_dtype`.
+            collective: `[compression] collective`; None: the first of `collectives`.
+            **options: the method's own options (`[compression]` keys its registration names).
+        """
         # the registry's schema has checked `collective` against the class's `collectives`
         self.collective: Collective = collective or self.collectives[0]
         self.n_workers = n_workers
@@ -100,13 +137,44 @@ class Scheme:
             self.downlink_dtype = downlink
 
     def stage(self, iteration: int) -> str:
+        """The method's stage at an iteration (e.g. DGC's warm-up, LGC's coder training).
+
+        Args:
+            iteration: the iteration, from 0.
+
+        Returns:
+            Its name; a change is marked in the run's events and stored per iteration.
+        """
         return "compressed"
 
-    def exchange(self, iteration: int, grads: list[torch.Tensor]) -> Generator[Any, Any, torch.Tensor]:
+    def exchange(self, iteration: int, grads: list[torch.Tensor]) -> Generator[Phase, Any, torch.Tensor]:
+        """One iteration's exchange: the workers' gradients in, the update every worker applies out.
+
+        A generator: it yields the phases the messages travel in (phases.py: uplinks,
+        broadcasts, ring sums, compute time), each answered with what arrived, and returns the
+        aggregate.
+
+        Args:
+            iteration: the iteration, from 0.
+            grads: each worker's gradient, in worker order.
+
+        Returns:
+            The averaged gradient as the method reconstructs it, one flat tensor (what each
+            replica's optimizer steps with).
+        """
         raise NotImplementedError
 
     def state_dict(self) -> dict:
+        """The method's state for a checkpoint (residuals, momenta, coders).
+
+        Returns:
+            What `load_state_dict` restores; {} where the method keeps none.
+        """
         return {}
 
     def load_state_dict(self, state: dict) -> None:
-        pass
+        """Restore the state a checkpoint holds, before the iterations after it.
+
+        Args:
+            state: what `state_dict` returned.
+        """

@@ -90,9 +90,6 @@ class DGCState:
     def __init__(self, dgc: DGC):
         self.dgc = dgc
 
-    def _ensure(self, w: int, like: torch.Tensor) -> None:
-        self.dgc.memory.ensure(w, like)
-
     def select(self, w: int, it: int, g: torch.Tensor):
         return self.dgc.select(w, it, g.reshape(-1).float())
 

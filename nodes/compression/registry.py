@@ -29,7 +29,7 @@ METHODS: dict[str, dict[str, Field]] = {}
 RULES: dict[str, tuple[Rule, ...]] = {}   # per method, the rules between its options
 # Per method, the experiment-file keys ("compression.ratio", "optim.momentum") it needs other
 # values of than most files carry: what `--set compression.method=NAME` sets on a file written
-# for another method (testbed.config), with a note.
+# for another method (testbed.configuration.method_policy), with a note.
 KNOWN_GOOD: dict[str, dict[str, object]] = {}
 SCHEMES: dict[str, type[Scheme]] = {}
 WIRE_IDS: dict[str, int] = {}
@@ -224,7 +224,7 @@ def wire_id(method: str) -> int:
 
 def check_options(method: str, options: dict, error: type[OptionError] = OptionError) -> dict:
     """The rules between a method's options, over `options` (checked one by one) and the
-    defaults of those not given (what testbed.config asks after its own key-by-key pass)."""
+    defaults of those not given (what testbed.configuration.sections asks after its own key-by-key pass)."""
     fields(method)
     check_rules("compression", {**defaults(METHODS[method]), **options}, RULES[method], error)
     return options

@@ -43,6 +43,7 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
+    # deferred: flwr and torch, only when a Flower run starts (the parser registers it without)
     from testbed.flower.launch import FlowerSpec, run_flower
 
     spec = FlowerSpec(app_dir=args.app, store=args.store, network=args.network, name=args.name,

@@ -63,6 +63,7 @@ def whole(keys) -> list[str]:
 
 
 def main(args) -> int:
+    # deferred: torch (the data sets' and methods' Fields); the parser registers `keys` without
     from testbed.configuration.keys import LINK_OVERRIDES, catalog, closest, select
 
     keys = catalog()

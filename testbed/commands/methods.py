@@ -42,6 +42,7 @@ def collectives_text(cls) -> str:
 
 
 def listing() -> list[str]:
+    # deferred: torch (the methods' modules); the parser registers `methods` without
     from nodes.compression.registry import METHODS, SCHEMES, names, origin
 
     out = []
@@ -57,6 +58,7 @@ def listing() -> list[str]:
 
 
 def details(name: str) -> list[str]:
+    # deferred: torch (the methods' modules); the parser registers `methods` without
     from nodes.compression.registry import KNOWN_GOOD, METHODS, SCHEMES, names, origin
 
     if name not in names():

@@ -23,9 +23,11 @@ from channels.config import validate_network
 from channels.energy import load_profiles, radio_seconds
 from channels.errors import ChannelConfigError, DeliveryError
 from lgc_schema import OptionError
-from testbed.config import RUN_KEYS, ConfigError, apply_overrides, load_raw
+from testbed.configuration.loading import load_raw
+from testbed.configuration.overrides import apply_overrides
+from testbed.configuration.schema import RUN_KEYS
 from testbed.emulation.device_trace import apply_link_rates, check_device_trace
-from testbed.errors import RunFailed
+from testbed.errors import ConfigError, RunFailed
 from testbed.paths import resolve_paths
 
 PATTERNS = ("p2p", "gather", "broadcast", "allgather", "allreduce")
@@ -47,7 +49,7 @@ def register(sub) -> None:
 
 
 def _load(path: Path, overrides: list[str] | None) -> dict:
-    """The file's tables with `--set` overrides applied (testbed.config's mechanism) and its
+    """The file's tables with `--set` overrides applied (testbed.configuration.overrides) and its
     files resolved as `testbed run` resolves them (testbed.paths)."""
     raw = load_raw(path)
     try:
@@ -79,6 +81,7 @@ def _away(args, workers) -> list:
 
 
 def _one(network: dict, seed: int, args):
+    # deferred: networkx and numba (the link layer), only when the probe runs
     from testbed.emulation.edge_network import build_network
 
     edge = build_network(network, seed)
@@ -181,6 +184,7 @@ def _left_out(rep, network: dict, seed: int, args) -> dict:
     deadline = getattr(args, "deadline_s", None)
     if args.pattern == "p2p" or (deadline is None and getattr(args, "device_trace", None) is None):
         return {}
+    # deferred: networkx and numba (the link layer), only when the probe runs
     from testbed.emulation.edge_network import build_network
 
     workers = build_network(network, seed).workers

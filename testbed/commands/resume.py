@@ -10,7 +10,7 @@ from pathlib import Path
 
 from testbed.api import build_experiment, run_experiment
 from testbed.commands import add_store_arg, open_store
-from testbed.config import config_from_stored
+from testbed.configuration.loading import config_from_stored
 from testbed.distributed.launcher import launch_torchrun
 from testbed.errors import UserError
 from testbed.run import checkpoint

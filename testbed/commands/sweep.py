@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lgc_schema import OptionError
 from testbed.commands import add_store_arg, ray_working_dir
-from testbed.config import load_config, load_raw
+from testbed.configuration.loading import load_config, load_raw
 from testbed.sweeps import Point, run_sweep, start_worker_server, sweep_key
 
 

@@ -132,6 +132,7 @@ def ray_file(args) -> tuple[dict | None, str | None]:
 def main(args) -> int:
     check_args(args)
     try:
+        # deferred: optuna, only when `testbed tune` runs a study (an optional extra)
         from testbed.tune import study
     except ImportError as e:
         if getattr(e, "name", None) == "optuna":

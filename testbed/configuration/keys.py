@@ -1,6 +1,6 @@
 """Every key an experiment file accepts, read from the tables that validate it.
 
-`catalog()` walks the same `Field` tables that check a file (testbed.config's sections,
+`catalog()` walks the same `Field` tables that check a file (testbed.configuration.schema's sections,
 channels.config's network tables, nodes.data's data sets, the method registry), so what
 `testbed keys` prints and what docs/reference/configuration.md lists cannot drift from what a
 file may say. A key is named as a file spells it: `network.link.bandwidth_mbps`,
@@ -26,7 +26,7 @@ from channels.config import (
 from lgc_schema import REQUIRED, Field
 from nodes.compression.registry import METHODS, names
 from nodes.data import DATASETS
-from testbed.config import DATA_KEYS, FEDERATED_KEYS, MODEL_KEYS, OPTIM_KEYS, RUN_KEYS
+from testbed.configuration.schema import DATA_KEYS, FEDERATED_KEYS, MODEL_KEYS, OPTIM_KEYS, RUN_KEYS
 
 # the tables of [network] that are sections of their own, not keys
 NETWORK_TABLES = ("link", "csma", "nodes", "links", "mobility")

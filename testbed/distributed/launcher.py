@@ -39,7 +39,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 def count_workers(cfg) -> int:
     """Worker nodes of the file's network (what torchrun must start one process for)."""
-    # here, not at the top: it loads numba and networkx, which no other command needs
+    # deferred: it loads numba and networkx, which no other command needs
     from testbed.emulation.edge_network import build_network
 
     return len(build_network(cfg.network, cfg.run.seed).workers)

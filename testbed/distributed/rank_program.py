@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from nodes.device import resolve_device
-from testbed.config import config_from_stored, load_config
+from testbed.configuration.loading import config_from_stored, load_config
 from testbed.distributed.comm import Comm, WorkerFailure, install_sigterm
 from testbed.distributed.launcher import (
     LAUNCHER_PID_ENV,

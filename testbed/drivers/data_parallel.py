@@ -23,7 +23,7 @@ from nodes.compression.transport import drive
 from nodes.workers import evaluate, set_gradients
 from testbed.emulation import world_at
 from testbed.emulation.iteration_report import ClockedTransport, IterationReport
-from testbed.emulation.transport import timed
+from testbed.emulation.timing import timed
 from testbed.run.rounds import Round
 from testbed.run.setup import Training, World
 

@@ -1,6 +1,6 @@
 """The federated drivers: rounds of sampled clients over the emulated cell, in virtual time.
 
-An experiment file with `[federated]` (testbed/config.py FEDERATED_KEYS) runs here; the
+An experiment file with `[federated]` (testbed/configuration/schema.py FEDERATED_KEYS) runs here; the
 arithmetic (sampling, local steps, server optimizers, staleness weight, per-client error
 memory) is nodes/federated.py. The network has one worker node per client of an exchange
 (`slots`); a sampled client sends from its slot. The model is held once: each client's local
@@ -61,7 +61,7 @@ from testbed.drivers.data_parallel import TrainingDriver
 from testbed.emulation import world_at
 from testbed.emulation.device_trace import apply_link_rates
 from testbed.emulation.iteration_report import IterationReport, IterationTiming, Traffic
-from testbed.emulation.transport import timed
+from testbed.emulation.timing import timed
 from testbed.errors import ExperimentError
 from testbed.run.rounds import Round
 from testbed.run.setup import Training, World

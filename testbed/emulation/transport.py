@@ -49,8 +49,6 @@ ring sums ("compression"), for the timing harness.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from contextlib import contextmanager
 
 import numpy as np
 
@@ -62,22 +60,7 @@ from nodes.compression.transport import Transport
 from testbed.emulation.edge_network import EdgeNetwork
 from testbed.emulation.iteration_report import IterationReport, IterationTiming, Traffic
 from testbed.errors import TransportError
-
-
-Timer = Callable[[str, float, int], None]   # (what, wall seconds, iteration)
-
-
-@contextmanager
-def timed(timer: Timer | None, what: str, iteration: int):
-    """The block's wall seconds to `timer` as `what` (nothing without a timer)."""
-    if timer is None:
-        yield
-        return
-    t = time.perf_counter()
-    try:
-        yield
-    finally:
-        timer(what, time.perf_counter() - t, iteration)
+from testbed.emulation.timing import Timer, timed
 
 
 class EmulatedTransport(Transport):

@@ -42,6 +42,13 @@ message order; a call whose actor died answers with the error reply Flower's sim
 A message of more packets than its first link queues (`network.link.queue_packets`) fails the
 run (`MessageTooLarge`). `push_messages` / `pull_messages` called directly: a pull carries the
 pushed messages not yet carried as one round (no timeout).
+
+`EmulatedGrid.round_trip` is these steps as five named stages: send (1, and the messages
+serialized and cut into packets), downlink (2), calls (3), uplink (4) and replies (what reaches
+the strategy, and why the others do not); then it closes the round (5). Each stage's wall-clock
+work is timed by `testbed.emulation.timing.timed` into `EmulatedGrid.wall` (client: the
+ClientApp calls; emulation: the link layer; serde: serializing), the parts the Flower bench
+reports (benchmarks/bench_flower.py).
 """
 from __future__ import annotations
 
@@ -68,6 +75,8 @@ from flwr.supercore.run import Run
 from nodes.compression import phases as ph
 from nodes.compression.base import Message as Wire
 from nodes.compression.transport import carry_all
+from testbed.emulation.iteration_report import IterationReport
+from testbed.emulation.timing import timed
 from testbed.emulation.world_at import compute_seconds
 from testbed.errors import RunFailed
 from testbed.flower.flops import CallFlops, call_key
@@ -230,6 +239,28 @@ class Sent:
     wire: Wire = field(default_factory=Wire)
 
 
+@dataclass
+class InFlight:
+    """A round of `EmulatedGrid.round_trip` between its stages: what each stage leaves the next."""
+    it: int                          # the round's store iteration
+    t0: float                        # its start (virtual seconds)
+    deadline: float | None           # t0 + the strategy's timeout
+    sent: list[Sent]
+    present: list[str]               # the addressed nodes the device trace has at t0
+    left: dict[str, str]             # node -> why its reply is missing
+    down_bytes: dict[int, bytes] = field(default_factory=dict)   # worker -> its message's bytes
+    started: tuple | None = None     # the pool's calls (`_start_calls`)
+    got: dict = field(default_factory=dict)            # the downlink's packets and arrivals
+    down: IterationReport | None = None
+    ready: dict[str, float] = field(default_factory=dict)      # node -> its compute end
+    compute_s: dict[str, float] = field(default_factory=dict)
+    replies: dict[int, tuple] = field(default_factory=dict)    # worker -> (request, reply, bytes)
+    wires: dict[int, Wire] = field(default_factory=dict)       # the replies' packets
+    n_own: dict[int, int] = field(default_factory=dict)        # how many are its own bytes
+    up_got: dict = field(default_factory=dict)
+    up: IterationReport | None = None
+
+
 class EmulatedGrid(LocalGrid):
     """The grid over the emulated edge (module doc) of `world` (testbed/run/setup.py), on its
     clock. `on_round(round, kind, replies)` receives each round as a `testbed.run.rounds.Round`
@@ -306,9 +337,8 @@ class EmulatedGrid(LocalGrid):
         if started is None:
             out = []
             for _, data in runs:
-                c = time.perf_counter()
-                msg = deserialize(data)
-                self.wall["serde"] += time.perf_counter() - c
+                with timed(self._tally, "serde", self.index):
+                    msg = deserialize(data)
                 out.append((*self._compute(msg), None))
             return out
         index, keys, collect = started
@@ -319,19 +349,50 @@ class EmulatedGrid(LocalGrid):
             data, context, ok, flops, trace, wall = done[i]
             self.client_calls += 1
             self.contexts[m.metadata.dst_node_id] = context
-            c = time.perf_counter()
-            reply = None if self.codec is None else deserialize(data)
-            self.wall["serde"] += time.perf_counter() - c
+            with timed(self._tally, "serde", self.index):
+                reply = None if self.codec is None else deserialize(data)
             k = keys[i]
             out.append((reply, 0.0 if k is None else self.flops.settle(k, ok, flops, trace),
                         wall, data))
         return out
 
     def round_trip(self, messages: list[Message], timeout: float | None) -> list[Message]:
+        """One round on the emulated edge (module doc): its five stages, then its `Round`."""
         self.calls += 1
+        r = self._stage_send(messages, timeout)
+        self._stage_downlink(r)
+        self._stage_calls(r)
+        self._stage_uplink(r)
+        out, losses = self._stage_replies(r)
+        w = self.workers
+        self.messages += len(r.wires) + sum(1 for s in r.sent if w[s.index] in r.present)
+        report = r.down.merge(r.up)
+        end = report.clock
+        if r.deadline is not None and any(why != "failed" for why in r.left.values()):
+            end = max(end, r.deadline)   # the strategy waits for the missing replies until then
+        report.timing.uplink_s += end - report.clock
+        report.clock = end
+        report.left_out = dict(r.left)
+        self.world.clock = end
+        ok = len(out) - sum(1 for why in r.left.values() if why == "failed")
+        rnd = Round(index=r.it, start=r.t0, report=report,
+                    losses=[x for x in losses if x is not None],
+                    ready={n: (r.ready[n] if n in r.compute_s else r.t0) for n in w},
+                    taking_part=r.present, participants=ok, compute=r.compute_s,
+                    replies=reply_counts(r.left, ok))
+        self.index += 1
+        if self.on_round is not None:
+            self.on_round(rnd, r.sent[0].message.metadata.message_type, out)
+        return out
+
+    def _tally(self, what: str, seconds: float, iteration: int) -> None:
+        """The `timed` timer of the stages: wall seconds summed by part (`wall`, the bench's)."""
+        self.wall[what] += seconds
+
+    def _stage_send(self, messages: list[Message], timeout: float | None) -> InFlight:
+        """Stage 1, send: each message addressed to its node, the present nodes' serialized and
+        cut into packets, and (with a pool) their calls started."""
         it, t0, w = self.index, self.world.clock, self.workers
-        server = self.world.server
-        deadline = None if timeout is None else t0 + float(timeout)
         sent = [Sent(self.node_ids.index(m.metadata.dst_node_id), m.metadata.dst_node_id, m)
                 for m in messages]
         by_worker = {}
@@ -341,109 +402,96 @@ class EmulatedGrid(LocalGrid):
             by_worker[s.index] = s
         addressed = [w[s.index] for s in sent]
         present = [n for n in addressed if available(self.world, n, t0)]
-        left: dict[str, str] = {n: "unavailable" for n in addressed if n not in present}
-        c = time.perf_counter()
-        down_bytes, serialize_sent = {}, serializer()
-        for s in sent:
-            if w[s.index] in present:
-                down_bytes[s.index] = serialize_sent(s.message)
-                s.wire = self._wire(down_bytes[s.index], server, w[s.index], s.message)
-        self.wall["serde"] += time.perf_counter() - c
-        c = time.perf_counter()
-        started = self._start_calls([(s.message, down_bytes[s.index]) for s in sent
-                                     if s.index in down_bytes])
-        self.wall["client"] += time.perf_counter() - c
+        r = InFlight(it, t0, None if timeout is None else t0 + float(timeout), sent, present,
+                     left={n: "unavailable" for n in addressed if n not in present})
+        with timed(self._tally, "serde", it):
+            serialize_sent = serializer()
+            for s in sent:
+                if w[s.index] in present:
+                    r.down_bytes[s.index] = serialize_sent(s.message)
+                    s.wire = self._wire(r.down_bytes[s.index], self.world.server, w[s.index],
+                                        s.message)
+        with timed(self._tally, "client", it):
+            r.started = self._start_calls([(s.message, r.down_bytes[s.index]) for s in sent
+                                           if s.index in r.down_bytes])
+        return r
 
-        # downlink: each present node its own message
-        c = time.perf_counter()
-        self.transport.begin(it, t0, {n: t0 for n in w}, present=present)
-        got = carry_all([ph.Scatter({s.index: s.wire for s in sent if w[s.index] in present})],
-                        self.transport)[0]
-        down = self.transport.end()
-        self.wall["emulation"] += time.perf_counter() - c
+    def _stage_downlink(self, r: InFlight) -> None:
+        """Stage 2, downlink: each present node its own message (one `Scatter`)."""
+        w = self.workers
+        with timed(self._tally, "emulation", r.it):
+            self.transport.begin(r.it, r.t0, {n: r.t0 for n in w}, present=r.present)
+            r.got = carry_all([ph.Scatter({s.index: s.wire for s in r.sent
+                                           if w[s.index] in r.present})], self.transport)[0]
+            r.down = self.transport.end()
 
-        # compute: each node that received its message whole runs its ClientApp
-        ready = {n: down.clock for n in w}
-        compute_s, losses, replies, runs = {}, [], {}, []
+    def _stage_calls(self, r: InFlight) -> None:
+        """Stage 3, calls: each node that received its message whole runs its ClientApp, ready
+        to send when its compute time has passed since the message arrived."""
+        w = self.workers
+        r.ready = {n: r.down.clock for n in w}
         if self.codec is not None:
-            self.codec.begin(it, {s.index: s.message for s in sent})
-        for s in sent:
+            self.codec.begin(r.it, {s.index: s.message for s in r.sent})
+        runs = []
+        for s in r.sent:
             name = w[s.index]
-            if name not in present:
+            if name not in r.present:
                 continue
-            packets, t_arr = got.get(s.index, ([], math.nan))
+            packets, t_arr = r.got.get(s.index, ([], math.nan))
             if len(packets) < len(s.wire.packets):
-                left[name] = "lost"
+                r.left[name] = "lost"
                 continue
             runs.append((s, b"".join(packets), t_arr))
-        c = time.perf_counter()
-        computed = self._compute_all([(s.message, got_bytes) for s, got_bytes, _ in runs], started)
-        self.wall["client"] += time.perf_counter() - c
+        with timed(self._tally, "client", r.it):
+            computed = self._compute_all([(s.message, got) for s, got, _ in runs], r.started)
         for (s, _, t_arr), (reply, flops, wall, data) in zip(runs, computed):
             name = w[s.index]
-            compute_s[name] = compute_seconds(self.world, name, t_arr, flops, wall)
-            ready[name] = t_arr + compute_s[name]
-            replies[s.index] = (s.message, reply, data)
+            r.compute_s[name] = compute_seconds(self.world, name, t_arr, flops, wall)
+            r.ready[name] = t_arr + r.compute_s[name]
+            r.replies[s.index] = (s.message, reply, data)
 
-        # uplink: each reply from its node's compute end, the round closing at the deadline
-        c = time.perf_counter()
-        wires, n_own = {}, {}   # each reply's packets; how many are its own serialized bytes
-        for i, (request, reply, data) in replies.items():
-            if self.codec is None:   # the pool's bytes as they are, else this reply's
-                own, extra = (data if data is not None else serialize(reply)), []
-            else:
-                rest, extra = self.codec.split(i, reply)
-                own = serialize(rest)
-            wires[i] = self._wire(own, w[i], server, request, extra)
-            n_own[i] = len(wires[i].packets) - len(extra)
-        self.wall["serde"] += time.perf_counter() - c
-        c = time.perf_counter()
-        self.transport.begin(it, down.clock, ready, present=[w[i] for i in replies],
-                             deadline=deadline)
-        up_got = carry_all([ph.Uplink(wires)], self.transport)[0]
-        up = self.transport.end()
-        self.wall["emulation"] += time.perf_counter() - c
+    def _stage_uplink(self, r: InFlight) -> None:
+        """Stage 4, uplink: each reply from its node's compute end, the round closing at the
+        deadline."""
+        w = self.workers
+        with timed(self._tally, "serde", r.it):
+            for i, (request, reply, data) in r.replies.items():
+                if self.codec is None:   # the pool's bytes as they are, else this reply's
+                    own, extra = (data if data is not None else serialize(reply)), []
+                else:
+                    rest, extra = self.codec.split(i, reply)
+                    own = serialize(rest)
+                r.wires[i] = self._wire(own, w[i], self.world.server, request, extra)
+                r.n_own[i] = len(r.wires[i].packets) - len(extra)
+        with timed(self._tally, "emulation", r.it):
+            self.transport.begin(r.it, r.down.clock, r.ready,
+                                 present=[w[i] for i in r.replies], deadline=r.deadline)
+            r.up_got = carry_all([ph.Uplink(r.wires)], self.transport)[0]
+            r.up = self.transport.end()
 
-        out = []
-        for s in sent:
-            name = w[s.index]
-            if s.index not in replies:
+    def _stage_replies(self, r: InFlight) -> tuple[list[Message], list[float | None]]:
+        """Stage 5, replies: those that arrived whole and in time, in message order (a codec's
+        joined), and their losses; each missing one's reason in `r.left`."""
+        out, losses = [], []
+        for s in r.sent:
+            name = self.workers[s.index]
+            if s.index not in r.replies:
                 continue
-            if up.left_out.get(name) == "deadline":
-                left[name] = "deadline"
+            if r.up.left_out.get(name) == "deadline":
+                r.left[name] = "deadline"
                 continue
-            packets = up_got.get(s.index, [])
-            n_rest = n_own[s.index]
-            if len(packets) < n_rest or packets[:n_rest] != wires[s.index].packets[:n_rest]:
-                left[name] = "lost"   # the reply's own bytes are incomplete: it is lost
+            packets = r.up_got.get(s.index, [])
+            n_rest = r.n_own[s.index]
+            if len(packets) < n_rest or packets[:n_rest] != r.wires[s.index].packets[:n_rest]:
+                r.left[name] = "lost"   # the reply's own bytes are incomplete: it is lost
                 continue
-            c = time.perf_counter()
-            reply = deserialize(b"".join(packets[:n_rest]))
-            self.wall["serde"] += time.perf_counter() - c
+            with timed(self._tally, "serde", r.it):
+                reply = deserialize(b"".join(packets[:n_rest]))
             out.append(reply)
             if reply.has_error():
-                left[name] = "failed"   # it answered, with an error: no update counts
+                r.left[name] = "failed"   # it answered, with an error: no update counts
                 continue
             if self.codec is not None:
                 reply = out[-1] = self.codec.join(s.index, reply, packets[n_rest:])
             losses.append(metric(reply.content, "loss"))
-
-        self.messages += len(wires) + sum(1 for s in sent if w[s.index] in present)
-        report = down.merge(up)
-        end = report.clock
-        if deadline is not None and any(why != "failed" for why in left.values()):
-            end = max(end, deadline)   # the strategy waits for the missing replies until then
-        report.timing.uplink_s += end - report.clock
-        report.clock = end
-        report.left_out = {n: why for n, why in left.items()}
-        self.world.clock = end
-        failed = sum(1 for why in left.values() if why == "failed")
-        rnd = Round(index=it, start=t0, report=report,
-                    losses=[x for x in losses if x is not None],
-                    ready={n: (ready[n] if n in compute_s else t0) for n in w},
-                    taking_part=present, participants=len(out) - failed, compute=compute_s,
-                    replies=reply_counts(left, len(out) - failed))
-        self.index += 1
-        if self.on_round is not None:
-            self.on_round(rnd, sent[0].message.metadata.message_type, out)
-        return out
+        return out, losses

@@ -69,6 +69,7 @@ def make_pool(app, cfg, codec):
                           f"{cfg.compression.method!r}: {here}", source=cfg.source)
     if app.uses_ray:
         try:
+            # deferred: ray, only with a Ray option or a GPU share
             from testbed.flower.ray_pool import RayPool
         except ImportError as e:
             if (e.name or "").split(".")[0] not in ("ray", "grpc"):

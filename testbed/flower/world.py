@@ -12,13 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from testbed.config import (
-    RUN_KEYS,
-    ExperimentConfig,
-    apply_overrides,
-    load_raw,
-    validate,
-)
+from testbed.configuration.loading import load_raw, printed_notes
+from testbed.configuration.overrides import apply_overrides
+from testbed.configuration.schema import RUN_KEYS, ExperimentConfig
+from testbed.configuration.sections import validate
 from testbed.errors import ConfigError
 from testbed.paths import resolve_paths
 from testbed.run.setup import World, build_world
@@ -56,7 +53,8 @@ def flower_config(path: str | None, overrides: list[str], num_nodes: int,
         if e.source is None:
             raise ConfigError(e.key, e.value, e.allowed, source=source, message=str(e)) from None
         raise
-    return validate(raw, source=source, default_name=name)
+    with printed_notes() as notes:
+        return validate(raw, source=source, default_name=name, notes=notes)
 
 
 def flower_world(cfg: ExperimentConfig, store, num_nodes: int) -> World:

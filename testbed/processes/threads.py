@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-DEFAULT_THREADS = 1  # run.threads = 0: why one, see the Field in testbed/config.py
+DEFAULT_THREADS = 1  # run.threads = 0: why one, see the Field in testbed/configuration/schema.py
 
 
 def apply_threads(threads: int) -> int:

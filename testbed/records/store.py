@@ -1,8 +1,11 @@
 """SQLite metrics store: one file, many runs, WAL mode so readers never block the writer.
 
-Tables: runs, sweeps, iterations, node_iterations, links, evals, events, controls. What each
-column holds, with its unit: testbed/records/columns.py (the store's reference page is generated
-from it, and a test checks it names exactly the columns `SCHEMA` and `ADDED_COLUMNS` make).
+Tables: runs, sweeps, iterations, node_iterations, links, evals, events, controls. The schema is
+declared once, in testbed/records/columns.py: every column's SQL type, unit and meaning, and
+whether it was added after stores were first written. The DDL (`SCHEMA`), the migration
+(`ADDED_COLUMNS`) and the column lists below are made from it, as is the store's reference page
+(docs/reference/store.md).
+
 A run's status is running | completed | failed | stopped | pruned (`testbed tune`'s pruner ended
 it: testbed.errors.Pruned); `sweep`/`sweep_params` are written by `testbed sweep` (`set_sweep`,
 `import_run`), and `sweep_key` (a row of `sweeps`) is what a rerun of the same sweep command reads
@@ -33,97 +36,26 @@ from typing import Any
 from testbed.errors import UserError
 from testbed.processes.lifeline import alive
 from testbed.processes.signals import stops_deferred
+from testbed.records.columns import COLUMNS, added_columns, column_names, schema_sql
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    name TEXT NOT NULL,
-    method TEXT, topology TEXT, workers INTEGER, bandwidth_mbps REAL,
-    status TEXT NOT NULL,
-    config_json TEXT NOT NULL,
-    graph_json TEXT,
-    started_at REAL, ended_at REAL, pid INTEGER, host TEXT, error TEXT,
-    -- Summaries kept up to date by the writer in the same transaction as the rows they
-    -- summarise, so listing 50 runs of 5,000 iterations never rescans their rows.
-    last_iteration INTEGER, virtual_time_s REAL, total_bits INTEGER NOT NULL DEFAULT 0,
-    best_accuracy REAL
-);
-CREATE TABLE IF NOT EXISTS iterations (
-    run_id INTEGER NOT NULL, iteration INTEGER NOT NULL, stage TEXT,
-    virtual_time_s REAL, wall_time_s REAL, train_loss REAL,
-    bits_up INTEGER, bits_down INTEGER,
-    compute_s REAL, uplink_s REAL, aggregation_s REAL, downlink_s REAL, left_out INTEGER,
-    PRIMARY KEY (run_id, iteration)
-);
-CREATE TABLE IF NOT EXISTS node_iterations (
-    run_id INTEGER NOT NULL, iteration INTEGER NOT NULL, node TEXT NOT NULL,
-    bits_up INTEGER, bits_down INTEGER, compute_s REAL, uplink_done_s REAL, left_out TEXT,
-    PRIMARY KEY (run_id, iteration, node)
-);
-CREATE TABLE IF NOT EXISTS links (
-    run_id INTEGER NOT NULL, iteration INTEGER NOT NULL, src TEXT NOT NULL, dst TEXT NOT NULL,
-    bytes INTEGER, packets INTEGER, lost INTEGER, retransmitted INTEGER, busy_s REAL,
-    snr_db REAL, collisions INTEGER DEFAULT 0, retries INTEGER DEFAULT 0,
-    PRIMARY KEY (run_id, iteration, src, dst)
-);
-CREATE TABLE IF NOT EXISTS evals (
-    run_id INTEGER NOT NULL, iteration INTEGER NOT NULL, virtual_time_s REAL,
-    test_loss REAL, test_accuracy REAL,
-    lgc_beta REAL, lgc_scalar_error REAL, lgc_coder_error REAL,
-    PRIMARY KEY (run_id, iteration)
-);
-CREATE TABLE IF NOT EXISTS events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id INTEGER NOT NULL, iteration INTEGER, virtual_time_s REAL,
-    kind TEXT NOT NULL, detail_json TEXT
-);
-CREATE TABLE IF NOT EXISTS controls (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id INTEGER NOT NULL, created_at REAL NOT NULL,
-    target TEXT NOT NULL, changes_json TEXT NOT NULL,
-    status TEXT NOT NULL DEFAULT 'pending', applied_iteration INTEGER, message TEXT
-);
-CREATE TABLE IF NOT EXISTS sweeps (
-    key TEXT PRIMARY KEY, name TEXT NOT NULL, spec_json TEXT NOT NULL, created_at REAL
-);
-CREATE INDEX IF NOT EXISTS controls_pending ON controls (run_id, status);
-CREATE INDEX IF NOT EXISTS events_run ON events (run_id, iteration);
-"""
-
-ITERATION_COLUMNS = ["iteration", "stage", "virtual_time_s", "wall_time_s", "train_loss",
-                     "bits_up", "bits_down", "compute_s", "uplink_s", "aggregation_s",
-                     "downlink_s", "left_out", "energy_j", "participants", "staleness",
-                     "replies_ok", "replies_failed", "replies_lost", "replies_late"]
-NODE_COLUMNS = ["iteration", "node", "bits_up", "bits_down", "compute_s", "uplink_done_s",
-                "left_out", "radio_j", "compute_j", "energy_j", "drift_norm", "staleness"]
-LINK_COLUMNS = ["iteration", "src", "dst", "bytes", "packets", "lost", "retransmitted", "busy_s",
-                "snr_db", "collisions", "retries"]
+# The schema is declared once, in testbed/records/columns.py: all of this is made from it.
+SCHEMA = schema_sql()
 # Columns added to a table after stores were first written: a store made before gets them
 # (their default, else NULL, in its old rows) when it is opened for writing; a read-only open
 # of such a store reads the default instead.
-ADDED_COLUMNS = {"links": {"snr_db": "REAL", "collisions": "INTEGER DEFAULT 0",
-                           "retries": "INTEGER DEFAULT 0"},
-                 "iterations": {"left_out": "INTEGER", "energy_j": "REAL",
-                                "participants": "INTEGER", "staleness": "REAL",
-                                "replies_ok": "INTEGER", "replies_failed": "INTEGER",
-                                "replies_lost": "INTEGER", "replies_late": "INTEGER"},
-                 "node_iterations": {"left_out": "TEXT", "radio_j": "REAL", "compute_j": "REAL",
-                                     "energy_j": "REAL", "drift_norm": "REAL",
-                                     "staleness": "INTEGER"},
-                 "runs": {"energy_j": "REAL", "sweep": "TEXT", "sweep_params": "TEXT",
-                          "sweep_key": "TEXT", "trial": "INTEGER"},
-                 "evals": {"lgc_beta": "REAL", "lgc_scalar_error": "REAL", "lgc_coder_error": "REAL"}}
+ADDED_COLUMNS = added_columns()
+ITERATION_COLUMNS = column_names("iterations")
+NODE_COLUMNS = column_names("node_iterations")
+LINK_COLUMNS = column_names("links")
 LINK_DEFAULTS = {"collisions": 0, "retries": 0}    # what a link row without them records
-EVAL_COLUMNS = ["iteration", "virtual_time_s", "test_loss", "test_accuracy", "lgc_beta",
-                "lgc_scalar_error", "lgc_coder_error"]
-SUMMARY_COLUMNS = ["last_iteration", "virtual_time_s", "total_bits", "best_accuracy", "energy_j"]
+EVAL_COLUMNS = column_names("evals")
+SUMMARY_COLUMNS = column_names("runs", "summary")
 ALLOWED_STORE = ("a SQLite store written by testbed, or a new file name, in a folder this user "
                  "can write")
-TABLES = {"runs", "iterations", "node_iterations", "links", "evals", "events", "controls", "sweeps"}
+TABLES = set(COLUMNS)
 RUN_TABLES = ("iterations", "node_iterations", "links", "evals", "events", "controls")  # by run_id
-RUN_COLUMNS = ["id", "name", "method", "topology", "workers", "bandwidth_mbps", "status",
-               "started_at", "ended_at", "pid", "host", "error"]
-SWEEP_COLUMNS = ["sweep", "sweep_params", "trial"]
+RUN_COLUMNS = column_names("runs", "")
+SWEEP_COLUMNS = column_names("runs", "sweep")
 # How `testbed sweep` named its runs before the sweep columns: read once, by the migration.
 OLD_SWEEP_NAME = re.compile(r"^(?P<base>.+)\[(?P<label>[^\[\]]+)\]$")
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from testbed.emulation.transport import Timer, timed
+from testbed.emulation.timing import Timer, timed
 from testbed.errors import Pruned
 from testbed.processes.heap import frozen_heap
 from testbed.records.graph_json import graph_to_json

@@ -51,32 +51,62 @@ class Round:
 
     @property
     def left_out(self) -> dict[str, str]:
+        """Node -> why the round went without it ("unavailable", "deadline", "lost", ...)."""
         return self.report.left_out
 
     @property
     def train_loss(self) -> float:
+        """The mean of the computing nodes' training losses (NaN where none computed)."""
         return float(np.mean(self.losses)) if self.losses else float("nan")
 
 
 class Driver(Protocol):
-    """What the loop calls. `rounds(first)` is advanced once per round, after the loop's stop
-    check and controls, so a driver never runs a round the loop would not record."""
+    """What the loop calls: a run's rounds, its evaluations and its checkpoint state.
+
+    `rounds(first)` is advanced once per round, after the loop's stop check and controls, so
+    a driver never runs a round the loop would not record.
+    """
 
     def budget(self) -> int:
-        """The rounds of the run (the loop stops earlier at a target, a stop or exhaustion)."""
+        """The length of the run.
+
+        Returns:
+            The rounds the run has (the loop stops earlier at a target, a stop or exhaustion).
+        """
         ...
 
     def rounds(self, first: int) -> Iterator[Round]:
-        """The rounds from index `first` on (after a resumed checkpoint: its next one)."""
+        """Run the rounds, one each time the loop advances the iterator.
+
+        Args:
+            first: the first round's index (0, or after a resumed checkpoint its next one).
+
+        Returns:
+            An iterator of the rounds, each yielded once the world's clock is at its end.
+        """
         ...
 
     def evaluate(self) -> tuple[float, float] | None:
-        """Test loss and accuracy of the model now; None where the driver reports its own."""
+        """Evaluate the model now on the test set.
+
+        Returns:
+            Test loss and accuracy; None where the driver reports its own
+            (`Round.evaluations`).
+        """
         ...
 
     def state_dict(self) -> dict:
-        """What the rounds after this point depend on (checkpoints; {} where not resumable)."""
+        """What the rounds after this point depend on, for a checkpoint.
+
+        Returns:
+            The state `load_state_dict` restores; {} where the run cannot be resumed.
+        """
         ...
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore a checkpoint's state before the rounds after it.
+
+        Args:
+            state: what `state_dict` returned when the checkpoint was written.
+        """
         ...

@@ -23,9 +23,11 @@ from nodes.partition import split
 from nodes.replicas import Replicas
 from nodes.sgd import SGD
 from nodes.workers import WorkerPool
-from testbed.config import ExperimentConfig, ps_without_server
+from testbed.configuration.method_policy import ps_without_server
+from testbed.configuration.schema import ExperimentConfig
 from testbed.emulation.edge_network import build_network
-from testbed.emulation.transport import EmulatedTransport, Timer
+from testbed.emulation.transport import EmulatedTransport
+from testbed.emulation.timing import Timer
 from testbed.errors import ExperimentError
 from testbed.processes.threads import apply_threads
 from testbed.records.graph_json import graph_to_json

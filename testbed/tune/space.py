@@ -19,8 +19,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from testbed.config import ConfigError, load_config
-from testbed.errors import UserError
+from testbed.configuration.loading import load_config
+from testbed.errors import ConfigError, UserError
 from testbed.records.objectives import METRICS, TO_TARGET
 
 PARAM_FORM = "KEY=LOW:HIGH[:log|:int] or KEY=a,b,c"

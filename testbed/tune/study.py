@@ -38,7 +38,9 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.trial import TrialState
 
 from testbed.api import toml_literal
-from testbed.config import apply_overrides, load_config, load_raw, parse_override, switch_to_known_good
+from testbed.configuration.loading import load_config, load_raw
+from testbed.configuration.method_policy import switch_to_known_good
+from testbed.configuration.overrides import apply_overrides, parse_override
 from testbed.errors import UserError
 from testbed.processes.lifeline import alive
 from testbed.processes.signals import stops_deferred
@@ -379,8 +381,8 @@ class Tuner:
         method = (raw.get("compression") or {}).get("method", "none")
         sets = self.settings(trial)
         raw = apply_overrides(raw, sets)
-        raw = quietly(switch_to_known_good, raw, method,
-                      {".".join(parse_override(o)[0]) for o in sets})
+        raw = switch_to_known_good(raw, method, {".".join(parse_override(o)[0]) for o in sets},
+                                   notes=[])   # its notes unprinted (a run prints them)
         head = (f"# {Path(file).name} with trial {trial.number} of study {self.name} applied "
                 f"(testbed tune):\n# " + " ".join(f"--set {s}" for s in sets) + "\n")
         out = Path(path)

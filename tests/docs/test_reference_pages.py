@@ -97,6 +97,11 @@ def test_every_column_of_a_new_store_is_on_the_store_page_and_nothing_else(tmp_p
             section = text.split(f"## `{table}`", 1)[1].split("\n## ", 1)[0]
             real = [r[1] for r in store.db.execute(f"pragma table_info({table})")]
             assert first_column(section) == real, table
+            info = list(store.db.execute(f"pragma table_info({table})"))
+            assert re.findall(r"^\| `[^`]+` \| `(\w+)", section, re.M) == [r[2] for r in info], table
+            key = [r[1] for r in sorted(info, key=lambda r: r[5]) if r[5]]
+            stated = re.findall(r"Key: `\(([^)]*)\)`", section)
+            assert stated == ([", ".join(key)] if len(key) > 1 else []), table
     assert set(re.findall(r"^## `([a-z_]+)`$", text, re.M)) == set(TABLES)
 
 
@@ -118,7 +123,7 @@ def test_every_table_that_validates_files_is_on_the_configuration_page():
     forgot fails here."""
     from channels import config as net
     from nodes.data import DATASETS
-    from testbed import config as cfg
+    from testbed.configuration import schema as cfg
 
     listed = set(first_column(page("configuration.md")))
     tables = {"run": cfg.RUN_KEYS, "data": cfg.DATA_KEYS, "model": cfg.MODEL_KEYS,
@@ -133,3 +138,28 @@ def test_every_table_that_validates_files_is_on_the_configuration_page():
     missing = [f"{section}.{key}" for section, fields in tables.items() for key in fields
                if f"{section}.{key}" not in listed]
     assert missing == []
+
+
+def test_the_contracts_docstrings_are_linted():
+    """`make test`'s ruff holds the contracts (the Python API, the driver, link-layer and Scheme
+    contracts) to Google-style docstrings: pyproject.toml exempts every other file from the D
+    rules by one negated pattern, so each file it names must exist (a moved contract would
+    silently leave the check), and ruff passes them."""
+    import shutil
+    import subprocess
+    import sys
+    import tomllib
+
+    lint = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]
+    exempt = [p for p, rules in lint["per-file-ignores"].items() if "D" in rules]
+    assert len(exempt) == 1 and exempt[0].startswith("!{"), exempt
+    contracts = exempt[0][2:-1].split(",")
+    assert sorted(contracts) == ["channels/link_layer.py", "nodes/compression/base.py",
+                                 "testbed/api.py", "testbed/run/rounds.py"]
+    assert all((ROOT / c).is_file() for c in contracts)
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed (the `test` extra)")
+    out = subprocess.run([ruff, "check", "--output-format", "concise", *contracts], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr

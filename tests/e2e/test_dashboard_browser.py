@@ -410,7 +410,7 @@ def test_lgc_run_rate_on_a_log_axis_with_its_stages(live, browser):
     page draws its rate on a log axis, the stages as three bands where the store's stage events
     say, and the cut: the LGC stage's uplink is a small fraction of the first warm-up step's.
     Its links fade: the channel panel has an SNR row with each link's stored SNR."""
-    from testbed.config import load_config
+    from testbed.configuration.loading import load_config
     from testbed.experiment import Experiment
 
     stop_live_run(live)  # the remaining tests need no running run: free its core
@@ -495,7 +495,7 @@ def test_quickstart_and_federated_runs_read_at_a_glance(live, browser):
     """The quickstart: the federated panel hidden, the four workers one band in the rate panel
     with one of them picked on its own, and the same at 1280 px. A federated run: its panel
     shown, its x axes in rounds, its message in rounds and clients' figures."""
-    from testbed.config import load_config
+    from testbed.configuration.loading import load_config
     from testbed.experiment import Experiment
 
     with Store(live["path"]) as writer:

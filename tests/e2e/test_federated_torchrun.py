@@ -20,7 +20,7 @@ pytest.importorskip("channels.network", reason="the link layer (channels/network
 from test_torchrun import ROOT, assert_same_rows, last_run, run_torchrun  # noqa: E402
 
 from nodes.federated import sample_clients  # noqa: E402
-from testbed.config import load_config  # noqa: E402
+from testbed.configuration.loading import load_config  # noqa: E402
 from testbed.drivers.federated import client_rng  # noqa: E402
 from testbed.experiment import Experiment  # noqa: E402
 from testbed.records.store import Store  # noqa: E402

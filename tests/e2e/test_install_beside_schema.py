@@ -46,9 +46,9 @@ def test_the_installed_testbed_works_beside_pypi_schema(tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert pip.returncode == 0, pip.stderr
     assert {p.name for p in site.iterdir() if (p / "__init__.py").exists()} == set(OURS)
-    probe = ("import schema, testbed.config, nodes.models, channels.config\n"
+    probe = ("import schema, testbed.configuration.sections, nodes.models, channels.config\n"
              "assert schema.Schema(int).validate(3) == 3\n"
-             f"assert all(m.__file__.startswith({str(site)!r}) for m in (testbed.config, nodes.models, channels.config))\n"
+             f"assert all(m.__file__.startswith({str(site)!r}) for m in (testbed.configuration.sections, nodes.models, channels.config))\n"
              "from testbed.cli import main\n"
              "raise SystemExit(main(['methods', 'topk']))\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

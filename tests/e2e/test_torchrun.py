@@ -22,7 +22,7 @@ import pytest
 
 pytest.importorskip("channels.network", reason="the link layer (channels/network.py) is not there")
 
-from testbed.config import load_config  # noqa: E402
+from testbed.configuration.loading import load_config  # noqa: E402
 from testbed.experiment import Experiment  # noqa: E402
 from testbed.records.store import Store  # noqa: E402
 

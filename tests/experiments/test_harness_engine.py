@@ -18,7 +18,7 @@ TABLE_FIGURES = ("status", "iterations", "evals", "bits", "bits_up", "stages", "
 
 
 def test_a_table_run_again_with_its_store_reads_its_runs_back_instead_of_running_them(tmp_path):
-    specs = [harness.RunSpec(f"t[{m}]", "experiments/quickstart.toml",
+    specs = [harness.TableRun(f"t[{m}]", "experiments/quickstart.toml",
                              ["run.iterations=2", "run.eval_every=1", "model.name=mlp", "network.workers=2",
                               "run.device=cpu", f"compression.method={m}"], tags={"method": m})
              for m in ("none", "topk")]

@@ -5,7 +5,7 @@ import subprocess
 import pytest
 
 from experiments.results import table_fashion as T
-from experiments.results.harness import ROOT, RunSpec
+from experiments.results.harness import ROOT, TableRun
 from experiments.results.provenance import marks, provenance
 
 
@@ -53,7 +53,7 @@ def test_a_run_file_records_the_commit_the_tree_and_the_effective_options():
     (ratio), with every default filled in; the seed as the run reads it."""
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                           cwd=ROOT).stdout.strip()
-    p = provenance(RunSpec("x", T.PLATEAU_BASE, ['compression.method="lgc_scaled"',
+    p = provenance(TableRun("x", T.PLATEAU_BASE, ['compression.method="lgc_scaled"',
                                                  "compression.density=0.02", "run.seed=3"]))
     assert p["commit"] == head and p["clean"] in (True, False)
     eff = p["effective"]
@@ -81,7 +81,7 @@ def test_a_run_file_lists_the_files_its_run_imported_and_not_the_report():
     """The files a run is made by: the testbed's modules it loaded, the harness that ran it;
     not the table scripts that tabulate it."""
     import testbed.experiment  # noqa: F401  (what every run imports)
-    p = provenance(RunSpec("x", T.PLATEAU_BASE, []))
+    p = provenance(TableRun("x", T.PLATEAU_BASE, []))
     assert "testbed/experiment.py" in p["files"] and "experiments/results/harness.py" in p["files"]
     assert "experiments/results/table_fashion.py" not in p["files"]
     assert "experiments/results/provenance.py" not in p["files"]

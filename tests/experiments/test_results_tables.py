@@ -123,9 +123,9 @@ def test_table3_tiny_loses_about_the_given_share_of_uplink_packets(tmp_path):
     assert all(r["status"] == "ok" for r in rows.values())
 
 
-def test_timed_experiment_pieces_add_up_to_no_more_than_the_wall_time():
-    spec = harness.RunSpec("cost", "experiments/quickstart.toml", ["run.iterations=3"])
-    r = harness.execute(spec)
+def test_a_table_runs_wall_split_pieces_add_up_to_no_more_than_the_wall_time():
+    spec = harness.TableRun("cost", "experiments/quickstart.toml", ["run.iterations=3"])
+    r = harness.run_one(spec)
     assert r.status == "completed" and r.iterations == 3
     assert all(v > 0 for k, v in r.timers.items() if k != "eval") and r.timers["eval"] > 0
     assert sum(r.timers.values()) <= r.wall_s
@@ -134,10 +134,10 @@ def test_timed_experiment_pieces_add_up_to_no_more_than_the_wall_time():
 
 
 def test_refused_combination_is_reported_not_raised():
-    spec = harness.RunSpec("ring-ps", "experiments/results_ring.toml",
+    spec = harness.TableRun("ring-ps", "experiments/results_ring.toml",
                            ["compression.method=lgc_ps", "run.iterations=1"])
-    r = harness.execute(spec)
-    assert r.status == "n/a" and "parameter server" in r.note and r.iterations == 0 and r.method == "lgc_ps"
+    r = harness.run_one(spec)
+    assert r.status == "refused" and "parameter server" in r.note and r.iterations == 0 and r.method == "lgc_ps"
 
 
 def test_generated_cifar_format_loads_with_the_cifar10_loader(tmp_path):
@@ -203,7 +203,7 @@ def test_federated_comparison_rows_share_the_federated_files_data_and_cell(tmp_p
     import statistics
 
     from experiments.results import table_federated as tf
-    from testbed.config import load_config
+    from testbed.configuration.loading import load_config
     from testbed.emulation.device_trace import load_device_trace
 
     s = tf.spec("dp_topk", seed=2, rounds=40)

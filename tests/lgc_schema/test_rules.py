@@ -6,7 +6,8 @@ import pytest
 
 from nodes.compression.registry import build_scheme
 from lgc_schema import Field, OptionError, Rule, check_table
-from testbed.config import ConfigError, validate
+from testbed.configuration.sections import validate
+from testbed.errors import ConfigError
 
 ODD = Field(5, int, min=1, check=lambda k: None if k % 2 else "an odd integer >= 1")
 SPAN = {"lo": Field(0, int), "hi": Field(10, int)}

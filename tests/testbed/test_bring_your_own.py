@@ -13,7 +13,7 @@ from torch import nn
 
 from testbed import api
 from testbed.cli import main
-from testbed.config import config_from_stored, load_config
+from testbed.configuration.loading import config_from_stored, load_config
 from testbed.records.store import Store
 
 USER = '''

@@ -5,7 +5,11 @@ import textwrap
 import pytest
 
 from testbed.cli import main
-from testbed.config import ConfigError, load_config, parse_override
+from testbed.configuration.loading import load_config
+from testbed.configuration.overrides import parse_override
+from testbed.configuration.schema import DATA_KEYS, FEDERATED_KEYS, OPTIM_KEYS, RUN_KEYS
+from testbed.configuration.sections import validate
+from testbed.errors import ConfigError
 
 GOOD = """
 [run]
@@ -60,6 +64,31 @@ def test_good_file_loads_with_defaults(tmp_path):
     assert cfg.compression.method == "topk" and cfg.compression.options["ratio"] == 0.01
     assert cfg.data.partition == "iid" and cfg.optim.momentum == 0.9
     assert cfg.as_dict()["run"]["seed"] == 1
+
+
+def test_the_sections_fields_are_their_tables_keys(tmp_path):
+    """The section objects are generated from the Field tables: what the store records lists
+    each table's keys, in the table's order."""
+    cfg = load_config(write(tmp_path, GOOD + "[federated]\nclients = 4\nclients_per_round = 2\n"),
+                      ["network.workers=2"])
+    stored = cfg.as_dict()
+    for section, keys in (("run", RUN_KEYS), ("data", DATA_KEYS), ("optim", OPTIM_KEYS),
+                          ("federated", FEDERATED_KEYS)):
+        assert list(stored[section]) == list(keys), section
+    assert cfg.federated.slots == 2 and cfg.data.options == {} and cfg.model.options == {}
+
+
+def test_validation_returns_its_notes_and_the_loader_prints_them(tmp_path, capsys):
+    """validate() prints nothing (its notes go to the caller's list); a load prints them, also
+    when a later check fails."""
+    notes = []
+    cfg = validate({"compression": {"method": "none", "ratio": 0.01}}, notes=notes)
+    assert cfg.compression.set_aside == {"ratio": 0.01} and not capsys.readouterr().err
+    assert len(notes) == 1 and notes[0].startswith("note: compression.ratio = 0.01 set aside")
+    path = write(tmp_path, GOOD)
+    with pytest.raises(ConfigError, match="run.device_trace"):
+        load_config(path, ["compression.method=none", "run.device_trace='nope.json'"])
+    assert capsys.readouterr().err.strip() == notes[0]
 
 
 @pytest.mark.parametrize("old,new,fragments", BAD, ids=[b[1].splitlines()[-1][:30] for b in BAD])

@@ -7,7 +7,8 @@ import torch
 
 from nodes.compression import codec
 from nodes.compression.memory import memories
-from testbed.config import ConfigError, load_config
+from testbed.configuration.loading import load_config
+from testbed.errors import ConfigError
 from testbed.drivers.data_parallel import LocalGradients
 from testbed.experiment import Experiment
 from testbed.records.store import Store

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from testbed.cli import main as cli
-from testbed.config import ConfigError, load_config
+from testbed.configuration.loading import load_config
+from testbed.errors import ConfigError
 from testbed.experiment import Experiment
 from testbed.records.store import Store
 from tests.testbed.experiment_files import experiment_file

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from testbed.config import load_config
+from testbed.configuration.loading import load_config
 from testbed.experiment import Experiment
 from testbed.records.store import Store
 
@@ -165,7 +165,7 @@ def test_one_way_control_changes_only_that_direction(tiny_experiment, tmp_path):
 
 
 def test_a_server_method_on_a_ring_names_the_methods_that_can_run_there(tiny_experiment, tmp_path):
-    from testbed.config import NoServerError
+    from testbed.errors import NoServerError
 
     # topk asked for 'ps' on a ring can all-gather instead: the line says which collective to set
     with pytest.raises(NoServerError) as err:

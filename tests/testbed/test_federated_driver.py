@@ -12,7 +12,8 @@ from nodes.federated import sample_clients
 from nodes.models import build_model
 from nodes.partition import split
 from nodes.workers import ShardSampler, flatten, worker_seed
-from testbed.config import ConfigError, load_config
+from testbed.configuration.loading import load_config
+from testbed.errors import ConfigError
 from testbed.drivers.federated import client_rng
 from testbed.experiment import Experiment
 from testbed.records.store import Store

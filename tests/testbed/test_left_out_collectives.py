@@ -17,7 +17,7 @@ from nodes.compression.base import Message
 from nodes.compression.memory import memories
 from nodes.compression.phases import AllGather, AllReduce, Broadcast, Members
 from nodes.compression.templates import leader_among
-from testbed.config import load_config
+from testbed.configuration.loading import load_config
 from testbed.emulation.edge_network import build_network
 from testbed.emulation.transport import EmulatedTransport
 from testbed.errors import TransportError

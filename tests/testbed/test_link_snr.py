@@ -12,7 +12,7 @@ import pytest
 
 from channels.network import Network
 from channels.topology import build_topology
-from testbed.config import load_config
+from testbed.configuration.loading import load_config
 from testbed.experiment import Experiment
 from testbed.records.store import Store
 

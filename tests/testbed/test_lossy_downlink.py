@@ -16,7 +16,7 @@ from nodes.compression.testing import record_compensated
 from nodes.replicas import Replicas
 from nodes.workers import WorkerPool, flatten
 from testbed.cli import main
-from testbed.config import load_config
+from testbed.configuration.loading import load_config
 from testbed.emulation.edge_network import build_network
 from testbed.emulation.transport import EmulatedTransport
 from testbed.experiment import Experiment

@@ -7,7 +7,8 @@ import pytest
 
 from nodes.compression.registry import METHODS, SCHEMES, names
 from testbed.cli import main
-from testbed.config import ConfigError, load_config
+from testbed.configuration.loading import load_config
+from testbed.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 

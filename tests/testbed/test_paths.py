@@ -10,7 +10,7 @@ import testbed.emulation.device_trace
 from channels.config import ValidNetwork, validate_network
 from channels.topology import build_topology
 from testbed.commands.probe import load_participation, load_probe_config
-from testbed.config import config_from_stored, load_config
+from testbed.configuration.loading import config_from_stored, load_config
 from testbed.emulation.device_trace import DeviceTrace
 from testbed.experiment import Experiment
 from testbed.records.store import Store

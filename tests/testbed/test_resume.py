@@ -20,7 +20,7 @@ import torch
 
 from nodes.federated import sample_clients
 from testbed.cli import main
-from testbed.config import load_config
+from testbed.configuration.loading import load_config
 from testbed.drivers.federated import client_rng
 from testbed.experiment import Experiment
 from testbed.records.store import Store
@@ -38,7 +38,7 @@ ITERATIONS, EVERY, KILL_AFTER = 12, 4, 6
 
 VICTIM = textwrap.dedent("""
     import os, signal, sys
-    from testbed.config import load_config
+    from testbed.configuration.loading import load_config
     from testbed.experiment import Experiment
     from testbed.records.store import Store
 

@@ -15,7 +15,8 @@ import pytest
 
 from nodes.compression.registry import SCHEMES, build_scheme, names
 from testbed.cli import main
-from testbed.config import ConfigError, load_config, load_raw
+from testbed.configuration.loading import load_config, load_raw
+from testbed.errors import ConfigError
 from testbed.experiment import Experiment
 from testbed.records.store import Store
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from nodes.compression.registry import names
-from testbed.config import load_config
+from testbed.configuration.loading import load_config
 from testbed.experiment import Experiment
 from testbed.records.store import Store
 

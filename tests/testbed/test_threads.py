@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from testbed.config import load_config
+from testbed.configuration.loading import load_config
 from testbed.experiment import Experiment
 from testbed.records.store import Store
 

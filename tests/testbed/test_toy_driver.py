@@ -8,7 +8,7 @@ from __future__ import annotations
 from nodes.compression import phases as ph
 from nodes.compression.base import Message
 from nodes.compression.transport import carry_all
-from testbed.config import load_config
+from testbed.configuration.loading import load_config
 from testbed.records.store import Store
 from testbed.run.loop import Loop
 from testbed.run.rounds import Round

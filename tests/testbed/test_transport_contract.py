@@ -5,7 +5,7 @@ import pytest
 
 from channels.link_layer import LinkLayer
 from nodes.compression.ideal import IdealTransport
-from testbed.config import load_config
+from testbed.configuration.loading import load_config
 from testbed.emulation.iteration_report import IterationReport, IterationTiming, Traffic
 from testbed.experiment import Experiment
 from testbed.records.store import Store

@@ -20,7 +20,7 @@ import pytest
 optuna = pytest.importorskip("optuna")
 
 from testbed.cli import main  # noqa: E402
-from testbed.config import load_config  # noqa: E402
+from testbed.configuration.loading import load_config  # noqa: E402
 from testbed.records.store import Store  # noqa: E402
 from testbed.sweeps import Point  # noqa: E402
 from testbed.tune.trial import run_trial  # noqa: E402

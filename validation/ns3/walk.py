@@ -410,6 +410,7 @@ def figure(results: list[dict], path) -> Path:
     import plotly.io as pio
     from plotly.subplots import make_subplots
 
+    # deferred: plotly and a headless Chromium, only for the figure
     from dashboards.export import screenshot
 
     titles = []

@@ -9,7 +9,7 @@ from nodes.compression import codec, registry
 from nodes.compression.ideal import run_exchange
 from nodes.compression.precision import precision
 from nodes.compression.templates import DenseScheme
-from testbed.config import validate
+from testbed.configuration.sections import validate
 from testbed.experiment import Experiment
 from testbed.records.store import Store
 from tests.nodes.compression import test_schemes as contract

@@ -5,7 +5,7 @@ iteration 14 with its checkpoint after iteration 9. tests/testbed/test_resume.py
 import sys
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
-from testbed.config import load_config
+from testbed.configuration.loading import load_config
 from testbed.experiment import Experiment
 from testbed.store import Store
 out = Path(sys.argv[1]); out.mkdir(parents=True, exist_ok=True)

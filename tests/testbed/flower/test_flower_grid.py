@@ -191,3 +191,31 @@ def test_a_rounds_messages_sharing_one_content_serialize_as_flower_does():
     got = [serialize_round(m) for m in msgs]
     assert got == [serialize(m) for m in msgs]
     assert len(set(got[:3])) == 3       # the shared content under three nodes' metadata
+
+
+def test_a_rounds_wall_seconds_are_timed_by_stage(tmp_path):
+    """The bench's `wall` parts (benchmarks/bench_flower.py): one round of three messages, no
+    pool, is timed in exactly these blocks, in this order, each adding its seconds to its part:
+    send (serialize the three, start no calls), downlink, calls (each node's message
+    deserialized, inside the ClientApp calls' block), uplink (serialize, carry), replies (each
+    one deserialized)."""
+    from flwr.app import ArrayRecord, Message, RecordDict
+
+    from testbed.flower.driver import flower_identity
+
+    d = driver(ECHO, write_file(tmp_path, "[network]\nworkers = 5\nmedium = \"dedicated\"\n"),
+               store=None)
+    grid, blocks, tally = d.grid, [], d.grid._tally
+    grid._tally = lambda what, s, it: (blocks.append((what, it, s)), tally(what, s, it))
+    with flower_identity(1):
+        msgs = [Message(RecordDict({"x": ArrayRecord([np.zeros(10, np.float32)])}), n, "train")
+                for n in grid.node_ids[:3]]
+    assert len(list(grid.send_and_receive(msgs))) == 3
+    assert [(w, it) for w, it, _ in blocks] == [
+        ("serde", 0), ("client", 0), ("emulation", 0),
+        ("serde", 0), ("serde", 0), ("serde", 0), ("client", 0),
+        ("serde", 0), ("emulation", 0),
+        ("serde", 0), ("serde", 0), ("serde", 0)]
+    for part in ("serde", "client", "emulation"):
+        assert grid.wall[part] == sum(s for w, _, s in blocks if w == part) > 0
+    assert blocks[6][2] >= sum(s for _, _, s in blocks[3:6])   # the calls' block holds theirs

@@ -209,7 +209,7 @@ def rerun(name: str, folder: Path) -> dict:
     """The fixture's run made again in this process from the configuration it stored (as
     `testbed resume` rebuilds a run); `run.device = "auto"` (the quickstart's) on the CPU, where
     the fixture ran, so that a machine with a GPU compares like with like."""
-    from testbed.config import config_from_stored
+    from testbed.configuration.loading import config_from_stored
     from testbed.experiment import Experiment
     from testbed.records.store import Store
     ref = fixture(name)

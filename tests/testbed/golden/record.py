@@ -48,7 +48,7 @@ def e2e_files():
 # A run stopped on request after STOP iterations, then `testbed resume`d from its checkpoint
 STOPPER = textwrap.dedent("""
     import sys
-    from testbed.config import load_config
+    from testbed.configuration.loading import load_config
     from testbed.drivers.federated import experiment_class   # the code before the loop
     from testbed.records.store import Store
 
