@@ -12,7 +12,7 @@ is the best of `reps` after a first call that loads (or compiles) the numba loop
 
 Training: experiments/fashion_mobile.toml (8 stations walking from 10 m to 80 m) and the same file
 without its [network.mobility] table (the stations stay at 10 m), `iterations` iterations each
-through experiments.results.harness (its `emulation` timer: the link layer's calls), and the
+through experiments.results.harness (its `emulation` piece of the wall split: the link layer's calls), and the
 ratio of the link layer's share of wall time, moving over static (target: <= 1).
 """
 from __future__ import annotations
@@ -25,7 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.results.harness import TableRun, run_many
+from testbed.emulation.edge_network import build_network
 from validation.ns3 import walk
+from validation.ns3.run import cell_table
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOPE = 2.97     # per_slope_db the walks derive from ns-3's curves (validation/ns3/walk.py)
@@ -55,7 +58,6 @@ def _walk(stations: int, seconds: float, scenario: str = "away", still: bool = F
     if not still:
         a = walk.ours(stations, 5.0, 40.0, seconds, SLOPE, scenario=scenario)
         return a["frames"], a["wall_s"]
-    from testbed.emulation.edge_network import build_network
     table = walk.table(stations, 5.0, 40.0, SLOPE)
     table["mobility"] = None
     edge = build_network(table, 1)
@@ -64,8 +66,6 @@ def _walk(stations: int, seconds: float, scenario: str = "away", still: bool = F
 
 
 def _static_dcf(stations: int = 5, frames: int = 30000) -> tuple[int, float]:
-    from testbed.emulation.edge_network import build_network
-    from validation.ns3.run import cell_table
     edge = build_network(cell_table(stations), 1)
     return _gather(edge, {w: [1500] * (frames // stations) for w in edge.workers})
 
@@ -96,12 +96,11 @@ def _static_copy(path: Path, into: Path) -> Path:
 
 def training(iterations: int) -> dict:
     """The link layer's share of the training loop's wall time, moving and static."""
-    from experiments.results.harness import RunSpec, run_many
     with tempfile.TemporaryDirectory() as tmp:
         static = _static_copy(ROOT / MOBILE, Path(tmp))
         sets = [f"run.iterations={iterations}", "run.stop_at_accuracy=false", "run.eval_every=1000",
                 "run.device=cpu"]
-        results = run_many([RunSpec("moving", MOBILE, sets), RunSpec("static", str(static), sets)],
+        results = run_many([TableRun("moving", MOBILE, sets), TableRun("static", str(static), sets)],
                            log=lambda *a, **k: None)
     out = {}
     for r in results:
