@@ -15,7 +15,8 @@ and ns-3's default PHY (threshold preamble detection) against `preamble_detectio
 walks (walk.py): 1, 3 and 5 stations walking away from the access point and 5 on random
 waypoints in a 60 m square (`--walkers`, `--waypoint`), seeds 1-3 (`--walk-seeds`): throughput
 and radio joules per 1 s window, the wall time of each side, and a last table of each one's worst
-window where the links hold and its speed ratio. Where ns-3 is missing, `available()` says why in one
+window where the links hold beside the noise floor (each side against itself with another RNG
+run, walk.py; `--no-floor` skips it) and its speed ratio. Where ns-3 is missing, `available()` says why in one
 line and nothing runs.
 `radio_energy_defaults()` builds `energy_defaults.cc` and reads the WiFi radio energy model's
 default currents, the source of channels/data/energy_profiles.toml's `ns3_wifi` radio.
@@ -175,6 +176,9 @@ def main(argv=None) -> int:
     ap.add_argument("--waypoint", type=int, default=5,
                     help="stations of the random-waypoint cell (60 m square; 0: none)")
     ap.add_argument("--walk-seeds", default="1,2,3", help="seeds of the walks, comma-separated")
+    ap.add_argument("--no-floor", action="store_true",
+                    help="without the noise floor (each moving scenario again with RNG run seed + "
+                         f"{walk.FLOOR_RUN} in ns-3 and in ours)")
     ap.add_argument("--no-dcf", action="store_true", help="only the walks (no saturated cell, burst or MCS table)")
     ap.add_argument("--figure", default=None, help="also draw the walks as a PNG (headless Chromium) at this path")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
@@ -189,8 +193,9 @@ def main(argv=None) -> int:
            for pre, _ in PHYS}
     seeds = [int(x) for x in args.walk_seeds.split(",") if x]
     walk.ours(1, 5.0, 40.0, 1.0, walk.per_slope(walk.ns3_curves()))   # compile first: steady-state speed
-    walks = [walk.compare(stations=int(k), seed=s) for s in seeds for k in args.walkers.split(",") if k]
-    walks += [walk.waypoint_compare(args.waypoint, seed=s) for s in seeds if args.waypoint]
+    floor = not args.no_floor
+    walks = [walk.compare(stations=int(k), seed=s, floor=floor) for s in seeds for k in args.walkers.split(",") if k]
+    walks += [walk.waypoint_compare(args.waypoint, seed=s, floor=floor) for s in seeds if args.waypoint]
     if args.figure:
         walk.figure(walks, args.figure)
     figures = {"dcf": dcf[False], "dcf_preamble": dcf[True], "walks": walks,

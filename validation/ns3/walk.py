@@ -29,6 +29,12 @@ waypoints in the 60 m square centred on it (`mobility = "random_waypoint"`, spee
 WAYPOINT_SPEED m/s, WAYPOINT_PAUSE_S s pauses), legs drawn by ours and handed to ns-3 as the
 waypoints of its WaypointMobilityModel; everything else as in the walk. No station is ever more
 than 42.4 m out, so the link holds throughout (no break).
+
+The noise floor (`compare(..., floor=True)`): how far two independent random draws of the same
+scenario lie apart per window. ns-3 runs the scenario again with RNG run seed + FLOOR_RUN
+(`RngRun`: other backoffs and packet errors, the same positions and rate schedule), and ours again
+with the link layer's draws from seed + FLOOR_RUN (`ours(..., run=)`: the legs and positions stay
+the seed's); each pair is compared as ours is with ns-3, over the same held windows.
 """
 from __future__ import annotations
 
@@ -46,7 +52,8 @@ import numpy as np
 from channels import csma
 from channels.config import validate_network
 from channels.energy import radio_seconds
-from testbed.emulation.edge_network import build_network
+from channels.network import Network
+from testbed.emulation.edge_network import NETWORK_RNG_SALT, build_network
 from validation.ns3.build import build as build_cc
 
 HERE = Path(__file__).resolve().parent
@@ -58,6 +65,7 @@ STATES = ("tx", "rx", "idle", "sleep")
 COHERENCE_MS = 10.0
 TRIM_MARGIN = 8     # frames each station is given beyond what it took into service in the walk
 WAYPOINT_SIDE_M, WAYPOINT_SPEED, WAYPOINT_PAUSE_S = 60.0, (1.0, 5.0), 2.0
+FLOOR_RUN = 100     # the noise floor's other RNG run: seed s against s + FLOOR_RUN
 
 
 def build() -> Path:
@@ -119,8 +127,19 @@ def _capacity_frames(rates_mbps: np.ndarray, seconds: float, p: csma.CsmaParams,
     return int(np.mean(per_s) * seconds * (1.0 if stations == 1 else 1.25 / stations)) + 100
 
 
+def _edge(table_: dict, seed: int, run: int):
+    """build_network's cell, its link layer's draws (backoffs, packet errors) from RNG run `run`
+    instead of `seed` (the positions and legs stay the seed's: build_topology's)."""
+    edge = build_network(table_, seed)
+    if run != seed:
+        edge.network = Network(edge.graph, medium=table_["medium"], sharing=table_["sharing"],
+                               engine=table_["engine"], csma=table_["csma"],
+                               rng=np.random.default_rng([run, NETWORK_RNG_SALT]))
+    return edge
+
+
 def ours(stations: int, speed: float, d0: float, seconds: float, slope: float, seed: int = 1,
-         scenario: str = "away") -> dict:
+         scenario: str = "away", run: int | None = None) -> dict:
     """Our walk: per station and 1 s window, payload bytes delivered and radio seconds per state;
     and each station's rate schedule [(t, Mbit/s), ...] (where its rate changes) and, for the
     random-waypoint cell, its waypoints [(t, x, y), ...] over `seconds`, for ns-3.
@@ -130,9 +149,11 @@ def ours(stations: int, speed: float, d0: float, seconds: float, slope: float, s
     each then takes every MAC attempt), the second with what each station took into service
     before `seconds` and TRIM_MARGIN more; the second is the first to the last attempt before
     `seconds` (checked) and gives the figures and the wall time (`wall_s`; the first's is
-    `wall_full_s`). ns-3 likewise stops at `seconds`."""
+    `wall_full_s`). ns-3 likewise stops at `seconds`. `run`: the RNG run of the link layer's
+    draws (default `seed`; the noise floor's other run)."""
+    run = seed if run is None else run
     table_ = table(stations, speed, d0, slope, scenario)
-    edge = build_network(table_, seed)
+    edge = _edge(table_, seed, run)
     net = edge.network
     coh = COHERENCE_MS / 1e3
     blocks = np.arange(int(math.ceil(seconds / coh))) * coh
@@ -148,7 +169,7 @@ def ours(stations: int, speed: float, d0: float, seconds: float, slope: float, s
     early = start < seconds
     taken = {w: int(pkt[early & (qi == i)].max(initial=-1)) + 1 for i, w in enumerate(edge.workers)}
     trimmed = {w: [PAYLOAD] * min(len(sizes[w]), taken[w] + TRIM_MARGIN) for w in edge.workers}
-    edge = build_network(table_, seed)
+    edge = _edge(table_, seed, run)
     net = edge.network
     rep, rows2, wall = _call(edge, trimmed)
     start2 = np.asarray(rows2[0][4])
@@ -283,20 +304,29 @@ def break_second(mbps: list[float], rates: list[float]) -> int | None:
 
 
 def compare(stations: int = 1, speed: float = 5.0, d0: float = 40.0, seconds: float = 52.0, seed: int = 1,
-            scenario: str = "away") -> dict:
+            scenario: str = "away", floor: bool = False) -> dict:
     """ns-3 and ours over the same walk: per window, throughput (Mbit/s, all stations) and each
     state's joules (all stations), the break second of each, and both wall times and frames
-    delivered (ns-3's within `seconds`; ours in the whole call, which sends on after the walk)."""
+    delivered (ns-3's within `seconds`; ours in the whole call, which sends on after the walk).
+    `floor`: also each side again with RNG run seed + FLOOR_RUN (`ns3_other_*`, `ours_other_*`
+    per window: the noise floor, module doc)."""
     slope = per_slope(ns3_curves())
     a = ours(stations, speed, d0, seconds, slope, seed, scenario)
     b = ns3(stations, speed, d0, seconds, a["schedules"], seed, a["waypoints"])
+    sides = [("ours", a), ("ns3", b)]
+    if floor:
+        a2 = ours(stations, speed, d0, seconds, slope, seed, scenario, run=seed + FLOOR_RUN)
+        if a2["schedules"] != a["schedules"] or a2["waypoints"] != a["waypoints"]:
+            raise AssertionError("the other run's positions or rates differ from the seed's")
+        sides += [("ours_other", a2),
+                  ("ns3_other", ns3(stations, speed, d0, seconds, a["schedules"], seed + FLOOR_RUN, a["waypoints"]))]
     watts = _ns3_wifi_watts()
     nw = int(math.ceil(seconds))
     rates = [_rate_in(a["schedules"][0], w) for w in range(nw)]
     rows = []
     for w in range(nw):
         row = {"window": w, "rate_mbps": rates[w]}
-        for side, d in (("ours", a), ("ns3", b)):
+        for side, d in sides:
             row[f"{side}_mbps"] = sum(s["bytes"][w] for s in d["stations"]) * 8 / 1e6
             for k in STATES:
                 row[f"{side}_{k}_j"] = sum(s[f"{k}_s"][w] for s in d["stations"]) * watts[k]
@@ -308,38 +338,63 @@ def compare(stations: int = 1, speed: float = 5.0, d0: float = 40.0, seconds: fl
            for side in ("ours", "ns3")}
     return {"stations": stations, "scenario": scenario, "speed_mps": speed, "d0_m": d0, "seconds": seconds,
             "per_slope_db": slope, "rows": rows, "break_s": brk, "seed": seed,
+            "floor_run": seed + FLOOR_RUN if floor else None,
             "wall_s": {"ours": a["wall_s"], "ns3": b["wall_s"], "ours_full": a["wall_full_s"]}, "frames": {"ours": a["frames"], "ns3": b["frames"]}}
 
 
-def waypoint_compare(stations: int = 5, seconds: float = 40.0, seed: int = 1) -> dict:
+def waypoint_compare(stations: int = 5, seconds: float = 40.0, seed: int = 1, floor: bool = False) -> dict:
     """`compare` over the random-waypoint cell (module doc)."""
-    return compare(stations, speed=0.0, d0=0.0, seconds=seconds, seed=seed, scenario="waypoint")
+    return compare(stations, speed=0.0, d0=0.0, seconds=seconds, seed=seed, scenario="waypoint", floor=floor)
+
+
+def _worst(gs: list[dict], held: set) -> dict:
+    """Over the held windows: the worst throughput and energy gap, and the windows whose
+    throughput gap is over 2%."""
+    gs = [g for g in gs if g["window"] in held]
+    return {"mbps": max((abs(g["mbps"]) for g in gs), default=0.0),
+            "j": max((abs(g[k]) for g in gs for k in STATES), default=0.0),
+            "over_2pct": sum(abs(g["mbps"]) > 0.02 for g in gs)}
 
 
 def summary(result: dict) -> dict:
     """One scenario's headline: windows where the link holds, worst throughput and energy gap
-    over them, and the speed ratio (ns-3's wall seconds per delivered frame over ours)."""
-    held = [g for g in gaps(result) if g["holds"]]
+    over them (and how many windows' throughput gap is over 2%), the speed ratio (ns-3's wall
+    seconds per delivered frame over ours), and with the noise floor the same worst gaps of
+    ns-3 against its other run and of ours against ours (`floor_*`, `ours_floor_*`)."""
+    held = {g["window"] for g in gaps(result) if g["holds"]}
     w, f = result["wall_s"], result["frames"]
     per = {side: w[side] / max(f[side], 1) for side in ("ours", "ns3")}
     name = f"{result['stations']} walking away" if result.get("scenario", "away") == "away" \
         else f"{result['stations']} random waypoint"
-    return {"scenario": name, "seed": result.get("seed"), "windows": len(result["rows"]), "held": len(held),
-            "worst_mbps": max((abs(g["mbps"]) for g in held), default=0.0),
-            "worst_j": max((abs(g[k]) for g in held for k in STATES), default=0.0),
-            "ns3_wall_s": w["ns3"], "ours_wall_s": w["ours"], "wall_ratio": w["ns3"] / w["ours"],
-            "frame_ratio": per["ns3"] / per["ours"]}
+    main = _worst(gaps(result), held)
+    out = {"scenario": name, "seed": result.get("seed"), "windows": len(result["rows"]), "held": len(held),
+           "worst_mbps": main["mbps"], "worst_j": main["j"], "over_2pct": main["over_2pct"],
+           "ns3_wall_s": w["ns3"], "ours_wall_s": w["ours"], "wall_ratio": w["ns3"] / w["ours"],
+           "frame_ratio": per["ns3"] / per["ours"]}
+    if result.get("floor_run") is not None:
+        for key, side, ref in (("floor", "ns3_other", "ns3"), ("ours_floor", "ours_other", "ours")):
+            x = _worst(gaps(result, side, ref), held)
+            out.update({f"{key}_mbps": x["mbps"], f"{key}_j": x["j"], f"{key}_over_2pct": x["over_2pct"]})
+        out["floor_run"] = result["floor_run"]
+    return out
 
 
 def print_summary(results: list[dict]) -> None:
-    """One line per scenario: its worst window and its speed ratio."""
-    print(f"{'scenario':<22} {'seed':>4} {'held':>8} {'worst Mb/s gap':>15} {'worst J gap':>12} "
-          f"{'ns-3 s':>7} {'ours s':>7} {'wall ratio':>10} {'per frame':>10}")
+    """One line per scenario: its worst window (and the windows over 2%), beside the noise
+    floor's where it was measured (ns-3 against ns-3's other run; ours against ours'), and its
+    speed ratio."""
+    print("worst window over the held ones, throughput / joules (windows with throughput over 2%); "
+          f"floor: the same scenario with RNG run seed + {FLOOR_RUN}")
+    print(f"{'scenario':<22} {'seed':>4} {'held':>7} {'ours vs ns-3':>19} {'ns-3 vs ns-3, other run':>24} "
+          f"{'ours vs ours, other run':>24} {'ns-3 s':>7} {'ours s':>6} {'per frame':>10}")
+    cell = lambda s, k: (f"{s[k + '_mbps']:.2%} / {s[k + '_j']:.2%} ({s[k + '_over_2pct']})"  # noqa: E731
+                         if k + "_mbps" in s else "-")
     for r in results:
         s = summary(r)
-        print(f"{s['scenario']:<22} {s['seed']!s:>4} {s['held']:>3}/{s['windows']:<4} {s['worst_mbps']:>15.2%} "
-              f"{s['worst_j']:>12.2%} {s['ns3_wall_s']:>7.2f} {s['ours_wall_s']:>7.2f} {s['wall_ratio']:>9.2f}x "
-              f"{s['frame_ratio']:>9.2f}x")
+        main = f"{s['worst_mbps']:.2%} / {s['worst_j']:.2%} ({s['over_2pct']})"
+        print(f"{s['scenario']:<22} {s['seed']!s:>4} {s['held']:>3}/{s['windows']:<3} {main:>19} "
+              f"{cell(s, 'floor'):>24} {cell(s, 'ours_floor'):>24} {s['ns3_wall_s']:>7.2f} {s['ours_wall_s']:>6.3f} "
+              f"{s['frame_ratio']:>9.1f}x")
 
 
 def _rate_in(schedule: list, w: int) -> float:
@@ -363,17 +418,18 @@ def holds(row: dict, brk: dict | None) -> bool:
     return row["window"] < first and row["ours_loss"] < 0.02
 
 
-def gaps(result: dict) -> list[dict]:
+def gaps(result: dict, side: str = "ours", ref: str = "ns3") -> list[dict]:
     """Per window: ours / ns-3 - 1 in throughput, and per state ours - ns-3 as a share of ns-3's
     radio joules in the window (idle is what transmitting and receiving leave, so its own
-    relative gap says little where it is small)."""
+    relative gap says little where it is small); `side` against `ref` likewise (the noise
+    floor: "ns3_other" against "ns3", "ours_other" against "ours")."""
     out = []
     for row in result["rows"]:
-        total = sum(row[f"ns3_{k}_j"] for k in STATES)
+        total = sum(row[f"{ref}_{k}_j"] for k in STATES)
         g = {"window": row["window"], "holds": holds(row, result["break_s"]),
-             "mbps": row["ours_mbps"] / row["ns3_mbps"] - 1 if row["ns3_mbps"] else math.inf}
+             "mbps": row[f"{side}_mbps"] / row[f"{ref}_mbps"] - 1 if row[f"{ref}_mbps"] else math.inf}
         for k in STATES:
-            g[k] = (row[f"ours_{k}_j"] - row[f"ns3_{k}_j"]) / total
+            g[k] = (row[f"{side}_{k}_j"] - row[f"{ref}_{k}_j"]) / total
         out.append(g)
     return out
 
