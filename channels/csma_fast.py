@@ -15,7 +15,9 @@ peeked per link (committed with `skip`). A fading link (its rate and packet erro
 of the coherence block an attempt starts in, moving ends included: channels/fading.py) reads both
 from per-block tables that `FadingChannel.block_tables` computes ahead, a span of blocks at a
 time, and draws its loss outcome as `FadingLoss` does: the link's next uniform (peeked, committed
-with `take`) below the block's packet error rate. The loop stops before an attempt whose inputs it
+with `take`) below the block's packet error rate; a collision its receiver may capture
+(`Cell._captured`) reads the frames' SNRs and the locked one's threshold from the same tables
+and draws from its link's uniforms likewise. The loop stops before an attempt whose inputs it
 lacks - more peeked values, room for its rows, or a fading link's block beyond its table - Python
 supplies them and the loop resumes from the same point. Attempt rows are those `Cell.attempt` records, so
 `Cell.finish` turns them into link and flow figures as for the SimPy engine.
@@ -32,7 +34,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from channels.csma import COLLIDED, LOST, OK, Cell, ack_rate, airtime, elapsed_slots, first_boundary, prepare
+from channels.csma import (COLLIDED, LOST, OK, Cell, ack_rate, airtime, can_capture, capture_per, elapsed_slots,
+                           first_boundary, prepare)
 from channels.jit_heap import pop as heap_pop, sift_up
 from channels.errors import DeliveryError
 from channels.rate_steps import step_rate
@@ -62,10 +65,15 @@ RATE, ACK_S, RTO = range(3)
 # LC, per link of the cell (a loss cursor): no loss?, time-based (fading)?, outcomes in `lo` at
 # DOFF (DLEN peeked, DPOS used); its rate steps, rows LSOFF.. of `steps`, LSN of them (0: its
 # constant rate); a fading link's uniforms in `fu` at UOFF (ULEN peeked, UPOS used) and its block
-# table, rows FBOFF.. of `ft` (rate, packet error rate) for blocks FB0 .. FB0 + FBN - 1.
-NONE, TIMED, DOFF, DLEN, DPOS, LSOFF, LSN, UOFF, ULEN, UPOS, FBOFF, FB0, FBN = range(13)
-# LR, per link (floats): its constant rate, its steps' period, its coherence time (fading).
-LRATE, LPERIOD, LCOH = range(3)
+# table, rows FBOFF.. of `ft` (FT_* columns) for blocks FB0 .. FB0 + FBN - 1; whether its
+# receiver may capture its frame in a collision (csma.can_capture), and its ends' node numbers.
+NONE, TIMED, DOFF, DLEN, DPOS, LSOFF, LSN, UOFF, ULEN, UPOS, FBOFF, FB0, FBN, CAPT, RXN, TXN = range(16)
+# LR, per link (floats): its constant rate, its steps' period, its coherence time (fading), its
+# packet error waterfall's slope (per dB; capture).
+LRATE, LPERIOD, LCOH, LSLOPE = range(4)
+# ft columns (FadingChannel.block_tables): rate, packet error rate, SNR (linear), the rate's 10%
+# packet error SNR (dB).
+FT_RATE, FT_PER, FT_SNR, FT_THR = range(4)
 # Rows as Cell.attempt records them: RWI (queue, link index, packet, outcome, ARQ attempt, MAC
 # stage), RWF (bits, start, data end, airtime).
 R_Q, R_K, R_PKT, R_CODE, R_ATT, R_STAGE = range(6)
@@ -77,7 +85,8 @@ NROWS, NEED, ERR_Q, ERR_K, ERR_PKT, ERR_ATT, NEED_BLOCK = range(7)
 BASE, ERR_END = range(2)
 # P (floats): slot, DIFS, SIFS, PHY header, ACK bits, OFDM symbol, basic rate, ACK timeout, EIFS;
 # cwp1[stage] = CW + 1; the MAC retry limit (attempts).
-SLOT, DIFS, SIFS, PHY, ACK_BITS, SYMBOL, BASIC, ACK_TIMEOUT, EIFS, CCA, EIFS_FRAMES, EIFS_SHARE = range(12)
+# and the SINR (dB) below which no frame of a collision is locked onto (Cell.detect_db).
+SLOT, DIFS, SIFS, PHY, ACK_BITS, SYMBOL, BASIC, ACK_TIMEOUT, EIFS, CCA, EIFS_FRAMES, EIFS_SHARE, DETECT = range(13)
 
 _Dcf = namedtuple("_Dcf", [
     "ST", "STF", "CM", "FRF", "FRI", "QM", "QMOFF", "RHF", "RHI", "Q", "QF", "QL", "LC", "lo", "bu",
@@ -95,6 +104,7 @@ _airtime = njit(cache=True)(airtime)
 _ack_rate = njit(cache=True)(ack_rate)
 _elapsed_slots = njit(cache=True)(elapsed_slots)
 _step_rate = njit(cache=True)(step_rate)
+_capture_per = njit(cache=True)(capture_per)
 
 
 @njit(cache=True)
@@ -132,7 +142,7 @@ def _fading_rate(Q, QL, LC, LR, steps, ft, q, t):
     for k in range(Q[q, NLINKS]):
         lc = QL[q, k]
         if LC[lc, TIMED]:
-            v = ft[_fading_row(LC, LR, lc, t), 0]
+            v = ft[_fading_row(LC, LR, lc, t), FT_RATE]
         elif LC[lc, LSN] > 0:
             o = LC[lc, LSOFF]
             n = LC[lc, LSN]
@@ -218,7 +228,7 @@ def _outcome(ST, QL, LC, LR, lo, fu, ft, s, k, t):
     if LC[lc, TIMED]:     # FadingLoss.draw: the next uniform below the block's error rate
         u = fu[LC[lc, UOFF] + LC[lc, UPOS]]
         LC[lc, UPOS] += 1
-        return u < ft[_fading_row(LC, LR, lc, t), 1]
+        return u < ft[_fading_row(LC, LR, lc, t), FT_PER]
     v = lo[LC[lc, DOFF] + LC[lc, DPOS]]
     LC[lc, DPOS] += 1
     return v
@@ -252,6 +262,43 @@ def _failed(ST, STF, Q, QF, RHF, RHI, mac_limit, eng, engf, s, end, lost):
     sift_up(RHF, RHI, ro, n)
     ST[s, RSIZE] = n + 1
     return 1
+
+
+@njit(cache=True)
+def _lock(ST, Q, QL, LC, LR, ft, tx, starts, n, detect):
+    """Cell._captured up to its draw: the collision's frame its receiver locks onto (its index
+    among the n senders tx) and that frame's packet error rate at its SINR; (-1, 1.0) where no
+    frame may be captured."""
+    rx = -1
+    for i in range(n):
+        q = ST[tx[i], CQ]
+        if Q[q, MULTI] or Q[q, NLINKS] != 1 or not LC[QL[q, 0], CAPT]:
+            return -1, 1.0
+        lc = QL[q, 0]
+        if i == 0:
+            rx = LC[lc, RXN]
+        elif LC[lc, RXN] != rx:
+            return -1, 1.0
+    for i in range(n):
+        if LC[QL[ST[tx[i], CQ], 0], TXN] == rx:
+            return -1, 1.0
+    first = INF
+    for i in range(n):
+        if starts[i] < first:
+            first = starts[i]
+    lock, best = -1, 0.0
+    for i in range(n):
+        if starts[i] == first:
+            x = ft[_fading_row(LC, LR, QL[ST[tx[i], CQ], 0], starts[i]), FT_SNR]
+            if lock < 0 or x > best:
+                lock, best = i, x
+    interference = 0.0
+    for i in range(n):
+        if i != lock:
+            interference += ft[_fading_row(LC, LR, QL[ST[tx[i], CQ], 0], starts[i]), FT_SNR]
+    lc = QL[ST[tx[lock], CQ], 0]
+    thr = ft[_fading_row(LC, LR, lc, starts[lock]), FT_THR]
+    return lock, _capture_per(best, interference, thr, LR[lc, LSLOPE], detect)
 
 
 @njit(cache=True)
@@ -325,6 +372,15 @@ def _dcf(D):
                 return NEED_BACKOFF
             if Q[ST[s, CQ], FADING] and _missing_block(Q, QL, LC, LR, eng, ST[s, CQ], starts[i]):
                 return NEED_BLOCKS
+        # a collision its receiver may capture: the locked frame's link's uniform
+        cap, cper = -1, 1.0
+        if n > 1:
+            cap, cper = _lock(ST, Q, QL, LC, LR, ft, tx, starts, n, P[DETECT])
+            if cap >= 0 and cper < 1.0:
+                lc = QL[ST[tx[cap], CQ], 0]
+                if LC[lc, UPOS] >= LC[lc, ULEN]:
+                    eng[NEED] = lc
+                    return NEED_UNIFORMS
         draw = n > 1 and n == P[EIFS_FRAMES] + 1     # every other station draws EIFS or DIFS
         if draw:
             for s in range(ns):
@@ -359,7 +415,21 @@ def _dcf(D):
         for i in range(1, n):
             if starts[i] + datas[i] > busy:
                 busy = starts[i] + datas[i]
-        others = busy + (P[EIFS] if n <= P[EIFS_FRAMES] else difs)
+        got = -1
+        if cap >= 0 and cper < 1.0:     # decoded unless the draw says lost (FadingLoss.draw_below)
+            lc = QL[ST[tx[cap], CQ], 0]
+            u = fu[LC[lc, UOFF] + LC[lc, UPOS]]
+            LC[lc, UPOS] += 1
+            if not u < cper:
+                got = cap
+        if got >= 0:     # its ACK follows; everyone counts again DIFS after it (Cell._capture)
+            cair = datas[got] + sifs + _airtime(P[ACK_BITS], _ack_rate(rates[got], P[BASIC]), phy, symbol)
+            over = max(busy, starts[got] + cair)
+            others = over + difs
+            draw = False
+        else:
+            cair, over = 0.0, busy
+            others = busy + (P[EIFS] if n <= P[EIFS_FRAMES] else difs)
         for i in range(n):
             s = tx[i]
             q = ST[s, CQ]
@@ -367,7 +437,11 @@ def _dcf(D):
             pkt, bits, att, stage = ST[s, CPKT], STF[s, CBITS], ST[s, CATT], ST[s, CSTAGE]
             for k in range(kmax):
                 lost[k] = False
-            if n > 1:
+            if n > 1 and i == got:
+                _row(RWI, RWF, eng, q, 0, pkt, bits, t, t + d, cair, OK, att, stage)
+                waits[i] = over + difs
+                done = 1
+            elif n > 1:
                 for k in range(Q[q, NLINKS]):
                     if not Q[q, MULTI] or CM[s, k]:
                         _row(RWI, RWF, eng, q, k, pkt, bits, t, t + d, d, COLLIDED, att, stage)
@@ -375,7 +449,7 @@ def _dcf(D):
                 if Q[q, MULTI]:
                     waits[i] = busy + difs
                 else:
-                    waits[i] = max(t + d + P[ACK_TIMEOUT], busy) + difs
+                    waits[i] = max(t + d + P[ACK_TIMEOUT], over) + difs
                 done = _failed(ST, STF, Q, QF, RHF, RHI, mac_limit, eng, engf, s, t + d, lost)
             elif Q[q, MULTI]:
                 bad = False
@@ -487,11 +561,11 @@ def _blocks(D: _Dcf, links: list, lc: int, block: int) -> _Dcf:
     """Fading link lc's table from `block` on, twice as long as before (at least BLOCKS)."""
     LC = D.LC.copy()
     n = max(BLOCKS, 2 * int(LC[lc, FBN]))
-    rate, per = links[lc].fading.block_tables(block, n)
+    cols = links[lc].fading.block_tables(block, n)
     parts, at = [], 0
     for l in range(LC.shape[0]):
         if l == lc:
-            part = np.stack([rate, per], axis=1)
+            part = np.stack(cols, axis=1)
             LC[l, FB0], LC[l, FBN] = block, n
         else:
             o = int(LC[l, FBOFF])
@@ -499,7 +573,7 @@ def _blocks(D: _Dcf, links: list, lc: int, block: int) -> _Dcf:
         LC[l, FBOFF] = at
         at += part.shape[0]
         parts.append(part)
-    return D._replace(LC=LC, ft=np.concatenate(parts).astype(float).reshape(-1, 2))
+    return D._replace(LC=LC, ft=np.concatenate(parts).astype(float).reshape(-1, 4))
 
 
 def _more(D: _Dcf, values: str, table: str, off: int, count: int, used: int, short: int, peek) -> _Dcf:
@@ -570,8 +644,9 @@ def _build(cell: Cell) -> tuple[_Dcf, list, list]:
     ST[:, BLEN] = guess
     ST[:, BOFF] = np.concatenate(([0], np.cumsum(guess)))[:-1]
     bu = np.concatenate([streams[s].peek(g) for s, g in enumerate(guess)])
-    LC = np.zeros((len(links), 13), np.int64)
-    LR = np.zeros((len(links), 3))
+    LC = np.zeros((len(links), 16), np.int64)
+    LR = np.zeros((len(links), 4))
+    node_no: dict = {}
     steps = [np.zeros((0, 2))]
     nsteps = 0
     outs, uni = [], [np.zeros(0)]
@@ -588,6 +663,10 @@ def _build(cell: Cell) -> tuple[_Dcf, list, list]:
             LC[l, ULEN] = max(MIN_PEEK, PEEK * int(use[l]))
             uni.append(link.loss._u.peek(int(LC[l, ULEN])))
             LR[l, LCOH] = link.fading.coherence_s
+        if can_capture(link):
+            LC[l, CAPT], LR[l, LSLOPE] = 1, link.fading.p["per_slope_db"]
+        LC[l, TXN] = node_no.setdefault(link.u, len(node_no))
+        LC[l, RXN] = node_no.setdefault(link.v, len(node_no))
         LR[l, LRATE] = link.spec.rate_bps
         if link.steps is not None:
             LC[l, LSOFF], LC[l, LSN], LR[l, LPERIOD] = nsteps, link.steps.times.size, link.steps.period
@@ -601,12 +680,13 @@ def _build(cell: Cell) -> tuple[_Dcf, list, list]:
              RHF=np.zeros((at, 2)), RHI=np.zeros((at, 4 + kmax), np.int64), Q=Q, QF=QF, QL=QL, LC=LC,
              lo=np.concatenate(outs).astype(np.bool_), bu=bu.astype(float),
              P=np.array([p.slot_s, p.difs_s, p.sifs_s, p.phy_header_s, 8.0 * p.ack_bytes, p.symbol_s,
-                         p.basic_rate_bps, p.ack_timeout_s, p.eifs_s, p.cca_s, p.decoded_frames, p.eifs_share]),
+                         p.basic_rate_bps, p.ack_timeout_s, p.eifs_s, p.cca_s, p.decoded_frames, p.eifs_share,
+                         cell.detect_db]),
              cwp1=np.array([p.cw(k) + 1 for k in range(p.retry_limit + 1)], dtype=np.int64),
              mac_limit=np.int64(p.retry_limit), RWI=np.zeros((rows, 6), np.int64), RWF=np.zeros((rows, 4)),
              eng=np.array([0, -1, -1, -1, -1, -1, -1], dtype=np.int64),
              engf=np.array([cell.medium.free_at, 0.0]), LR=LR, steps=np.concatenate(steps).astype(float),
-             fu=np.concatenate(uni).astype(float), ft=np.zeros((0, 2)))
+             fu=np.concatenate(uni).astype(float), ft=np.zeros((0, 4)))
     for s in range(ns):
         r = _head_ready(ST, D.FRF, D.RHF, s)
         if r < INF:

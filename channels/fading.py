@@ -184,9 +184,20 @@ class FadingChannel:
         thr = self.mcs.min_snr_db[self._mcs_index(snr_db)]
         return 1.0 / (1.0 + 9.0 * np.exp(np.clip(self.p["per_slope_db"] * (snr_db - thr), -50, 50)))
 
-    def block_tables(self, first: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """Rate (bit/s) and packet error rate of coherence blocks first .. first + n - 1, by the
-        operations `rate_bps` and `per` apply to one transmission's block (the compiled DCF
-        loop reads them per attempt: channels/csma_fast.py)."""
+    def threshold_db(self, t) -> np.ndarray:
+        """The 10% packet error SNR (dB) of the MCS each transmission at t goes at (an MCS table
+        only): where the waterfall of its packet error rate sits, interference or not."""
+        t = np.atleast_1d(np.asarray(t, dtype=float))
+        return self._one_block("thr", t, lambda x: self._thr_from_snr(self.snr(x)))
+
+    def _thr_from_snr(self, snr: np.ndarray) -> np.ndarray:
+        return self.mcs.min_snr_db[self._mcs_index(10 * np.log10(snr))]
+
+    def block_tables(self, first: int, n: int) -> tuple[np.ndarray, ...]:
+        """Rate (bit/s), packet error rate, SNR (linear) and, with an MCS table, the rate's 10%
+        packet error SNR (dB; else nan) of coherence blocks first .. first + n - 1, by the
+        operations `rate_bps`, `per`, `snr` and `threshold_db` apply to one transmission's block
+        (the compiled DCF loop reads them per attempt: channels/csma_fast.py)."""
         snr = self._snr_of(np.arange(first, first + n, dtype=np.int64))
-        return self._rate_from_snr(snr), self._per_from_snr(snr)
+        thr = self._thr_from_snr(snr) if self.mcs is not None else np.full(snr.shape, np.nan)
+        return self._rate_from_snr(snr), self._per_from_snr(snr), snr, thr

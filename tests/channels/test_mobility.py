@@ -8,6 +8,7 @@ import pickle
 import numpy as np
 import pytest
 
+from channels import csma
 from channels.errors import ChannelConfigError
 from channels.fading import load_mcs_table
 from channels.mobility import read_position_trace
@@ -147,10 +148,13 @@ def test_a_moving_cell_runs_in_the_compiled_loop_with_the_simpy_engines_draws(mo
     from channels import csma_fast
     for name, value in (("BLOCKS", 3), ("PEEK", 0), ("MIN_PEEK", 1)):
         monkeypatch.setattr(csma_fast, name, value)
-    asked = []
+    asked, rows = [], []
     blocks, more = csma_fast._blocks, csma_fast._more
     monkeypatch.setattr(csma_fast, "_blocks", lambda *a: asked.append("ft") or blocks(*a))
     monkeypatch.setattr(csma_fast, "_more", lambda *a: asked.append(a[1]) or more(*a))
+    finish = csma.Cell.finish
+    monkeypatch.setattr(csma.Cell, "finish", lambda cell, cols=None: rows.append(
+        cols if cols is not None else list(zip(*cell.rows))) or finish(cell, cols))
     loss = {**LOSS, "fading": fading, "path_loss_exponent": 3.5, "tx_power_dbm": 0.0}
     reps = []
     for engine in ("fast", "simpy"):
@@ -170,6 +174,15 @@ def test_a_moving_cell_runs_in_the_compiled_loop_with_the_simpy_engines_draws(mo
     assert sum(s.lost for s in links) > 0 and sum(s.collisions for s in links) > 0
     busy_per_packet = {round(s.busy_s / s.packets * 1e6) for s in links}
     assert len(busy_per_packet) > 1 or max(s.snr_db for s in links) - min(s.snr_db for s in links) > 3
+    # and, on random waypoints with Rayleigh gains (powers far apart), the access point captured
+    # frames of collisions (csma.Cell._captured: a success among a collision's frames), the same
+    # in both engines' gathers (rows: fast gather, fast broadcast, SimPy gather, ...)
+    got = []
+    for cols in (rows[0], rows[2]):
+        qi, start, end, code = (np.asarray(cols[i]) for i in (0, 4, 5, 7))
+        got.append(int(csma.collided_receptions(qi, start.astype(float), end.astype(float), code,
+                                                csma.CsmaParams())[4].sum()))
+    assert got[0] == got[1] and (got[0] > 0 or fading == "none"), got
 
 
 @pytest.mark.parametrize("fading", ["none", "rayleigh"])
@@ -188,7 +201,9 @@ def test_the_snr_table_holds_each_blocks_own_snr_to_the_last_bit(fading):
     blocks = np.arange(30, 30 + 777)
     one = np.array([fad._snr_of(np.array([b]))[0] for b in blocks])
     assert np.array_equal(fad._snr(blocks), one)
-    rate, per = fad.block_tables(30, 777)
+    rate, per, snr, thr = fad.block_tables(30, 777)
+    assert np.array_equal(snr, one)
+    assert np.array_equal(thr, [fad.threshold_db((b + 0.5) * fad.coherence_s)[0] for b in blocks])
     assert np.array_equal(rate, [fad._rate_from_snr(np.array([x]))[0] for x in one])
     assert np.array_equal(per, [fad._per_from_snr(np.array([x]))[0] for x in one])
     assert len(set(rate.tolist())) > 1 and 0 < per.min() < per.max()

@@ -20,7 +20,9 @@ Energy: ns-3's WifiRadioEnergyModel with a BasicEnergySource (3 V) per station, 
 each state; ours the `ns3_wifi` radio (the same currents x volts) over the radio seconds that
 channels/energy.py charges (transmitting its DATA; receiving its ACKs and the others' frames that
 did not collide, less their PHY preambles and headers, and of each collision it did not send into
-the frame it locked onto, `csma.collided_receptions`), split per window from the attempt rows.
+the frame it locked onto, `csma.collided_receptions`; a collision's frame the access point
+captured is one that did not collide, not received by its fellow senders), split per window from
+the attempt rows.
 5 m/s walks the bands in a minute; at a walker's 1.5 m/s the same bands take 3.3 times as long.
 
 The random-waypoint scenario (`scenario = "waypoint"`, `waypoint_compare`): `stations` stations
@@ -183,7 +185,7 @@ def ours(stations: int, speed: float, d0: float, seconds: float, slope: float, s
     nw = int(math.ceil(seconds))
     charged = radio_seconds(rep, shared=True)
     station = np.asarray([edge.workers.index(f.src) for f in rep.flows])[qi.astype(int)]
-    locked, rx0, rx1, weight, srows, sgroup = csma.collided_receptions(station, start, end, code, p)
+    locked, rx0, rx1, weight, captured, srows, sgroup = csma.collided_receptions(station, start, end, code, p)
     out = []
     for s, f in enumerate(rep.flows):
         mine = qi == s
@@ -197,14 +199,18 @@ def ours(stations: int, speed: float, d0: float, seconds: float, slope: float, s
         ack_from = lambda sel: end[sel] + p.sifs_s + p.phy_header_s     # noqa: E731
         spans = [(ack_from(ok), start[ok] + air[ok]), (start[heard] + p.phy_header_s, end[heard]),
                  (ack_from(others), start[others] + air[others])]
-        # and of the collisions it did not send into, the frame it locked onto (weighted)
+        # and of the collisions it did not send into, the frame it locked onto (weighted); not
+        # the captured frame of one it sent into (heard above, while it was sending)
         apart = np.ones(locked.size, bool)
         apart[sgroup[station[srows] == s]] = False
+        deaf = captured & ~apart
         tx = _spread(start[mine], end[mine], nw)
-        rx = sum(_spread(a, b, nw) for a, b in spans) + _spread(rx0[apart], rx1[apart], nw, weight[apart])
+        rx = (sum(_spread(a, b, nw) for a, b in spans) + _spread(rx0[apart], rx1[apart], nw, weight[apart])
+              - _spread(rx0[deaf], rx1[deaf], nw))
         # the same intervals over the whole call are what channels/energy.py charges the station
         whole = [float((end[mine] - start[mine]).sum()),
-                 sum(float((b - a).sum()) for a, b in spans) + float(((rx1 - rx0) * weight)[apart].sum())]
+                 sum(float((b - a).sum()) for a, b in spans) + float(((rx1 - rx0) * weight)[apart].sum())
+                 - float((rx1 - rx0)[deaf].sum())]
         if not all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) for a, b in zip(whole, charged[f.src])):
             raise AssertionError(f"{f.src}: radio seconds {whole} per window, {charged[f.src]} charged")
         out.append({"bytes": b.astype(float).tolist(), "tx_s": tx.tolist(), "rx_s": rx.tolist(),
