@@ -179,6 +179,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-floor", action="store_true",
                     help="without the noise floor (each moving scenario again with RNG run seed + "
                          f"{walk.FLOOR_RUN} in ns-3 and in ours)")
+    ap.add_argument("--stations", action="store_true",
+                    help="also print each moving cell per window and station (distance, rate, throughput)")
     ap.add_argument("--no-dcf", action="store_true", help="only the walks (no saturated cell, burst or MCS table)")
     ap.add_argument("--figure", default=None, help="also draw the walks as a PNG (headless Chromium) at this path")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
@@ -215,6 +217,8 @@ def main(argv=None) -> int:
             print_dcf(dcf[pre], title)
     for w in walks:
         walk.print_walk(w)
+        if args.stations:
+            walk.print_stations(w)
     if walks:
         print("moving cells beside ns-3.37: worst window where the links hold, and speed (ns-3 / ours)")
         walk.print_summary(walks)

@@ -220,8 +220,11 @@ def ours(stations: int, speed: float, d0: float, seconds: float, slope: float, s
                     "attempts": int(mine.sum()), "ok": int((mine & (code == csma.OK)).sum())})
     waypoints = [_waypoints(net.link_state(w, edge.server).fading.distance_at.mobility.tracks[w], seconds)
                  for w in edge.workers] if scenario == "waypoint" else None
+    mid = np.arange(nw) + 0.5       # each station's distance to the access point mid-window
+    distances = [net.link_state(w, edge.server).fading.distance_at(mid).tolist() for w in edge.workers]
     frames = sum(s["ok"] for s in out)
-    return {"stations": out, "schedules": schedules, "waypoints": waypoints, "wall_s": wall, "frames": frames,
+    return {"stations": out, "schedules": schedules, "waypoints": waypoints, "distances_m": distances,
+            "wall_s": wall, "frames": frames,
             "wall_full_s": wall_full}
 
 
@@ -337,6 +340,11 @@ def compare(stations: int = 1, speed: float = 5.0, d0: float = 40.0, seconds: fl
             for k in STATES:
                 row[f"{side}_{k}_j"] = sum(s[f"{k}_s"][w] for s in d["stations"]) * watts[k]
         row["ns3_model_j"] = sum(s["joules"][w] for s in b["stations"])
+        # per station: distance mid-window, rate at its end, Mbit/s in ns-3 and ours
+        row["station_m"] = [d[w] for d in a["distances_m"]]
+        row["station_rate_mbps"] = [_rate_in(sc, w) for sc in a["schedules"]]
+        for side, d in (("ours", a), ("ns3", b)):
+            row[f"{side}_station_mbps"] = [st["bytes"][w] * 8 / 1e6 for st in d["stations"]]
         tried = sum(s["attempts_w"][w] for s in a["stations"])
         row["ours_loss"] = sum(s["lost_w"][w] for s in a["stations"]) / tried if tried else 1.0
         rows.append(row)
@@ -438,6 +446,20 @@ def gaps(result: dict, side: str = "ours", ref: str = "ns3") -> list[dict]:
             g[k] = (row[f"{side}_{k}_j"] - row[f"{ref}_{k}_j"]) / total
         out.append(g)
     return out
+
+
+def print_stations(result: dict) -> None:
+    """Per window and station: its distance to the access point mid-window, its rate at the
+    window's end and its Mbit/s in ns-3 and in ours; then the cell's, our loss and the gap."""
+    r = result
+    print(f"per station: {r['stations']} station(s), {r.get('scenario', 'away')}, seed {r.get('seed')}: "
+          "metres, rate, ns-3 / ours Mbit/s | cell ns-3, ours, gap, our attempts lost")
+    for row, g in zip(r["rows"], gaps(r)):
+        cells = " | ".join(f"{m:5.1f} m {q:>2g} {a:5.2f}/{b:5.2f}" for m, q, a, b in
+                           zip(row["station_m"], row["station_rate_mbps"], row["ns3_station_mbps"],
+                               row["ours_station_mbps"]))
+        print(f"{row['window']:>3} | {cells} | {row['ns3_mbps']:6.2f} {row['ours_mbps']:6.2f} {g['mbps']:>+7.2%} "
+              f"{row['ours_loss']:6.2%}{' *' if g['holds'] else ''}")
 
 
 def print_walk(result: dict) -> None:
