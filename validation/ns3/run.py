@@ -184,8 +184,12 @@ def main(argv=None) -> int:
     ap.add_argument("--no-dcf", action="store_true", help="only the walks (no saturated cell, burst or MCS table)")
     ap.add_argument("--figure", default=None, help="also draw the walks as a PNG (headless Chromium) at this path")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
-    ap.add_argument("--save", default=None, help="also write the figures as JSON to this file")
+    ap.add_argument("--save", default=None, help="also write the figures as JSON to this new file")
     args = ap.parse_args(argv)
+    if args.save and Path(args.save).exists():
+        ap.error(f"--save {args.save}: the file exists (a stored result is never overwritten; name a new one)")
+    started = {"load_1min_at_start": os.getloadavg()[0],
+               "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     why = available()
     if why:
         print(why)
@@ -206,7 +210,7 @@ def main(argv=None) -> int:
     if args.save:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               cwd=Path(__file__).resolve().parent).stdout.strip()
-        figures["meta"] = {"argv": sys.argv[1:], "commit": head, "load_1min_at_end": os.getloadavg()[0],
+        figures["meta"] = {"argv": sys.argv[1:], "commit": head, **started, "load_1min_at_end": os.getloadavg()[0],
                            "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         Path(args.save).write_text(json.dumps(figures, indent=1))
     if args.json:
