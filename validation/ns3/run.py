@@ -183,6 +183,9 @@ def main(argv=None) -> int:
                     help="also print each moving cell per window and station (distance, rate, throughput)")
     ap.add_argument("--no-dcf", action="store_true", help="only the walks (no saturated cell, burst or MCS table)")
     ap.add_argument("--figure", default=None, help="also draw the walks as a PNG (headless Chromium) at this path")
+    ap.add_argument("--from", dest="stored", default=None, metavar="FILE",
+                    help="with --figure: draw the walks of a stored run (--save's file) of the first seed, "
+                         "run nothing")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
     ap.add_argument("--save", default=None, help="also write the figures as JSON to this new file")
     args = ap.parse_args(argv)
@@ -190,6 +193,13 @@ def main(argv=None) -> int:
         ap.error(f"--save {args.save}: the file exists (a stored result is never overwritten; name a new one)")
     started = {"load_1min_at_start": os.getloadavg()[0],
                "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if args.stored:
+        if not args.figure:
+            ap.error("--from needs --figure")
+        walks = json.loads(Path(args.stored).read_text())["walks"]
+        first = min(w["seed"] for w in walks)
+        print(walk.figure([w for w in walks if w["seed"] == first], args.figure))
+        return 0
     why = available()
     if why:
         print(why)

@@ -488,8 +488,9 @@ def print_walk(result: dict) -> None:
 
 
 def figure(results: list[dict], path) -> Path:
-    """The walks as one PNG: per walk, throughput per window (ns-3 and ours) above, radio joules
-    per window and state below; drawn by plotly, rendered by headless Chromium."""
+    """The walks (`compare`'s results, or a stored run's "walks") as one PNG: per walk, throughput
+    per window (ns-3 and ours) above, radio joules per window and state below; drawn by plotly,
+    rendered by headless Chromium."""
     import plotly.graph_objects as go
     import plotly.io as pio
     from plotly.subplots import make_subplots
@@ -499,13 +500,16 @@ def figure(results: list[dict], path) -> Path:
 
     titles = []
     for r in results:
-        who = "1 station" if r["stations"] == 1 else f"{r['stations']} stations side by side"
-        note = "" if r["stations"] == 1 else \
-            " (ns-3's stations also receive part of a collision; ours count collisions idle)"
-        titles += [f"{who} walking away at {r['speed_mps']:g} m/s from {r['d0_m']:g} m: throughput per 1 s "
-                   "(all stations; dashed: where each breaks)",
-                   f"radio joules per 1 s and state, all stations{note}"]
-    fig = make_subplots(rows=2 * len(results), cols=1, subplot_titles=titles, vertical_spacing=0.07)
+        if r.get("scenario", "away") == "waypoint":
+            where = (f"{r['stations']} stations on random waypoints in a {WAYPOINT_SIDE_M:g} m square, seed "
+                     f"{r.get('seed')}: throughput per 1 s (all stations)")
+        else:
+            who = "1 station" if r["stations"] == 1 else f"{r['stations']} stations side by side"
+            where = (f"{who} walking away at {r['speed_mps']:g} m/s from {r['d0_m']:g} m, seed {r.get('seed')}: "
+                     "throughput per 1 s (all stations; dashed: where each breaks)")
+        titles += [where, "radio joules per 1 s and state, all stations"]
+    fig = make_subplots(rows=2 * len(results), cols=1, subplot_titles=titles,
+                        vertical_spacing=min(0.07, 0.3 / (2 * len(results))))
     colours = {"tx": "#dc2626", "rx": "#2563eb", "idle": "#6b7280"}
     for i, r in enumerate(results):
         x = [row["window"] + 0.5 for row in r["rows"]]
@@ -526,9 +530,9 @@ def figure(results: list[dict], path) -> Path:
         fig.update_yaxes(title_text="Mbit/s", row=2 * i + 1, col=1)
         fig.update_yaxes(title_text="J", row=2 * i + 2, col=1)
         fig.update_xaxes(title_text="s", row=2 * i + 2, col=1)
-    height = 420 * 2 * len(results)
+    height = (420 if len(results) < 3 else 330) * 2 * len(results)
     fig.update_layout(width=1200, height=height, template="plotly_white", margin={"t": 60, "b": 40},
-                      title="A walk away from the access point: ns-3.37 (solid) and ours (dotted)")
+                      title="Moving stations: ns-3.37 (solid) and ours (dotted)")
     path = Path(path).resolve()
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "walk.html"
