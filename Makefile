@@ -65,9 +65,11 @@ docs-serve: venv
 bench: venv
 	$(BIN)/python -m benchmarks $(if $(FULL),--full,) $(if $(OUT),--out $(OUT),) $(BENCH)
 
-# The DCF (both PHY settings), the MCS tables and walks away from the access point beside ns-3.37
-# (validation/ns3; needs libns3-dev and g++, else one line). FIGURE=docs/img/ns3-walk.png also
-# draws the walks (headless Chromium).
+# The DCF (both PHY settings), the MCS tables, walks of 1, 3 and 5 stations away from the access
+# point and 5 stations on random waypoints beside ns-3.37, seeds 1-3, each moving cell's worst
+# window beside ns-3's own run-to-run floor and speed ratio last (validation/ns3; needs libns3-dev and g++, else
+# one line). FIGURE=docs/img/ns3-walk.png also draws the walks (headless Chromium); `python -m validation.ns3.run
+# --figure PNG --from FILE` draws a stored run's first seed.
 validate-ns3: venv
 	$(BIN)/python -m validation.ns3.run $(if $(FIGURE),--figure $(FIGURE),)
 

@@ -21,9 +21,8 @@ standard's DCF as ns-3.37 implements it (non-QoS; checked against it by validati
   and DIFS; the others heard the frame's duration (NAV) and wait as for a success.
 - A station senses a transmission `cca_us` after it began (ns-3: preamble detection, 4 us): one
   whose counter reaches 0 within that window transmits too, and the slots it saw end in that
-  window count. Two or more transmitters collide (all fail; collided frames draw nothing from
-  the loss model): each sender waits for its ACK timeout, or until the longest DATA ended if later, then
-  DIFS; every other station received a frame it could not decode and waits EIFS (`eifs_us`,
+  window count. Two or more transmitters collide: each sender waits for its ACK timeout, or
+  until the longest DATA ended if later, then DIFS; every other station received a frame it could not decode and waits EIFS (`eifs_us`,
   SIFS + an ACK at 6 Mbit/s + DIFS) after the longest DATA if it decoded the PHY header of
   the collision, else DIFS. Without preamble detection (`preamble_detection = false`) ns-3's
   receivers lock onto the first frame and decode its header when 2 frames collide
@@ -33,6 +32,16 @@ standard's DCF as ns-3.37 implements it (non-QoS; checked against it by validati
   With it (`true`, ns-3's default threshold model) a receiver locks onto a frame only when its
   preamble stands 4 dB above everything else it hears; colliding frames of equal power leave
   each at most 0 dB, so no one decodes a collision's header and the others wait DIFS.
+- Capture: where every frame of a collision is unicast to the same receiver (which does not
+  send) over a fading link with an MCS table (the received power known: channels/fading.py), the
+  receiver locks onto the first frame (the earliest start; of equal ones the strongest, which
+  arrives first where the path loss grows with distance) and decodes it as ns-3's PHY does: at
+  its SINR (its SNR over 1 + the others' SNRs summed) on its rate's packet error waterfall
+  (`capture_per`; with preamble detection only at 4 dB or more), one uniform from its link's
+  loss stream where that error rate is below 1. A frame so decoded succeeds (its ACK follows
+  SIFS after it): every station, its failed fellow senders included, counts again DIFS after
+  the ACK or the longest DATA, whichever ends later. Otherwise all fail, and collided frames
+  draw nothing from the loss model.
 - CW starts at cw_min, becomes min(2 (CW + 1) - 1, cw_max) after each failure and returns to
   cw_min with the next frame. A frame that fails `retry_limit` times (dot11ShortRetryLimit:
   attempts, not retries) is dropped by the MAC; the link's delivery then decides: reliable
@@ -58,7 +67,7 @@ import numpy as np
 
 from channels.config import validate_csma
 from channels.errors import DeliveryError
-from channels.loss import NoLoss
+from channels.loss import FadingLoss, NoLoss
 from channels.randomness import Prefetch, Stream
 from channels.report import LinkStats
 
@@ -143,6 +152,72 @@ def ack_rate(rate: float, basic: float) -> float:
     return best if best > 0.0 else rate
 
 
+def capture_per(snr: float, interference: float, thr_db: float, slope: float, detect_db: float) -> float:
+    """The packet error rate of a frame received at SNR `snr` (linear) while frames of SNR
+    `interference` (linear, summed) overlap it, at the rate whose 10% packet error SNR is
+    `thr_db`: the fading model's waterfall (channels/fading.py, slope `slope` per dB) at the
+    SINR; 1 where the SINR is below `detect_db` (preamble detection; -inf without). (Both
+    engines compute it with these operations.)"""
+    sinr_db = 10.0 * math.log10(snr / (1.0 + interference))
+    if sinr_db < detect_db:
+        return 1.0
+    x = min(max(slope * (sinr_db - thr_db), -50.0), 50.0)
+    return 1.0 / (1.0 + 9.0 * math.exp(x))
+
+
+def collided_receptions(station: np.ndarray, start: np.ndarray, end: np.ndarray, code: np.ndarray,
+                        p: CsmaParams) -> tuple[np.ndarray, ...]:
+    """What the stations that did not transmit receive of each collision, as ns-3's PHY (preamble
+    detection off) and its WifiRadioEnergyModel count it: such a station locks onto the collision's
+    first frame (the earliest start; the first recorded of equal ones) and, where it decodes that
+    frame's PHY header (the collisions after which it waits EIFS: `decoded_frames`), is in RX from
+    the header's end to that frame's end, then CCA-busy (idle power) while the rest of the medium
+    is busy; where it does not, it is CCA-busy throughout. A collision of decoded_frames + 1
+    frames, after which each such station draws EIFS with probability eifs_share, is counted at
+    that share of the time (its expectation: the draws are not recorded). A collision its
+    receiver captured (an OK row among its frames: `Cell.attempt`) is received by the others as
+    that frame (weight 0 here: they hear it as a success), and not by its other senders, which
+    were sending (`captured`: their receive time of it is taken back).
+
+    Arguments: the attempt rows' station, start, DATA end and outcome (in attempt order). Returns
+    per collision the row of the frame locked onto (the captured one where one was), the RX
+    interval's start and end, its weight (1, eifs_share or 0) and whether it was captured; and
+    its senders: per sending station of each collision its first COLLIDED row and the
+    collision's number."""
+    rows = np.flatnonzero(code == COLLIDED)
+    if not rows.size:
+        z, zi = np.zeros(0), np.zeros(0, np.int64)
+        return zi, z, z, z, np.zeros(0, bool), zi, zi
+    # the frames of one collision start within cca_s of its first; collisions are further apart
+    st = start[rows]
+    new = np.r_[True, np.diff(st) > p.cca_s]
+    gid = np.cumsum(new) - 1
+    first = np.flatnonzero(new)
+    earliest = np.minimum.reduceat(st, first)
+    cand = np.flatnonzero(st == earliest[gid])
+    _, pick = np.unique(gid[cand], return_index=True)      # the first of the earliest, per collision
+    locked = rows[cand[pick]]
+    sid = np.asarray(station, np.int64)[rows]
+    key = gid * (int(sid.max()) + 1) + sid
+    _, once = np.unique(key, return_index=True)             # each sender's first row, per collision
+    sender_rows, sender_group = rows[once], gid[once]
+    k = np.bincount(sender_group, minlength=first.size)
+    decoded = p.decoded_frames
+    weight = np.where(k <= decoded, 1.0, np.where(k == decoded + 1, p.eifs_share, 0.0))
+    # a success within cca_s of a collision's first frame is its captured frame (attempts are
+    # further apart)
+    ok = np.flatnonzero(code == OK)
+    ok = ok[np.argsort(start[ok], kind="stable")]
+    at = np.searchsorted(start[ok], earliest - p.cca_s)
+    hit = at < ok.size
+    hit[hit] = np.abs(start[ok[at[hit]]] - earliest[hit]) <= p.cca_s
+    captured = hit
+    locked[captured] = ok[at[captured]]
+    weight[captured] = 0.0
+    return (locked, start[locked] + p.phy_header_s, end[locked], weight, captured, sender_rows,
+            sender_group)
+
+
 def elapsed_slots(base: float, t: float, slot: float) -> int:
     """Whole idle slots a station counting from `base` saw before a busy period began at t: the
     largest j >= 0 with base + j * slot <= t (0 when t < base)."""
@@ -167,6 +242,12 @@ def first_boundary(base: float, x: float, slot: float) -> int:
     while base + j * slot < x:
         j += 1
     return j
+
+
+def can_capture(link) -> bool:
+    """A link whose receiver may decode its frame in a collision: the received power known (a
+    fading link with an MCS table, its packet errors drawn from it)."""
+    return link.fading is not None and link.fading.mcs is not None and isinstance(link.loss, FadingLoss)
 
 
 class _LossCursor:
@@ -242,6 +323,10 @@ class Cell:
         self.fixed_rate = [None if q.fading or q.steps else min(l.spec.rate_bps for l in q.links)
                            for q in queues]
         self.multicast = [len(q.links) > 1 for q in queues]
+        # a unicast queue whose receiver may capture its frame in a collision: its link
+        self.capture_link = [q.links[0] if len(q.links) == 1 and can_capture(q.links[0]) else None
+                             for q in queues]
+        self.detect_db = DETECT_DB if self.p.preamble_detection else -math.inf
         # rows: queue, link index, packet, bits, start, data end, airtime, outcome, ARQ attempt, MAC stage
         self.rows: list[tuple] = []
 
@@ -274,6 +359,9 @@ class Cell:
         out = []
         if len(frames) > 1:
             busy = max(t + d for t, (d, _) in zip(starts, datas))
+            got = self._captured(starts, frames)
+            if got >= 0:
+                return self._capture(starts, frames, datas, got, busy)
             for t, f, (d, _) in zip(starts, frames, datas):
                 lost = [0] if f.mask is None else np.flatnonzero(f.mask).tolist()
                 for k in lost:
@@ -301,6 +389,49 @@ class Cell:
             return t + air + p.difs_s, [(*self._failed(f, [0], t + d), t + d + p.ack_timeout_s + p.difs_s)]
         rows.append((f.qi, 0, f.pkt, f.bits, t, t + d, air, OK, f.att, f.stage))
         return t + air + p.difs_s, [(True, self._delivered(f, t + d), t + air + p.difs_s)]
+
+    def _captured(self, starts: list, frames: list) -> int:
+        """The frame of a collision its receiver decodes (its index), or -1 (module doc:
+        capture). Draws from the locked frame's loss stream where its error rate is below 1."""
+        links = [self.capture_link[f.qi] for f in frames]
+        if any(link is None for link in links):
+            return -1
+        rx = links[0].v
+        if any(link.v != rx or link.u == rx for link in links):
+            return -1
+        snr = [float(link.fading.snr(t)[0]) for link, t in zip(links, starts)]
+        first = min(starts)
+        lock = -1
+        for i, t in enumerate(starts):
+            if t == first and (lock < 0 or snr[i] > snr[lock]):
+                lock = i
+        interference = 0.0
+        for i, x in enumerate(snr):
+            if i != lock:
+                interference += x
+        link = links[lock]
+        per = capture_per(snr[lock], interference, float(link.fading.threshold_db(starts[lock])[0]),
+                          link.fading.p["per_slope_db"], self.detect_db)
+        if per >= 1.0 or link.loss.draw_below(per):
+            return -1
+        return lock
+
+    def _capture(self, starts: list, frames: list, datas: list, got: int, busy: float) -> tuple[float, list]:
+        """A collision whose frame `got` its receiver decoded: that one succeeds, the others fail;
+        everyone counts again DIFS after its ACK or the longest DATA, whichever ends later."""
+        p = self.p
+        d, r = datas[got]
+        air = d + p.sifs_s + p.ack_s(r)
+        over = max(busy, starts[got] + air)
+        out = []
+        for i, (t, f, (d, _)) in enumerate(zip(starts, frames, datas)):
+            if i == got:
+                self.rows.append((f.qi, 0, f.pkt, f.bits, t, t + d, air, OK, f.att, f.stage))
+                out.append((True, self._delivered(f, t + d), over + p.difs_s))
+            else:
+                self.rows.append((f.qi, 0, f.pkt, f.bits, t, t + d, d, COLLIDED, f.att, f.stage))
+                out.append((*self._failed(f, [0], t + d), max(t + d + p.ack_timeout_s, over) + p.difs_s))
+        return over + p.difs_s, out
 
     def others_resume(self, sid: int, others) -> float:
         """When station sid, which did not transmit, counts again: `others` from `attempt`, or,
@@ -352,6 +483,18 @@ class Cell:
         # rows grouped by (queue, link), each group in attempt order
         kmax = max(len(q.links) for q in self.queues)
         cell = str(self.medium.key[-1])
+        # what the stations that did not send a collision receive of it: the frame they lock onto
+        # (its link's `heard_collided_s`, received by every station but its ends; a captured
+        # frame's link's `heard_s`) and not by its other senders (each sender's link's
+        # `collided_deaf_s`, taken back from it)
+        sid = np.asarray(self.station_of, np.int64)[qi]
+        locked, rx0, rx1, w, captured, srows, sgroup = collided_receptions(sid, start, end, code, self.p)
+        got = (rx1 - rx0) * w
+        heard_col = np.zeros(len(qi))
+        deaf = np.zeros(len(qi))
+        np.add.at(heard_col, locked, got)
+        other = sid[srows] != sid[locked[sgroup]]
+        np.add.at(deaf, srows[other], np.where(captured, rx1 - rx0, got)[sgroup[other]])
         key = qi * kmax + k
         order = np.argsort(key, kind="stable")
         bounds = np.searchsorted(key[order], np.arange(len(self.queues) * kmax + 1))
@@ -376,6 +519,9 @@ class Cell:
                 if not self.multicast[i]:   # the others lock onto a frame that did not collide
                     clear = code[sel] != COLLIDED
                     st.heard_s += float(data[clear].sum()) - int(clear.sum()) * self.p.phy_header_s
+                if locked.size:
+                    st.heard_collided_s += float(heard_col[sel].sum())
+                    st.collided_deaf_s += float(deaf[sel].sum())
                 if link.fading is not None:   # as state.record: the SNR each attempt started in
                     st.snr_db_sum += float((10 * np.log10(link.fading.snr(start[sel]))).sum())
                     st.snr_samples += sel.size

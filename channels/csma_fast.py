@@ -11,10 +11,15 @@ the wait its role gives (`Cell.attempt`).
 
 Everything random is drawn as `Cell` draws it, in the same order per stream: backoff counters from
 each station's stream (peeked here, committed with `take`), loss outcomes of index-based links
-peeked per link (committed with `skip`). The loop stops before an attempt whose inputs it lacks -
-more peeked values, room for its rows, or the rate and loss outcomes of a fading link (time-based:
-`Cell.rate` and the link's loss cursor give them at the attempt's start) - Python supplies them and
-the loop resumes from the same point. Attempt rows are those `Cell.attempt` records, so
+peeked per link (committed with `skip`). A fading link (its rate and packet error rate a function
+of the coherence block an attempt starts in, moving ends included: channels/fading.py) reads both
+from per-block tables that `FadingChannel.block_tables` computes ahead, a span of blocks at a
+time, and draws its loss outcome as `FadingLoss` does: the link's next uniform (peeked, committed
+with `take`) below the block's packet error rate; a collision its receiver may capture
+(`Cell._captured`) reads the frames' SNRs and the locked one's threshold from the same tables
+and draws from its link's uniforms likewise. The loop stops before an attempt whose inputs it
+lacks - more peeked values, room for its rows, or a fading link's block beyond its table - Python
+supplies them and the loop resumes from the same point. Attempt rows are those `Cell.attempt` records, so
 `Cell.finish` turns them into link and flow figures as for the SimPy engine.
 
 State (`_Dcf`) lives in tables with named columns: per station its frames merged by ready time
@@ -29,17 +34,21 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from channels.csma import COLLIDED, LOST, OK, Cell, ack_rate, airtime, elapsed_slots, first_boundary, prepare
+from channels.csma import (COLLIDED, LOST, OK, Cell, ack_rate, airtime, can_capture, capture_per, elapsed_slots,
+                           first_boundary, prepare)
 from channels.jit_heap import pop as heap_pop, sift_up
 from channels.errors import DeliveryError
 from channels.rate_steps import step_rate
 
 INF = float("inf")
-DONE, NEED_BACKOFF, NEED_OUTCOMES, NEED_ROWS, NEED_FADING, GAVE_UP = range(6)
+DONE, NEED_BACKOFF, NEED_OUTCOMES, NEED_ROWS, NEED_BLOCKS, GAVE_UP, NEED_UNIFORMS = range(7)
 # Values peeked before the loop starts: PEEK per frame (backoff counters per station, loss
 # outcomes per link), at least MIN_PEEK; room for ROWS attempt rows per frame and receiver, at
 # least MIN_ROWS. The loop asks for more when they run out (tests shrink these to make it ask).
 PEEK, MIN_PEEK, ROWS, MIN_ROWS = 2, 64, 4, 1024
+# Coherence blocks a fading link's table spans when first computed (then twice as many each time
+# the loop runs past it): BLOCKS of 10 ms are 20 s.
+BLOCKS = 2048
 
 # ST, per station (ints): frames [FOFF, FOFF + FN) with the next at FNEXT; ARQ heap at ROFF of RSIZE
 # (sequence counter RSEQ); holds a frame?; the frame's queue, packet, attempt, stage; its pending
@@ -53,32 +62,40 @@ CBITS, CREADY, JOIN, SBASE = range(4)
 MULTI, RELIABLE, ARQ_LIMIT, NLINKS, FADING, STEPS = range(6)
 # QF, per queue (floats): fixed rate (nan: fading), ACK airtime at it, retransmission timeout.
 RATE, ACK_S, RTO = range(3)
-# LC, per link of the cell (a loss cursor): no loss?, time-based?, outcomes in `lo` at DOFF (DLEN
-# peeked, DPOS used); its rate steps, rows LSOFF.. of `steps`, LSN of them (0: its constant rate).
-NONE, TIMED, DOFF, DLEN, DPOS, LSOFF, LSN = range(7)
-# LR, per link (floats): its constant rate, its steps' period.
-LRATE, LPERIOD = range(2)
+# LC, per link of the cell (a loss cursor): no loss?, time-based (fading)?, outcomes in `lo` at
+# DOFF (DLEN peeked, DPOS used); its rate steps, rows LSOFF.. of `steps`, LSN of them (0: its
+# constant rate); a fading link's uniforms in `fu` at UOFF (ULEN peeked, UPOS used) and its block
+# table, rows FBOFF.. of `ft` (FT_* columns) for blocks FB0 .. FB0 + FBN - 1; whether its
+# receiver may capture its frame in a collision (csma.can_capture), and its ends' node numbers.
+NONE, TIMED, DOFF, DLEN, DPOS, LSOFF, LSN, UOFF, ULEN, UPOS, FBOFF, FB0, FBN, CAPT, RXN, TXN = range(16)
+# LR, per link (floats): its constant rate, its steps' period, its coherence time (fading), its
+# packet error waterfall's slope (per dB; capture).
+LRATE, LPERIOD, LCOH, LSLOPE = range(4)
+# ft columns (FadingChannel.block_tables): rate, packet error rate, SNR (linear), the rate's 10%
+# packet error SNR (dB).
+FT_RATE, FT_PER, FT_SNR, FT_THR = range(4)
 # Rows as Cell.attempt records them: RWI (queue, link index, packet, outcome, ARQ attempt, MAC
 # stage), RWF (bits, start, data end, airtime).
 R_Q, R_K, R_PKT, R_CODE, R_ATT, R_STAGE = range(6)
 R_BITS, R_START, R_END, R_AIR = range(4)
-# eng: rows used, what the loop lacks (a station or link), and what DeliveryError needs (queue,
-# link index, packet, attempt). engf: when the medium is free for every station after the last
-# busy period, the failed attempt's end, the attempt time Python answered for (fading).
-NROWS, NEED, ERR_Q, ERR_K, ERR_PKT, ERR_ATT = range(6)
-BASE, ERR_END, ANSWERED = range(3)
+# eng: rows used, what the loop lacks (a station or link; NEED_BLOCK: the block), and what
+# DeliveryError needs (queue, link index, packet, attempt). engf: when the medium is free for every
+# station after the last busy period, the failed attempt's end.
+NROWS, NEED, ERR_Q, ERR_K, ERR_PKT, ERR_ATT, NEED_BLOCK = range(7)
+BASE, ERR_END = range(2)
 # P (floats): slot, DIFS, SIFS, PHY header, ACK bits, OFDM symbol, basic rate, ACK timeout, EIFS;
 # cwp1[stage] = CW + 1; the MAC retry limit (attempts).
-SLOT, DIFS, SIFS, PHY, ACK_BITS, SYMBOL, BASIC, ACK_TIMEOUT, EIFS, CCA, EIFS_FRAMES, EIFS_SHARE = range(12)
+# and the SINR (dB) below which no frame of a collision is locked onto (Cell.detect_db).
+SLOT, DIFS, SIFS, PHY, ACK_BITS, SYMBOL, BASIC, ACK_TIMEOUT, EIFS, CCA, EIFS_FRAMES, EIFS_SHARE, DETECT = range(13)
 
 _Dcf = namedtuple("_Dcf", [
     "ST", "STF", "CM", "FRF", "FRI", "QM", "QMOFF", "RHF", "RHI", "Q", "QF", "QL", "LC", "lo", "bu",
-    "P", "cwp1", "mac_limit", "RWI", "RWF", "FA", "FL", "eng", "engf", "LR", "steps"])
+    "P", "cwp1", "mac_limit", "RWI", "RWF", "eng", "engf", "LR", "steps", "fu", "ft"])
 # CM: the held frame's receivers still to reach (multicast; row per station). FRF (ready, bits) /
 # FRI (queue, position, packet, attempt): the stations' frames. QM: each multicast queue's masks
 # (rows from QMOFF[queue]). RHF (ready, bits) / RHI (key, queue, packet, attempt, mask...): ARQ
-# heaps. QL: each queue's links (LC rows). FA / FL: rates and loss outcomes Python answered.
-# steps: rows (breakpoint s, rate bit/s) of the links' rate steps.
+# heaps. QL: each queue's links (LC rows). steps: rows (breakpoint s, rate bit/s) of the links'
+# rate steps. fu / ft: fading links' uniforms and block tables (LC).
 
 
 # the same float operations as Cell's
@@ -87,6 +104,7 @@ _airtime = njit(cache=True)(airtime)
 _ack_rate = njit(cache=True)(ack_rate)
 _elapsed_slots = njit(cache=True)(elapsed_slots)
 _step_rate = njit(cache=True)(step_rate)
+_capture_per = njit(cache=True)(capture_per)
 
 
 @njit(cache=True)
@@ -104,6 +122,48 @@ def _steps_rate(Q, QL, LC, LR, steps, q, t):
         if v < r:
             r = v
     return r
+
+
+@njit(cache=True)
+def _fading_row(LC, LR, lc, t):
+    """The row of `ft` for fading link lc at time t (its block, as FadingChannel.block
+    computes it), or -1 when the block is beyond the link's table."""
+    b = np.int64(np.floor(t / LR[lc, LCOH]))
+    if b < LC[lc, FB0] or b >= LC[lc, FB0] + LC[lc, FBN]:
+        return -1
+    return LC[lc, FBOFF] + b - LC[lc, FB0]
+
+
+@njit(cache=True)
+def _fading_rate(Q, QL, LC, LR, steps, ft, q, t):
+    """Cell.rate of a queue with a fading link: the least of its links' rates at t (each as
+    LinkState.rate_at gives it: its block's, its steps', or its constant rate)."""
+    r = INF
+    for k in range(Q[q, NLINKS]):
+        lc = QL[q, k]
+        if LC[lc, TIMED]:
+            v = ft[_fading_row(LC, LR, lc, t), FT_RATE]
+        elif LC[lc, LSN] > 0:
+            o = LC[lc, LSOFF]
+            n = LC[lc, LSN]
+            v = _step_rate(steps[o:o + n, 0], steps[o:o + n, 1], LR[lc, LPERIOD], t)
+        else:
+            v = LR[lc, LRATE]
+        if v < r:
+            r = v
+    return r
+
+
+@njit(cache=True)
+def _missing_block(Q, QL, LC, LR, eng, q, t):
+    """Whether a fading link of queue q has no table row at t (then eng names it and the block)."""
+    for k in range(Q[q, NLINKS]):
+        lc = QL[q, k]
+        if LC[lc, TIMED] and _fading_row(LC, LR, lc, t) < 0:
+            eng[NEED] = lc
+            eng[NEED_BLOCK] = np.int64(np.floor(t / LR[lc, LCOH]))
+            return True
+    return False
 
 
 @njit(cache=True)
@@ -160,13 +220,15 @@ def _row(RWI, RWF, eng, q, k, pkt, bits, t, end, air, code, att, stage):
 
 
 @njit(cache=True)
-def _outcome(ST, QL, LC, FL, lo, s, k):
-    """Loss outcome for the k-th link of station s's frame's queue (lost?)."""
+def _outcome(ST, QL, LC, LR, lo, fu, ft, s, k, t):
+    """Loss outcome for the k-th link of station s's frame's queue (lost?), its attempt at t."""
     lc = QL[ST[s, CQ], k]
     if LC[lc, NONE]:
         return False
-    if LC[lc, TIMED]:
-        return FL[s, k] != 0
+    if LC[lc, TIMED]:     # FadingLoss.draw: the next uniform below the block's error rate
+        u = fu[LC[lc, UOFF] + LC[lc, UPOS]]
+        LC[lc, UPOS] += 1
+        return u < ft[_fading_row(LC, LR, lc, t), FT_PER]
     v = lo[LC[lc, DOFF] + LC[lc, DPOS]]
     LC[lc, DPOS] += 1
     return v
@@ -203,6 +265,43 @@ def _failed(ST, STF, Q, QF, RHF, RHI, mac_limit, eng, engf, s, end, lost):
 
 
 @njit(cache=True)
+def _lock(ST, Q, QL, LC, LR, ft, tx, starts, n, detect):
+    """Cell._captured up to its draw: the collision's frame its receiver locks onto (its index
+    among the n senders tx) and that frame's packet error rate at its SINR; (-1, 1.0) where no
+    frame may be captured."""
+    rx = -1
+    for i in range(n):
+        q = ST[tx[i], CQ]
+        if Q[q, MULTI] or Q[q, NLINKS] != 1 or not LC[QL[q, 0], CAPT]:
+            return -1, 1.0
+        lc = QL[q, 0]
+        if i == 0:
+            rx = LC[lc, RXN]
+        elif LC[lc, RXN] != rx:
+            return -1, 1.0
+    for i in range(n):
+        if LC[QL[ST[tx[i], CQ], 0], TXN] == rx:
+            return -1, 1.0
+    first = INF
+    for i in range(n):
+        if starts[i] < first:
+            first = starts[i]
+    lock, best = -1, 0.0
+    for i in range(n):
+        if starts[i] == first:
+            x = ft[_fading_row(LC, LR, QL[ST[tx[i], CQ], 0], starts[i]), FT_SNR]
+            if lock < 0 or x > best:
+                lock, best = i, x
+    interference = 0.0
+    for i in range(n):
+        if i != lock:
+            interference += ft[_fading_row(LC, LR, QL[ST[tx[i], CQ], 0], starts[i]), FT_SNR]
+    lc = QL[ST[tx[lock], CQ], 0]
+    thr = ft[_fading_row(LC, LR, lc, starts[lock]), FT_THR]
+    return lock, _capture_per(best, interference, thr, LR[lc, LSLOPE], detect)
+
+
+@njit(cache=True)
 def _sends(tx, n, s):
     for i in range(n):
         if tx[i] == s:
@@ -216,8 +315,8 @@ def _dcf(D):
     docstring); returns DONE or what it lacks (details in eng)."""
     ST, STF, CM, Q, QF, P, eng, engf = D.ST, D.STF, D.CM, D.Q, D.QF, D.P, D.eng, D.engf
     FRF, FRI, RHF, RHI, QM, QMOFF, bu, cwp1 = D.FRF, D.FRI, D.RHF, D.RHI, D.QM, D.QMOFF, D.bu, D.cwp1
-    QL, LC, FL, FA, lo, RWI, RWF, mac_limit = D.QL, D.LC, D.FL, D.FA, D.lo, D.RWI, D.RWF, D.mac_limit
-    LR, steps = D.LR, D.steps
+    QL, LC, lo, RWI, RWF, mac_limit = D.QL, D.LC, D.lo, D.RWI, D.RWF, D.mac_limit
+    LR, steps, fu, ft = D.LR, D.steps, D.fu, D.ft
     slot, difs, sifs, phy, symbol, cca = P[SLOT], P[DIFS], P[SIFS], P[PHY], P[SYMBOL], P[CCA]
     ns = ST.shape[0]
     kmax = CM.shape[1]
@@ -225,6 +324,7 @@ def _dcf(D):
     datas = np.empty(ns)
     waits = np.empty(ns)
     starts = np.empty(ns)
+    rates = np.empty(ns)
     lost = np.zeros(kmax, np.bool_)
     while True:
         t = INF
@@ -270,8 +370,17 @@ def _dcf(D):
             if ST[s, BPOS] >= ST[s, BLEN]:
                 eng[NEED] = s
                 return NEED_BACKOFF
-            if Q[ST[s, CQ], FADING] and engf[ANSWERED] != t:
-                return NEED_FADING
+            if Q[ST[s, CQ], FADING] and _missing_block(Q, QL, LC, LR, eng, ST[s, CQ], starts[i]):
+                return NEED_BLOCKS
+        # a collision its receiver may capture: the locked frame's link's uniform
+        cap, cper = -1, 1.0
+        if n > 1:
+            cap, cper = _lock(ST, Q, QL, LC, LR, ft, tx, starts, n, P[DETECT])
+            if cap >= 0 and cper < 1.0:
+                lc = QL[ST[tx[cap], CQ], 0]
+                if LC[lc, UPOS] >= LC[lc, ULEN]:
+                    eng[NEED] = lc
+                    return NEED_UNIFORMS
         draw = n > 1 and n == P[EIFS_FRAMES] + 1     # every other station draws EIFS or DIFS
         if draw:
             for s in range(ns):
@@ -286,20 +395,41 @@ def _dcf(D):
                         and LC[lc, DPOS] >= LC[lc, DLEN]:
                     eng[NEED] = lc
                     return NEED_OUTCOMES
+                if (not Q[q, MULTI] or CM[s, k]) and LC[lc, TIMED] and LC[lc, UPOS] >= LC[lc, ULEN]:
+                    eng[NEED] = lc
+                    return NEED_UNIFORMS
         if eng[NROWS] + n * kmax > RWI.shape[0]:
             return NEED_ROWS
         for i in range(n):
             s = tx[i]
             q = ST[s, CQ]
-            r = FA[s] if Q[q, FADING] else QF[q, RATE]
-            if Q[q, STEPS]:
+            if Q[q, FADING]:
+                r = _fading_rate(Q, QL, LC, LR, steps, ft, q, starts[i])
+            elif Q[q, STEPS]:
                 r = _steps_rate(Q, QL, LC, LR, steps, q, starts[i])
+            else:
+                r = QF[q, RATE]
+            rates[i] = r
             datas[i] = _airtime(STF[s, CBITS], r, phy, symbol)
         busy = starts[0] + datas[0]
         for i in range(1, n):
             if starts[i] + datas[i] > busy:
                 busy = starts[i] + datas[i]
-        others = busy + (P[EIFS] if n <= P[EIFS_FRAMES] else difs)
+        got = -1
+        if cap >= 0 and cper < 1.0:     # decoded unless the draw says lost (FadingLoss.draw_below)
+            lc = QL[ST[tx[cap], CQ], 0]
+            u = fu[LC[lc, UOFF] + LC[lc, UPOS]]
+            LC[lc, UPOS] += 1
+            if not u < cper:
+                got = cap
+        if got >= 0:     # its ACK follows; everyone counts again DIFS after it (Cell._capture)
+            cair = datas[got] + sifs + _airtime(P[ACK_BITS], _ack_rate(rates[got], P[BASIC]), phy, symbol)
+            over = max(busy, starts[got] + cair)
+            others = over + difs
+            draw = False
+        else:
+            cair, over = 0.0, busy
+            others = busy + (P[EIFS] if n <= P[EIFS_FRAMES] else difs)
         for i in range(n):
             s = tx[i]
             q = ST[s, CQ]
@@ -307,7 +437,11 @@ def _dcf(D):
             pkt, bits, att, stage = ST[s, CPKT], STF[s, CBITS], ST[s, CATT], ST[s, CSTAGE]
             for k in range(kmax):
                 lost[k] = False
-            if n > 1:
+            if n > 1 and i == got:
+                _row(RWI, RWF, eng, q, 0, pkt, bits, t, t + d, cair, OK, att, stage)
+                waits[i] = over + difs
+                done = 1
+            elif n > 1:
                 for k in range(Q[q, NLINKS]):
                     if not Q[q, MULTI] or CM[s, k]:
                         _row(RWI, RWF, eng, q, k, pkt, bits, t, t + d, d, COLLIDED, att, stage)
@@ -315,27 +449,25 @@ def _dcf(D):
                 if Q[q, MULTI]:
                     waits[i] = busy + difs
                 else:
-                    waits[i] = max(t + d + P[ACK_TIMEOUT], busy) + difs
+                    waits[i] = max(t + d + P[ACK_TIMEOUT], over) + difs
                 done = _failed(ST, STF, Q, QF, RHF, RHI, mac_limit, eng, engf, s, t + d, lost)
             elif Q[q, MULTI]:
                 bad = False
                 for k in range(Q[q, NLINKS]):
                     if CM[s, k]:
-                        lost[k] = _outcome(ST, QL, LC, FL, lo, s, k)
+                        lost[k] = _outcome(ST, QL, LC, LR, lo, fu, ft, s, k, t)
                         _row(RWI, RWF, eng, q, k, pkt, bits, t, t + d, d, LOST if lost[k] else OK, att, 0)
                         bad = bad or lost[k]
                 others = t + d + difs
                 waits[i] = t + d + difs
                 done = _failed(ST, STF, Q, QF, RHF, RHI, mac_limit, eng, engf, s, t + d, lost) if bad else 1
             else:
-                r = FA[s] if Q[q, FADING] else QF[q, RATE]
-                if Q[q, STEPS]:
-                    r = _steps_rate(Q, QL, LC, LR, steps, q, t)
+                r = rates[i]
                 ack = QF[q, ACK_S] if not (Q[q, FADING] or Q[q, STEPS]) else \
                     _airtime(P[ACK_BITS], _ack_rate(r, P[BASIC]), phy, symbol)
                 air = d + sifs + ack
                 others = t + air + difs
-                if _outcome(ST, QL, LC, FL, lo, s, 0):
+                if _outcome(ST, QL, LC, LR, lo, fu, ft, s, 0, t):
                     _row(RWI, RWF, eng, q, 0, pkt, bits, t, t + d, d, LOST, att, stage)
                     waits[i] = t + d + P[ACK_TIMEOUT] + difs
                     lost[0] = True
@@ -400,8 +532,11 @@ def run(medium, queues, stats: dict) -> None:
             elif status == NEED_ROWS:
                 D = D._replace(RWI=np.concatenate([D.RWI, np.zeros_like(D.RWI)]),
                                RWF=np.concatenate([D.RWF, np.zeros_like(D.RWF)]))
-            elif status == NEED_FADING:
-                _answer_fading(cell, D, links)
+            elif status == NEED_UNIFORMS:
+                D = _more(D, "fu", "LC", UOFF, ULEN, UPOS, int(D.eng[NEED]),
+                          lambda l, n: links[l].loss._u.peek(n))
+            elif status == NEED_BLOCKS:
+                D = _blocks(D, links, int(D.eng[NEED]), int(D.eng[NEED_BLOCK]))
             else:
                 q = cell.queues[int(D.eng[ERR_Q])]
                 k = int(D.eng[ERR_K])
@@ -411,34 +546,34 @@ def run(medium, queues, stats: dict) -> None:
     finally:       # commit what was used, even when delivery gave up
         for stream, used in zip(streams, D.ST[:, BPOS].tolist()):
             stream.take(used)
-        for link, used in zip(links, D.LC[:, DPOS].tolist()):
+        for link, used, drawn in zip(links, D.LC[:, DPOS].tolist(), D.LC[:, UPOS].tolist()):
             if used:
                 link.loss.skip(used)
+            if drawn:
+                link.loss._u.take(drawn)
         cell.close()
     n = int(D.eng[NROWS])
     cell.finish((D.RWI[:n, R_Q], D.RWI[:n, R_K], D.RWI[:n, R_PKT], D.RWF[:n, R_BITS], D.RWF[:n, R_START],
                  D.RWF[:n, R_END], D.RWF[:n, R_AIR], D.RWI[:n, R_CODE], D.RWI[:n, R_ATT], D.RWI[:n, R_STAGE]))
 
 
-def _answer_fading(cell: Cell, D: _Dcf, links: list) -> None:
-    """The rates (and, for a lone frame, loss outcomes of time-based links) of the attempt the
-    loop stopped before, drawn as Cell.attempt draws them at its start."""
-    ST = D.ST
-    on = np.flatnonzero(ST[:, GNEXT] >= 0)
-    times = [float(D.STF[s, SBASE] + ST[s, GNEXT] * D.P[SLOT]) for s in on]
-    t = min(times)
-    window = t + float(D.P[CCA])
-    tx = [(s, x) for s, x in zip(on.tolist(), times) if x <= window]
-    for s, x in tx:
-        q = int(ST[s, CQ])
-        if D.Q[q, FADING]:
-            D.FA[s] = cell.rate(q, x)
-        if len(tx) == 1:
-            for k in range(int(D.Q[q, NLINKS])):
-                lc = int(D.QL[q, k])
-                if D.LC[lc, TIMED] and (not D.Q[q, MULTI] or D.CM[s, k]):
-                    D.FL[s, k] = cell.cursors[id(links[lc])].lost(t)
-    D.engf[ANSWERED] = t
+def _blocks(D: _Dcf, links: list, lc: int, block: int) -> _Dcf:
+    """Fading link lc's table from `block` on, twice as long as before (at least BLOCKS)."""
+    LC = D.LC.copy()
+    n = max(BLOCKS, 2 * int(LC[lc, FBN]))
+    cols = links[lc].fading.block_tables(block, n)
+    parts, at = [], 0
+    for l in range(LC.shape[0]):
+        if l == lc:
+            part = np.stack(cols, axis=1)
+            LC[l, FB0], LC[l, FBN] = block, n
+        else:
+            o = int(LC[l, FBOFF])
+            part = D.ft[o:o + int(LC[l, FBN])]
+        LC[l, FBOFF] = at
+        at += part.shape[0]
+        parts.append(part)
+    return D._replace(LC=LC, ft=np.concatenate(parts).astype(float).reshape(-1, 4))
 
 
 def _more(D: _Dcf, values: str, table: str, off: int, count: int, used: int, short: int, peek) -> _Dcf:
@@ -509,11 +644,12 @@ def _build(cell: Cell) -> tuple[_Dcf, list, list]:
     ST[:, BLEN] = guess
     ST[:, BOFF] = np.concatenate(([0], np.cumsum(guess)))[:-1]
     bu = np.concatenate([streams[s].peek(g) for s, g in enumerate(guess)])
-    LC = np.zeros((len(links), 7), np.int64)
-    LR = np.zeros((len(links), 2))
+    LC = np.zeros((len(links), 16), np.int64)
+    LR = np.zeros((len(links), 4))
+    node_no: dict = {}
     steps = [np.zeros((0, 2))]
     nsteps = 0
-    outs = []
+    outs, uni = [], [np.zeros(0)]
     use = np.zeros(len(links), np.int64)
     for i, q in enumerate(queues):
         for l in QL[i, :len(q.links)]:
@@ -523,24 +659,34 @@ def _build(cell: Cell) -> tuple[_Dcf, list, list]:
         LC[l, NONE], LC[l, TIMED] = cur.none, not cur.none and cur.pre is None
         LC[l, DLEN] = max(MIN_PEEK, PEEK * int(use[l])) if not (cur.none or cur.pre is None) else 0
         outs.append(link.loss.peek(int(LC[l, DLEN])) if LC[l, DLEN] else np.zeros(0, np.bool_))
+        if LC[l, TIMED]:       # a fading link: uniforms peeked; its block table on first use
+            LC[l, ULEN] = max(MIN_PEEK, PEEK * int(use[l]))
+            uni.append(link.loss._u.peek(int(LC[l, ULEN])))
+            LR[l, LCOH] = link.fading.coherence_s
+        if can_capture(link):
+            LC[l, CAPT], LR[l, LSLOPE] = 1, link.fading.p["per_slope_db"]
+        LC[l, TXN] = node_no.setdefault(link.u, len(node_no))
+        LC[l, RXN] = node_no.setdefault(link.v, len(node_no))
         LR[l, LRATE] = link.spec.rate_bps
         if link.steps is not None:
             LC[l, LSOFF], LC[l, LSN], LR[l, LPERIOD] = nsteps, link.steps.times.size, link.steps.period
             steps.append(np.stack([link.steps.times, link.steps.rates], axis=1))
             nsteps += link.steps.times.size
     LC[:, DOFF] = np.concatenate(([0], np.cumsum(LC[:, DLEN])))[:-1]
+    LC[:, UOFF] = np.concatenate(([0], np.cumsum(LC[:, ULEN])))[:-1]
     rows = max(MIN_ROWS, ROWS * at * kmax)
     D = _Dcf(ST=ST, STF=STF, CM=np.zeros((ns, kmax), np.bool_),
              FRF=np.concatenate(FRF), FRI=np.concatenate(FRI), QM=np.concatenate(masks), QMOFF=QMOFF,
              RHF=np.zeros((at, 2)), RHI=np.zeros((at, 4 + kmax), np.int64), Q=Q, QF=QF, QL=QL, LC=LC,
              lo=np.concatenate(outs).astype(np.bool_), bu=bu.astype(float),
              P=np.array([p.slot_s, p.difs_s, p.sifs_s, p.phy_header_s, 8.0 * p.ack_bytes, p.symbol_s,
-                         p.basic_rate_bps, p.ack_timeout_s, p.eifs_s, p.cca_s, p.decoded_frames, p.eifs_share]),
+                         p.basic_rate_bps, p.ack_timeout_s, p.eifs_s, p.cca_s, p.decoded_frames, p.eifs_share,
+                         cell.detect_db]),
              cwp1=np.array([p.cw(k) + 1 for k in range(p.retry_limit + 1)], dtype=np.int64),
              mac_limit=np.int64(p.retry_limit), RWI=np.zeros((rows, 6), np.int64), RWF=np.zeros((rows, 4)),
-             FA=np.zeros(ns), FL=np.zeros((ns, kmax), np.int8),
-             eng=np.array([0, -1, -1, -1, -1, -1], dtype=np.int64),
-             engf=np.array([cell.medium.free_at, 0.0, -INF]), LR=LR, steps=np.concatenate(steps).astype(float))
+             eng=np.array([0, -1, -1, -1, -1, -1, -1], dtype=np.int64),
+             engf=np.array([cell.medium.free_at, 0.0]), LR=LR, steps=np.concatenate(steps).astype(float),
+             fu=np.concatenate(uni).astype(float), ft=np.zeros((0, 4)))
     for s in range(ns):
         r = _head_ready(ST, D.FRF, D.RHF, s)
         if r < INF:

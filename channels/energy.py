@@ -11,7 +11,8 @@ A node's radio, over a window of virtual time (one training iteration, or one pr
                 at idle power, until it has the header; checked on a walk, validation/ns3);
                 on a CSMA cell also every unicast frame of the cell that did not collide and
                 that it neither sent nor was sent (`heard_s`: ns-3's PHY receives it whole and
-                its MAC drops it);
+                its MAC drops it), and of a collision it did not send into, the frame it locks
+                onto where it decodes its header (`heard_collided_s`, csma.collided_receptions);
   idle          the rest of the window while it takes part: listening (backoff, SIFS/DIFS,
                 waiting for its turn, computing with the radio on);
   asleep        the whole window while it is away (a device trace says so).
@@ -136,7 +137,9 @@ def radio_seconds(report, shared: bool) -> dict[str, list[float]]:
     for (u, v), st in report.links.items():
         cell = getattr(st, "cell", None)
         if cell is not None:
-            cells.setdefault(cell, []).append((u, v, st.heard_s))
+            cells.setdefault(cell, []).append((u, v, st.heard_s + st.heard_collided_s))
+            if st.collided_deaf_s:     # it was sending into the collision it is charged as heard
+                out.setdefault(u, [0.0, 0.0])[1] -= st.collided_deaf_s
     for links in cells.values():     # each station of a CSMA cell hears the others' frames
         stations = list({n for u, v, _ in links for n in (u, v)})
         at = {x: i for i, x in enumerate(stations)}

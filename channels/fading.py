@@ -67,6 +67,11 @@ def mean_snr_db(p: dict, distance_m: float, shadow_db: float) -> float:
     return p["tx_power_dbm"] - path_loss - shadow_db - noise
 
 
+# Coherence blocks whose SNR FadingChannel computes at once (40 s of 10 ms blocks), and the most
+# a single query is served from the table.
+SNR_SPAN, SNR_SPAN_MAX = 4096, 1 << 20
+
+
 class FadingChannel:
     def __init__(self, params: dict, distance_m: float, seed: int, distance_at=None):
         """`distance_at(t)`: the distance between the link's ends at times t when one moves
@@ -117,7 +122,22 @@ class FadingChannel:
         return self._snr(self.block(t))
 
     def _snr(self, blocks: np.ndarray) -> np.ndarray:
-        """The SNR of each coherence block: a function of the block alone."""
+        """The SNR of each coherence block: a function of the block alone, so computed for a span
+        of SNR_SPAN blocks (or twice the span asked for) at a time and looked up (a packet engine
+        asks for a few blocks per packet train; a moving link's distance costs per call)."""
+        blocks = np.asarray(blocks, dtype=np.int64)
+        if not blocks.size:
+            return self._snr_of(blocks)
+        lo, hi = int(blocks.min()), int(blocks.max())
+        tab = self.__dict__.get("_snr_tab")
+        if tab is None or lo < tab[0] or hi >= tab[0] + tab[1].size:
+            if hi - lo >= SNR_SPAN_MAX:
+                return self._snr_of(blocks)
+            tab = self._snr_tab = (lo, self._snr_of(np.arange(lo, lo + max(SNR_SPAN, 2 * (hi - lo + 1)),
+                                                              dtype=np.int64)))
+        return tab[1][blocks - tab[0]]
+
+    def _snr_of(self, blocks: np.ndarray) -> np.ndarray:
         if self.distance_at is None:
             return self.mean_snr * self.gain(blocks)
         d = np.maximum(self.distance_at(blocks * self.coherence_s), 1e-3)
@@ -137,7 +157,9 @@ class FadingChannel:
         return self._one_block("rate", t, self._rate_bps) if t.size == 1 else self._rate_bps(t)
 
     def _rate_bps(self, t: np.ndarray) -> np.ndarray:
-        snr = self.snr(t)
+        return self._rate_from_snr(self.snr(t))
+
+    def _rate_from_snr(self, snr: np.ndarray) -> np.ndarray:
         if self.mcs is None:
             rate = self.p["efficiency"] * self.bandwidth_hz * np.log2(1 + snr)
         else:
@@ -150,7 +172,10 @@ class FadingChannel:
         return self._one_block("per", t, self._per) if t.size == 1 else self._per(t)
 
     def _per(self, t: np.ndarray) -> np.ndarray:
-        snr_db = 10 * np.log10(self.snr(t))
+        return self._per_from_snr(self.snr(t))
+
+    def _per_from_snr(self, snr: np.ndarray) -> np.ndarray:
+        snr_db = 10 * np.log10(snr)
         if self.mcs is None:
             out = self.p.get("outage_snr_db")
             if out is None:
@@ -158,3 +183,21 @@ class FadingChannel:
             return (snr_db < out).astype(float)
         thr = self.mcs.min_snr_db[self._mcs_index(snr_db)]
         return 1.0 / (1.0 + 9.0 * np.exp(np.clip(self.p["per_slope_db"] * (snr_db - thr), -50, 50)))
+
+    def threshold_db(self, t) -> np.ndarray:
+        """The 10% packet error SNR (dB) of the MCS each transmission at t goes at (an MCS table
+        only): where the waterfall of its packet error rate sits, interference or not."""
+        t = np.atleast_1d(np.asarray(t, dtype=float))
+        return self._one_block("thr", t, lambda x: self._thr_from_snr(self.snr(x)))
+
+    def _thr_from_snr(self, snr: np.ndarray) -> np.ndarray:
+        return self.mcs.min_snr_db[self._mcs_index(10 * np.log10(snr))]
+
+    def block_tables(self, first: int, n: int) -> tuple[np.ndarray, ...]:
+        """Rate (bit/s), packet error rate, SNR (linear) and, with an MCS table, the rate's 10%
+        packet error SNR (dB; else nan) of coherence blocks first .. first + n - 1, by the
+        operations `rate_bps`, `per`, `snr` and `threshold_db` apply to one transmission's block
+        (the compiled DCF loop reads them per attempt: channels/csma_fast.py)."""
+        snr = self._snr_of(np.arange(first, first + n, dtype=np.int64))
+        thr = self._thr_from_snr(snr) if self.mcs is not None else np.full(snr.shape, np.nan)
+        return self._rate_from_snr(snr), self._per_from_snr(snr), snr, thr

@@ -102,6 +102,11 @@ class FadingLoss(LossProcess):
     def draw(self, times):
         return self._u.take(len(times)) < self.fading.per(np.asarray(times, dtype=float))
 
+    def draw_below(self, per: float) -> bool:
+        """Lost at packet error rate `per` (one uniform from the same stream as `draw`'s): a
+        frame received under interference (csma.capture_per)."""
+        return bool(self._u.take(1)[0] < per)
+
 
 def build_loss(loss: dict, seed: int, fading=None) -> LossProcess:
     model = loss["model"]

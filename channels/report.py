@@ -43,6 +43,10 @@ class LinkStats:
                                  # CCA-busy, not receiving, during them: channels/energy.py)
     heard_s: float = 0.0         # CSMA: what the cell's other stations receive of this link's unicast
                                  # frames (each one not collided, less its PHY preamble and header)
+    heard_collided_s: float = 0.0  # CSMA: what the stations that did not send a collision receive of it
+                                   # where they lock onto this link's frame (csma.collided_receptions)
+    collided_deaf_s: float = 0.0   # CSMA: of that, what this link's sender did not receive (it was
+                                   # sending into the same collision)
     # (A CSMA link's stats also carry `cell`, the name of the cell's access point: an attribute,
     # not a figure, so that summing the fields of reports leaves it out.)
     collisions: int = 0          # CSMA: attempts that collided with another station's

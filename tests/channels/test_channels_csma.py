@@ -2,19 +2,22 @@
 backoff counters worked out by hand, and the two engines agreeing bit for bit."""
 import argparse
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.optimize import brentq
 
-from channels import csma_fast
+from channels import csma, csma_fast
 from channels.config import validate_network
+from channels.energy import radio_seconds
 from channels.errors import ChannelConfigError, DeliveryError
 from channels.network import Network
 from channels.topology import build_topology
 from channels_helpers import FixedStream, identical, make_net, u
 from testbed.commands.probe import load_probe_config, probe_report
 
+ROOT = Path(__file__).resolve().parents[2]
 # 802.11a defaults, as [network.csma] documents them
 SLOT, SIFS, DIFS, PHY, ACK_BYTES, CW_MIN, CW_MAX, RETRY, EIFS = 9e-6, 16e-6, 34e-6, 20e-6, 14, 15, 1023, 7, 94e-6
 RATE, PAYLOAD, HEADER = 54e6, 1460, 40
@@ -176,6 +179,14 @@ def test_a_station_that_heard_a_collision_waits_eifs(engine):
     assert [float(f.arrival_s[0]) / us for f in rep.flows] == pytest.approx([372, 617, 844], abs=1e-6)
     assert cell.free_at == pytest.approx(938 * us, abs=1e-12)
     assert [rep.links[(w, "server")].collisions for w in ("w0", "w1", "w2")] == [1, 1, 0]
+    # Radio seconds as ns-3's PHY and energy model count them: w2 locked onto the collision's
+    # first frame, decoded its PHY header (hence EIFS) and was in RX to its end, 124 - 20 = 104 us;
+    # the senders were transmitting. Each station also receives the others' clear frames (104 us
+    # each) and every ACK (44 - 20 = 24 us each): w2 104 + 2 x 104 + 3 x 24 = 384 us; w0 and w1
+    # 2 x 104 + 3 x 24 = 280 us, each transmitting 2 x 124 us.
+    times = radio_seconds(rep, shared=True)
+    assert [times[w][1] / us for w in ("w0", "w1", "w2")] == pytest.approx([280, 280, 384], abs=1e-6)
+    assert [times[w][0] / us for w in ("w0", "w1", "w2")] == pytest.approx([248, 248, 124], abs=1e-6)
 
 
 @pytest.mark.parametrize("engine", ["fast", "simpy"])
@@ -347,3 +358,93 @@ def test_many_stations_agree_while_the_fast_loop_resumes(monkeypatch, delivery, 
     assert {"bu", "lo"} <= set(asked)
     collided = [s.collisions for s in reps[0][0].links.values()]
     assert sum(collided) > 20
+
+
+def test_collided_receptions_lock_onto_the_first_frame_and_count_decoded_headers():
+    # Hand-made attempt rows (station, start us, DATA end us, outcome), 802.11a defaults
+    # (preamble detection off: headers decoded in collisions of 2 frames, by 71% of the others in
+    # collisions of 3, none beyond; CCA 4 us, PHY header 20 us):
+    #   collision A at 0 us: stations 0 and 1 start together; the first recorded (0) is locked onto
+    #   a success of station 2 at 500 us
+    #   collision B: station 2 at 1002 us, station 0 at 1000 us (recorded second): 0 is earliest
+    #   collision C at 2000 us: stations 0, 1, 2 (station 2 a group frame on two links: two rows)
+    #   collision D at 3000 us: four stations
+    us = 1e-6
+    rows = [(0, 0, 100), (1, 0, 150), (2, 500, 600), (2, 1002, 1202), (0, 1000, 1100),
+            (0, 2000, 2100), (1, 2000, 2300), (2, 2001, 2101), (2, 2001, 2101),
+            (0, 3000, 3100), (1, 3000, 3100), (2, 3000, 3100), (3, 3000, 3100)]
+    code = np.array([csma.COLLIDED] * 2 + [csma.OK] + [csma.COLLIDED] * 10)
+    station = np.array([r[0] for r in rows])
+    start, end = (np.array([r[i] for r in rows]) * us for i in (1, 2))
+    locked, rx0, rx1, weight, captured, srows, sgroup = csma.collided_receptions(station, start, end, code,
+                                                                                 csma.CsmaParams())
+    assert locked.tolist() == [0, 4, 5, 9] and not captured.any()
+    assert np.allclose(rx0 / us, [20, 1020, 2020, 3020]) and np.allclose(rx1 / us, [100, 1100, 2100, 3100])
+    assert weight.tolist() == [1.0, 1.0, 0.71, 0.0]
+    assert srows.tolist() == [0, 1, 4, 3, 5, 6, 7, 9, 10, 11, 12]   # by station within a collision
+    assert sgroup.tolist() == [0, 0, 1, 1, 2, 2, 2, 3, 3, 3, 3]
+
+
+def capture_cell(engine: str, positions: dict, preamble: bool = False) -> Network:
+    """A DCF cell of stations standing at `positions` (m; the access point at the origin) on
+    802.11a fading links with the MCS table, as validation/ns3/walk.py sets them up: 20 dBm,
+    LogDistance (exponent 3, 40 dB at 1 m), a 7 dB noise figure over 20 MHz, no fading."""
+    table = validate_network({
+        "workers": len(positions), "medium": "shared", "sharing": "csma", "engine": engine,
+        "csma": {"preamble_detection": preamble},
+        "link": {"bandwidth_mbps": 54.0, "delay_ms": 0.0, "mtu_bytes": 1536, "header_bytes": 36,
+                 "delivery": "best_effort",
+                 "loss": {"model": "fading", "fading": "none", "shadowing_db": 0.0, "coherence_ms": 10.0,
+                          "tx_power_dbm": 20.0, "noise_figure_db": 7.0, "channel_bandwidth_mhz": 20.0,
+                          "path_loss_exponent": 3.0, "reference_loss_db": 40.0, "rate": "mcs",
+                          "mcs_table": str(ROOT / "channels/data/mcs_80211a.csv"), "per_slope_db": 2.97}},
+        "nodes": {w: {"pos": list(p)} for w, p in positions.items()}})
+    g = build_topology(table, 0)
+    return Network(g, medium="shared", sharing="csma", engine=engine, rng=np.random.default_rng(0),
+                   csma=table["csma"])
+
+
+@pytest.mark.parametrize("engine", ["fast", "simpy"])
+def test_the_access_point_captures_a_near_stations_frame_in_a_collision(engine):
+    # w0 stands 1 m from the access point, w1 30 m, w2 10 m (SNR 74, 30 and 44 dB: 54 Mbit/s each;
+    # DATA of 1500 + 36 B 248 us, the ACK at 24 Mbit/s 28 us). w0 and w1 collide at 45 us (DATA
+    # ends 293); the access point locks onto w0's frame (the stronger of equal starts) at an SINR
+    # of 74 - 30 = 44 dB, far above 54 Mbit/s's 18.4 dB: decoded (one uniform drawn from w0's
+    # link), acknowledged 309-337. Everyone counts again DIFS after the ACK, 371; w1 after its ACK
+    # timeout, 293 + 45 + 34 = 372, at CW 31 (20 slots). w2 (4 slots left) sends at 407, DATA
+    # ends 655, all count from 733; w1 saw 4 slots (to 408, sensed at 411): 16 left, sends at 877,
+    # DATA ends 1125. (Without capture both fail: w0 would arrive after w2, w2 would wait EIFS.)
+    net = capture_cell(engine, {"w0": (1.0, 0.0), "w1": (0.0, 30.0), "w2": (0.0, -10.0)})
+    cell = net._medium(("cell", "server"))
+    cell.csma_streams["w0"] = FixedStream([u(1, 15)])
+    cell.csma_streams["w1"] = FixedStream([u(1, 15), u(20, 31)])
+    cell.csma_streams["w2"] = FixedStream([u(5, 15)])
+    rep = net.gather({"w0": [1500], "w1": [1500], "w2": [1500]}, "server", at=0.0)
+    us = 1e-6
+    assert [float(f.arrival_s[0]) / us for f in rep.flows] == pytest.approx([293, 1125, 655], abs=1e-6)
+    assert [rep.links[(w, "server")].collisions for w in ("w0", "w1", "w2")] == [0, 1, 0]
+    assert [rep.links[(w, "server")].packets for w in ("w0", "w1", "w2")] == [1, 2, 1]
+    assert net.link_state("w0", "server").loss._u._pos == 1      # the capture's draw
+    # Radio seconds (ns-3's PHY and energy model): the captured frame is received whole by w2
+    # (248 - 20 = 228 us) and not by w1, which was sending; every ACK is received by all (28 - 20
+    # = 8 us each). w0: its ACK + w2's and w1's frames and ACKs = 8 + 2 x (228 + 8) = 480 us;
+    # w1: w0's ACK + w2's frame and ACK + its own ACK = 8 + 236 + 8 = 252 us; w2: w0's frame
+    # and ACK + its ACK + w1's frame and ACK = 236 + 8 + 236 = 480 us.
+    times = radio_seconds(rep, shared=True)
+    assert [times[w][1] / us for w in ("w0", "w1", "w2")] == pytest.approx([480, 252, 480], abs=1e-6)
+    assert [times[w][0] / us for w in ("w0", "w1", "w2")] == pytest.approx([248, 496, 248], abs=1e-6)
+
+
+@pytest.mark.parametrize("engine", ["fast", "simpy"])
+def test_equal_powers_at_54_mbits_capture_nothing_and_draw_nothing(engine):
+    # Two stations at the same distance collide at 0 dB SINR, 18.4 dB below 54 Mbit/s's waterfall:
+    # its packet error rate is 1 in floating point, so no uniform is drawn and both fail (the
+    # results of equal-power cells are those of the rule without capture, draw for draw).
+    net = capture_cell(engine, {"w0": (10.0, 0.0), "w1": (0.0, 10.0), "w2": (-10.0, 0.0)})
+    cell = net._medium(("cell", "server"))
+    cell.csma_streams["w0"] = FixedStream([u(1, 15), u(0, 31)])
+    cell.csma_streams["w1"] = FixedStream([u(1, 15), u(3, 31)])
+    cell.csma_streams["w2"] = FixedStream([u(5, 15)])
+    rep = net.gather({"w0": [1500], "w1": [1500], "w2": [1500]}, "server", at=0.0)
+    assert [rep.links[(w, "server")].collisions for w in ("w0", "w1", "w2")] == [1, 1, 0]
+    assert [net.link_state(w, "server").loss._u._pos for w in ("w0", "w1", "w2")] == [1, 1, 1]

@@ -111,6 +111,7 @@ def test_each_station_of_a_cell_hears_the_others_frames_summed_in_link_order():
             a, b = rng.choice(["ap"] + [f"w{j}" for j in range(n)]), rng.choice(["ap", f"w{i}", "x"])
             if a != b:
                 links[a, b] = types.SimpleNamespace(busy_s=0.0, header_s=0.0, cell=rng.choice("cd"),
+                                                    heard_collided_s=0.0, collided_deaf_s=0.0,
                                                     heard_s=rng.random() * 10 ** rng.randint(-6, 1))
         expected = {}
         for cell in "cd":

@@ -8,11 +8,13 @@ import pickle
 import numpy as np
 import pytest
 
+from channels import csma
 from channels.errors import ChannelConfigError
 from channels.fading import load_mcs_table
 from channels.mobility import read_position_trace
 from channels.network import Network
 from channels.topology import build_topology
+from channels_helpers import identical
 
 LOSS = {"model": "fading", "fading": "none", "shadowing_db": 0.0, "rate": "mcs", "coherence_ms": 1.0,
         "tx_power_dbm": 20.0, "reference_loss_db": 40.0, "path_loss_exponent": 3.0,
@@ -129,3 +131,79 @@ def test_away_walks_each_worker_straight_out_from_the_access_point_and_stops():
             assert m.position(f"w{i}", [t])[0] == pytest.approx([r * math.cos(a), r * math.sin(a)], abs=1e-9)
     with pytest.raises(ChannelConfigError, match="network.mobility.until_m = None"):
         moving_net({"model": "away"})
+
+
+@pytest.mark.parametrize("mobility, fading", [
+    ({"model": "away", "speed_mps": [40.0, 60.0], "until_m": 400.0}, "none"),
+    ({"model": "random_waypoint", "area_m": [-30.0, -30.0, 30.0, 30.0], "speed_mps": [20.0, 40.0],
+      "pause_s": 0.01}, "rayleigh")])
+def test_a_moving_cell_runs_in_the_compiled_loop_with_the_simpy_engines_draws(monkeypatch, mobility, fading):
+    # Three stations walk (away from the access point, or random waypoints) while they contend on
+    # a DCF cell whose links take rate and packet error from where each station is, per 1 ms
+    # block (at 0 dBm: the bands go by within the call). The fast engine reads them from block
+    # tables three blocks long (so it stops for more
+    # at every third block) and draws its loss uniforms one peek at a time; the SimPy engine asks
+    # the channel per attempt (Cell.attempt). Their reports must agree float for float, and the
+    # walk must have crossed MCS bands (several rates on the air) and lost frames to the waterfall.
+    from channels import csma_fast
+    for name, value in (("BLOCKS", 3), ("PEEK", 0), ("MIN_PEEK", 1)):
+        monkeypatch.setattr(csma_fast, name, value)
+    asked, rows = [], []
+    blocks, more = csma_fast._blocks, csma_fast._more
+    monkeypatch.setattr(csma_fast, "_blocks", lambda *a: asked.append("ft") or blocks(*a))
+    monkeypatch.setattr(csma_fast, "_more", lambda *a: asked.append(a[1]) or more(*a))
+    finish = csma.Cell.finish
+    monkeypatch.setattr(csma.Cell, "finish", lambda cell, cols=None: rows.append(
+        cols if cols is not None else list(zip(*cell.rows))) or finish(cell, cols))
+    loss = {**LOSS, "fading": fading, "path_loss_exponent": 3.5, "tx_power_dbm": 0.0}
+    reps = []
+    for engine in ("fast", "simpy"):
+        table = {"topology": "star", "workers": 3, "medium": "shared", "sharing": "csma", "engine": engine,
+                 "link": {"bandwidth_mbps": 20.0, "delay_ms": 0.0, "delivery": "best_effort", "loss": loss},
+                 "mobility": mobility}
+        net = Network(build_topology(table, 3), medium="shared", sharing="csma", engine=engine,
+                      rng=np.random.default_rng(3))
+        g = net.gather({f"w{i}": [1460] * 150 for i in range(3)}, "server", at=0.0)
+        b = net.broadcast("server", ["w0", "w1", "w2"], [1000] * 20, at=g.end_s)
+        reps.append((g, b))
+    for x, y in zip(*reps):
+        identical(x, y)
+    g = reps[0][0]
+    assert {"ft", "fu"} <= set(asked)
+    links = [g.links[(f"w{i}", "server")] for i in range(3)]
+    assert sum(s.lost for s in links) > 0 and sum(s.collisions for s in links) > 0
+    busy_per_packet = {round(s.busy_s / s.packets * 1e6) for s in links}
+    assert len(busy_per_packet) > 1 or max(s.snr_db for s in links) - min(s.snr_db for s in links) > 3
+    # and, on random waypoints with Rayleigh gains (powers far apart), the access point captured
+    # frames of collisions (csma.Cell._captured: a success among a collision's frames), the same
+    # in both engines' gathers (rows: fast gather, fast broadcast, SimPy gather, ...)
+    got = []
+    for cols in (rows[0], rows[2]):
+        qi, start, end, code = (np.asarray(cols[i]) for i in (0, 4, 5, 7))
+        got.append(int(csma.collided_receptions(qi, start.astype(float), end.astype(float), code,
+                                                csma.CsmaParams())[4].sum()))
+    assert got[0] == got[1] and (got[0] > 0 or fading == "none"), got
+
+
+@pytest.mark.parametrize("fading", ["none", "rayleigh"])
+def test_the_snr_table_holds_each_blocks_own_snr_to_the_last_bit(fading):
+    # FadingChannel looks SNRs up in a table computed for thousands of blocks at once (and the DCF
+    # loop reads rates and packet error rates from block_tables): each entry must be the float a
+    # query for that block alone computes, on a moving link (random waypoint) and with Rayleigh gains.
+    table = {"topology": "star", "workers": 1, "medium": "dedicated",
+             "link": {"bandwidth_mbps": 20.0, "delay_ms": 0.0, "delivery": "best_effort",
+                      "loss": {**LOSS, "fading": fading, "per_slope_db": 2.0, "tx_power_dbm": 0.0,
+                               "coherence_ms": 50.0}},
+             "mobility": {"model": "random_waypoint", "area_m": [-40.0, -40.0, 40.0, 40.0],
+                          "speed_mps": [1.0, 20.0], "pause_s": 0.5}}
+    fad = Network(build_topology(table, 5), medium="dedicated", rng=np.random.default_rng(5)).link_state(
+        "w0", "server").fading
+    blocks = np.arange(30, 30 + 777)
+    one = np.array([fad._snr_of(np.array([b]))[0] for b in blocks])
+    assert np.array_equal(fad._snr(blocks), one)
+    rate, per, snr, thr = fad.block_tables(30, 777)
+    assert np.array_equal(snr, one)
+    assert np.array_equal(thr, [fad.threshold_db((b + 0.5) * fad.coherence_s)[0] for b in blocks])
+    assert np.array_equal(rate, [fad._rate_from_snr(np.array([x]))[0] for x in one])
+    assert np.array_equal(per, [fad._per_from_snr(np.array([x]))[0] for x in one])
+    assert len(set(rate.tolist())) > 1 and 0 < per.min() < per.max()

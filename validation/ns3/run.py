@@ -12,8 +12,11 @@ flow completes, as `testbed probe` reports `saturated_mbps`); and wall seconds p
 frame of each whole run (ns-3 in C++, ours in Python + numba), whose ratio is the speed-up.
 Both PHY settings: ns-3 with its preamble detection disabled against our default `[network.csma]`,
 and ns-3's default PHY (threshold preamble detection) against `preamble_detection = true`. Then
-walks (walk.py): stations walking away from the access point, throughput and radio joules per
-1 s window and the wall time of each side. Where ns-3 is missing, `available()` says why in one
+walks (walk.py): 1, 3 and 5 stations walking away from the access point and 5 on random
+waypoints in a 60 m square (`--walkers`, `--waypoint`), seeds 1-3 (`--walk-seeds`): throughput
+and radio joules per 1 s window, the wall time of each side, and a last table of each one's worst
+window where the links hold beside the noise floor (each side against itself with another RNG
+run, walk.py; `--no-floor` skips it) and its speed ratio. Where ns-3 is missing, `available()` says why in one
 line and nothing runs.
 `radio_energy_defaults()` builds `energy_defaults.cc` and reads the WiFi radio energy model's
 default currents, the source of channels/data/energy_profiles.toml's `ns3_wifi` radio.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -168,30 +172,72 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=4.0, help="ns-3's measured window (simulated s)")
     ap.add_argument("--frames", type=int, default=30000, help="frames in our gather")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--walkers", default="1,3", help="walks: stations walking side by side, comma-separated")
+    ap.add_argument("--walkers", default="1,3,5", help="walks: stations walking side by side, comma-separated")
+    ap.add_argument("--waypoint", type=int, default=5,
+                    help="stations of the random-waypoint cell (60 m square; 0: none)")
+    ap.add_argument("--walk-seeds", default="1,2,3", help="seeds of the walks, comma-separated")
+    ap.add_argument("--no-floor", action="store_true",
+                    help="without the noise floor (each moving scenario again with RNG run seed + "
+                         f"{walk.FLOOR_RUN} in ns-3 and in ours)")
+    ap.add_argument("--stations", action="store_true",
+                    help="also print each moving cell per window and station (distance, rate, throughput)")
+    ap.add_argument("--no-dcf", action="store_true", help="only the walks (no saturated cell, burst or MCS table)")
     ap.add_argument("--figure", default=None, help="also draw the walks as a PNG (headless Chromium) at this path")
+    ap.add_argument("--from", dest="stored", default=None, metavar="FILE",
+                    help="with --figure: draw the walks of a stored run (--save's file) of the first seed, "
+                         "run nothing")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
-    ap.add_argument("--save", default=None, help="also write the figures as JSON to this file")
+    ap.add_argument("--save", default=None, help="also write the figures as JSON to this new file")
     args = ap.parse_args(argv)
+    if args.save and Path(args.save).exists():
+        ap.error(f"--save {args.save}: the file exists (a stored result is never overwritten; name a new one)")
+    started = {"load_1min_at_start": os.getloadavg()[0],
+               "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if args.stored:
+        if not args.figure:
+            ap.error("--from needs --figure")
+        walks = json.loads(Path(args.stored).read_text())["walks"]
+        first = min(w["seed"] for w in walks)
+        print(walk.figure([w for w in walks if w["seed"] == first], args.figure))
+        return 0
     why = available()
     if why:
         print(why)
         return 0
     ns = [int(x) for x in args.n.split(",")]
-    dcf = {pre: compare(ns, args.seconds, args.frames, args.seed, preamble=pre) for pre, _ in PHYS}
-    walks = [walk.compare(stations=int(k), seed=args.seed) for k in args.walkers.split(",") if k]
+    dcf = {pre: [] if args.no_dcf else compare(ns, args.seconds, args.frames, args.seed, preamble=pre)
+           for pre, _ in PHYS}
+    seeds = [int(x) for x in args.walk_seeds.split(",") if x]
+    walk.ours(1, 5.0, 40.0, 1.0, walk.per_slope(walk.ns3_curves()))   # compile first: steady-state speed
+    floor = not args.no_floor
+    walks = [walk.compare(stations=int(k), seed=s, floor=floor) for s in seeds for k in args.walkers.split(",") if k]
+    walks += [walk.waypoint_compare(args.waypoint, seed=s, floor=floor) for s in seeds if args.waypoint]
     if args.figure:
         walk.figure(walks, args.figure)
-    figures = {"dcf": dcf[False], "dcf_preamble": dcf[True], "walks": walks, "burst": burst(), "per": per_thresholds()}
+    figures = {"dcf": dcf[False], "dcf_preamble": dcf[True], "walks": walks,
+               "burst": None if args.no_dcf else burst(), "per": None if args.no_dcf else per_thresholds(),
+               "walk_summary": [walk.summary(w) for w in walks]}
     if args.save:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parent).stdout.strip()
+        figures["meta"] = {"argv": sys.argv[1:], "commit": head, **started, "load_1min_at_end": os.getloadavg()[0],
+                           "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         Path(args.save).write_text(json.dumps(figures, indent=1))
     if args.json:
         print(json.dumps(figures, indent=1))
         return 0
     for pre, title in PHYS:
-        print_dcf(dcf[pre], title)
+        if dcf[pre]:
+            print_dcf(dcf[pre], title)
     for w in walks:
         walk.print_walk(w)
+        if args.stations:
+            walk.print_stations(w)
+    if walks:
+        print("moving cells beside ns-3.37: worst window where the links hold, and speed (ns-3 / ours)")
+        walk.print_summary(walks)
+    if args.no_dcf:
+        return 0
     b = figures["burst"]
     print(f"burst of {b['count']} x {b['bytes']} B at {RATE_MBPS:g} Mbit/s, PER {b['per']}: ns-3 "
           f"{b['ns3']['received']} received, last at {b['ns3']['last_arrival_s'] * 1e3:.3f} ms; ours "

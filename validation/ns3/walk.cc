@@ -3,7 +3,10 @@
 //
 //   walk run FILE SECONDS SEED   FILE: one line per station "sta X Y VX VY" (metres, m/s; the AP
 //                                is at the origin), then lines "rate STATION T MBPS": from T on the
-//                                station sends DATA at MBPS (an 802.11a OFDM rate). Every station
+//                                station sends DATA at MBPS (an 802.11a OFDM rate), and optionally
+//                                lines "wp STATION T X Y": the station follows these waypoints
+//                                (straight lines at constant speed between them, ns-3's
+//                                WaypointMobilityModel) instead of X Y VX VY. Every station
 //                                sends saturated 1536-byte MPDUs to the AP for SECONDS. Prints one
 //                                JSON line per station and 1 s window: payload bytes the AP
 //                                received, seconds of the station's PHY in each state (TX, RX,
@@ -11,6 +14,8 @@
 //                                WifiRadioEnergyModel counted; then one line with the wall seconds.
 //   walk per BYTES               Per 802.11a OFDM rate: the SNR (dB) at which a frame of BYTES sees
 //                                10% and 50% packet error in ns-3's TableBasedErrorRateModel.
+//   walk curve BYTES FROM TO STEP Per rate: its packet error rate at SNRs FROM..TO dB (by STEP)
+//                                around its 10% point, one JSON line each.
 //
 // The cell: plain DCF (non-QoS ad hoc MAC, no RTS/CTS), YansWifiPhy at 20 dBm with a 7 dB noise
 // figure (the defaults of ours), LogDistancePropagationLossModel (exponent 3, 40 dB at 1 m),
@@ -45,6 +50,7 @@ struct Station
 {
     double x, y, vx, vy;
     std::vector<std::pair<double, double>> rates;   // (from t, Mbit/s)
+    std::vector<std::array<double, 3>> waypoints;   // (t, x, y); empty: constant velocity
 };
 
 // per station, per window: bytes received at the AP, seconds per PHY state
@@ -132,6 +138,13 @@ Run(const char* file, double seconds, uint32_t seed)
             in >> i >> t >> r;
             sta.at(i).rates.emplace_back(t, r);
         }
+        else if (kind == "wp")
+        {
+            uint32_t i;
+            double t, x, y;
+            in >> i >> t >> x >> y;
+            sta.at(i).waypoints.push_back({t, x, y});
+        }
     }
     uint32_t n = sta.size();
     RngSeedManager::SetSeed(1);
@@ -165,14 +178,22 @@ Run(const char* file, double seconds, uint32_t seed)
     fixed.SetMobilityModel("ns3::ConstantPositionMobilityModel");
     fixed.Install(ap);
     ap.Get(0)->GetObject<MobilityModel>()->SetPosition(Vector(0, 0, 0));
-    MobilityHelper moving;
-    moving.SetMobilityModel("ns3::ConstantVelocityMobilityModel");
-    moving.Install(stations);
     for (uint32_t i = 0; i < n; i++)
     {
-        Ptr<ConstantVelocityMobilityModel> m = stations.Get(i)->GetObject<ConstantVelocityMobilityModel>();
-        m->SetPosition(Vector(sta[i].x, sta[i].y, 0));
-        m->SetVelocity(Vector(sta[i].vx, sta[i].vy, 0));
+        if (sta[i].waypoints.empty())
+        {
+            Ptr<ConstantVelocityMobilityModel> m = CreateObject<ConstantVelocityMobilityModel>();
+            stations.Get(i)->AggregateObject(m);
+            m->SetPosition(Vector(sta[i].x, sta[i].y, 0));
+            m->SetVelocity(Vector(sta[i].vx, sta[i].vy, 0));
+        }
+        else
+        {
+            Ptr<WaypointMobilityModel> m = CreateObject<WaypointMobilityModel>();
+            stations.Get(i)->AggregateObject(m);
+            for (auto& w : sta[i].waypoints)
+                m->AddWaypoint(Waypoint(Seconds(w[0]), Vector(w[1], w[2], 0)));
+        }
     }
 
     NetDeviceContainer all(apDev, staDev);
@@ -244,6 +265,35 @@ Per(uint32_t bytes)
     return 0;
 }
 
+// Per 802.11a OFDM rate: the packet error rate of a frame of BYTES in ns-3's
+// TableBasedErrorRateModel at SNRs from FROM to TO dB (relative to the rate's 10% point) in
+// steps of STEP dB.
+static int
+Curve(uint32_t bytes, double from, double to, double step)
+{
+    Ptr<ErrorRateModel> table = CreateObject<TableBasedErrorRateModel>();
+    double rates[] = {6, 9, 12, 18, 24, 36, 48, 54};
+    for (double r : rates)
+    {
+        std::ostringstream name;
+        name << "OfdmRate" << r << "Mbps";
+        WifiMode mode(name.str());
+        WifiTxVector tv;
+        tv.SetMode(mode);
+        tv.SetPreambleType(WIFI_PREAMBLE_LONG);
+        tv.SetChannelWidth(20);
+        uint64_t bits = 8ull * bytes + 22;
+        double thr = Threshold(table, mode, tv, bits, 0.1);
+        for (double x = from; x <= to + 1e-9; x += step)
+        {
+            double snr = thr + x;
+            double per = 1 - table->GetChunkSuccessRate(mode, tv, std::pow(10.0, snr / 10), bits);
+            std::printf("{\"rate_mbps\": %g, \"snr_db\": %.4f, \"per\": %.6e}\n", r, snr, per);
+        }
+    }
+    return 0;
+}
+
 int
 main(int argc, char** argv)
 {
@@ -251,6 +301,8 @@ main(int argc, char** argv)
         return Run(argv[2], std::atof(argv[3]), std::atoi(argv[4]));
     if (argc >= 3 && !std::strcmp(argv[1], "per"))
         return Per(std::atoi(argv[2]));
-    std::fprintf(stderr, "usage: walk run FILE SECONDS SEED | walk per BYTES\n");
+    if (argc >= 6 && !std::strcmp(argv[1], "curve"))
+        return Curve(std::atoi(argv[2]), std::atof(argv[3]), std::atof(argv[4]), std::atof(argv[5]));
+    std::fprintf(stderr, "usage: walk run FILE SECONDS SEED | walk per BYTES | walk curve BYTES FROM TO STEP\n");
     return 2;
 }
