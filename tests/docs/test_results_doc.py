@@ -652,6 +652,9 @@ def test_the_moving_cells_state_their_json():
     check(list(m.groups()), [min(many), max(many), min(spread), max(spread), min(x[0] for x in way),
                              max(x[0] for x in way), min(x[0] for x in lone), max(x[0] for x in lone), max(joules),
                              min(ratios), max(ratios), meta["load_1min_at_start"]], "summary row")
+    readme = next(r for r in (ROOT / "README.md").read_text().splitlines() if r.startswith("| How close is the emulated"))
+    assert (f"worst 1 s window {m[1]}-{m[2]}% from ns-3, in the range of ns-3 against itself ({m[3]}-{m[4]}%); "
+            f"joules within {m[9]}%; {m[10]}-{m[11]}x faster per frame") in readme, "the README's row"
     # the moving benchmark
     quick, full = bench("moving"), bench("moving_full")
     assert quick["mode"] == "quick" and full["mode"] == "full"
