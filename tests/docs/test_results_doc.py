@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -728,12 +729,30 @@ def test_the_cost_table_states_its_csv():
         check(r[2:10], [float(c[k]) for k in keys] + [100 * float(c["emulation_share"])], r[0])
 
 
-def plateau_runs() -> dict[str, dict[int, dict]]:
+def runs_in(folder: str, pattern: str = "*_s*.json") -> dict[str, dict[int, dict]]:
+    """The run files METHOD_sSEED.json of a folder under docs/results, by method and seed."""
     runs: dict[str, dict[int, dict]] = {}
-    for p in sorted((RESULTS / "plateau_cell_runs").glob("*_s*.json")):
+    for p in sorted((RESULTS / folder).glob(pattern)):
         method, seed = p.stem.rsplit("_s", 1)
         runs.setdefault(method, {})[int(seed)] = json.loads(p.read_text())
     return runs
+
+
+def plateau_runs() -> dict[str, dict[int, dict]]:
+    return runs_in("plateau_cell_runs")
+
+
+T_975_4 = 2.7764451   # t(0.975, 4): the 95% interval of 5 seeds' paired differences
+
+
+def points_against(runs: dict[str, dict[int, dict]], a: str, b: str) -> list[float]:
+    """Row a's final accuracy minus row b's, in points, seed for seed over a's seeds."""
+    return [100 * (runs[a][s]["final_accuracy"] - runs[b][s]["final_accuracy"]) for s in sorted(runs[a])]
+
+
+def whole_run_up(by: dict[int, dict]) -> float:
+    """A row's uplink bits per iteration over the whole run, mean over its seeds."""
+    return statistics.mean(statistics.mean(r["bits_up"]) for r in by.values())
 
 
 def options_of(by: dict[int, dict]) -> dict:
@@ -765,9 +784,8 @@ def test_every_ratio_to_dgc_names_dgcs_schedule():
     LGC row without warm-up against DGC without it, one to "DGC with its warm-up" is a row against
     DGC with it, and an LGC row without warm-up is never put against DGC with its warm-up under
     a plain "than DGC"; the verdict and the paper's first claim are judged like for like."""
-    import statistics as st
     runs = ring_runs()
-    whole = {m: st.mean(st.mean(r["bits_up"]) for r in by.values()) for m, by in runs.items()}
+    whole = {m: whole_run_up(by) for m, by in runs.items()}
     cold = [m for m, by in runs.items() if m.startswith("lgc") and not warmed(by)]
     assert {"lgc_ps_nowarmup", "lgc_scaled_nowarmup"} <= set(cold)
     def warm_dgc(m):   # DGC with its warm-up on the row's collective
@@ -839,8 +857,8 @@ def test_no_difference_claims_give_the_interval_of_the_run_files():
     runs = ring_runs()
 
     def interval(a: str, b: str) -> tuple[str, str]:
-        d = [100 * (runs[a][s]["final_accuracy"] - runs[b][s]["final_accuracy"]) for s in sorted(runs[a])]
-        half = 2.7764451 * st.stdev(d) / len(d) ** 0.5
+        d = points_against(runs, a, b)
+        half = T_975_4 * st.stdev(d) / len(d) ** 0.5
         return f"{st.mean(d) - half:+.2f}", f"{st.mean(d) + half:+.2f}"
 
     expected = {interval("lgc_ps", "lgc_scaled"), interval("lgc_ps_paper", "lgc_scaled"),
@@ -1440,8 +1458,7 @@ def ring_runs() -> dict[str, dict[int, dict]]:
     """The plateau grid's run files and the ring's probes beside them."""
     runs = plateau_runs()
     for method, folder in RING_PROBES.items():
-        runs[method] = {int(p.stem.rsplit("_s", 1)[1]): json.loads(p.read_text())
-                        for p in sorted((RESULTS / folder).glob(f"{method}_s*.json"))}
+        runs[method] = runs_in(folder, f"{method}_s*.json").get(method, {})
     return runs
 
 
@@ -1457,8 +1474,7 @@ def test_the_ring_table_states_its_run_files():
     assert set(rows) == set(RING_LABELS)
 
     def up(by, key):
-        return st.mean(st.mean(r["bits_up"]) for r in by.values()) if key == "run" else \
-            st.mean(r["up_final"] for r in by.values())
+        return whole_run_up(by) if key == "run" else st.mean(r["up_final"] for r in by.values())
 
     def pm(values, digits=2):
         mean = f"{st.mean(values):.{digits}f}"
@@ -1469,20 +1485,19 @@ def test_the_ring_table_states_its_run_files():
         seeds = sorted(by)
         assert int(row[1]) == len(seeds)
         assert row[2] == pm([100 * by[s]["final_accuracy"] for s in seeds])
-        paired = [100 * (by[s]["final_accuracy"] - runs["fp32"][s]["final_accuracy"]) for s in seeds]
-        assert row[3].replace("+", "") == pm(paired).replace("+", "")
+        assert row[3].replace("+", "") == pm(points_against(runs, method, "fp32")).replace("+", "")
         assert row[4] == f"{up(by, 'final'):,.0f}" and row[5] == f"{up(by, 'run'):,.0f}"
         same = "dgc_ring_nowarmup" if method.endswith("_nowarmup") else "dgc_ring"
         assert row[6] == f"{up(runs[same], 'run') / up(by, 'run'):.2f}"
         assert row[7] == f"{up(runs['dgc_ring'], 'run') / up(by, 'run'):.2f}"
     lead = " ".join(section.split("| LGC stage")[0].split())
     rar = runs["lgc_rar_nowarmup"]
-    each = [100 * (rar[s]["final_accuracy"] - runs["fp32"][s]["final_accuracy"]) for s in sorted(rar)]
+    each = points_against(runs, "lgc_rar_nowarmup", "fp32")
     assert f"LGC-RAR without warm-up is {-st.mean(each):.2f} ± {st.stdev(each):.2f} points below fp32 " \
            f"({len(each)} seeds" in lead
 
     def paired(a, b):
-        d = [100 * (runs[a][s]["final_accuracy"] - runs[b][s]["final_accuracy"]) for s in sorted(runs[a])]
+        d = points_against(runs, a, b)
         return f"{st.mean(d):+.2f} ± {st.stdev(d):.2f}"
     assert f"moves accuracy by {paired('lgc_rar_nowarmup', 'lgc_rar')} points at " \
            f"{up(runs['lgc_rar'], 'run') / up(rar, 'run'):.2f}x fewer" in lead
@@ -1496,10 +1511,10 @@ def test_the_ring_table_states_its_run_files():
                                        if line.startswith("| LGC on the ring"))),
                        ("summary", next(line for line in text().splitlines() if line.startswith("| LGC at its plateau?")))):
         for method in ("lgc_rar_nowarmup", "lgc_rar_l16_nowarmup"):
-            d = [100 * (runs[method][s]["final_accuracy"] - runs["fp32"][s]["final_accuracy"]) for s in range(5)]
+            d = points_against(runs, method, "fp32")
             assert f"{st.mean(d):.2f} ± {st.stdev(d):.2f}" in row, (where, method)
             assert f"{up(runs['dgc_ring_nowarmup'], 'run') / up(runs[method], 'run'):.2f}x" in row, (where, method)
-    low = [100 * (small[s]["final_accuracy"] - runs["fp32"][s]["final_accuracy"]) for s in sorted(small)]
+    low = points_against(runs, "lgc_rar_l16_nowarmup", "fp32")
     assert f"it sends {up(runs['dgc_ring_nowarmup'], 'run') / up(small, 'run'):.2f}x fewer than ring DGC " \
            f"without warm-up at {-st.mean(low):.2f} ± {st.stdev(low):.2f} points below fp32 " \
            f"({paired('lgc_rar_l16_nowarmup', 'lgc_rar_nowarmup')} against k/8)" in lead
@@ -1538,13 +1553,13 @@ def test_the_ring_trajectory_and_its_reason_state_their_run_files():
                      .split("Source:")[0].split())
 
     def paired(a, b):
-        d = [100 * (runs[a][s]["final_accuracy"] - runs[b][s]["final_accuracy"]) for s in sorted(runs[a])]
+        d = points_against(runs, a, b)
         m, sd = st.mean(d), st.stdev(d)
-        half = 2.776 * sd / len(d) ** 0.5   # t(0.975, 4 degrees of freedom)
+        half = T_975_4 * sd / len(d) ** 0.5
         return f"{m:.2f} ± {sd:.2f}".lstrip("-"), f"[{m - half:+.2f}, {m + half:+.2f}]"
 
     def run_bits(method):
-        return st.mean(st.mean(r["bits_up"]) for r in runs[method].values())
+        return whole_run_up(runs[method])
     for a, b in (("lgc_rar_nowarmup", "dgc_ring_nowarmup"), ("lgc_rar_ablation_nowarmup", "dgc_ring_nowarmup"),
                  ("lgc_rar_nowarmup", "lgc_rar_ablation_nowarmup")):
         mean_sd, interval = paired(a, b)
@@ -1556,7 +1571,7 @@ def test_the_ring_trajectory_and_its_reason_state_their_run_files():
     assert f"loses {paired('lgc_rar_nomask_nowarmup', 'lgc_rar_nowarmup')[0]} more" in prose
     assert f"one half as long (k/16) by -{paired('lgc_rar_l16_nowarmup', 'lgc_rar_nowarmup')[0]} at " \
            f"{run_bits('lgc_rar_nowarmup') / run_bits('lgc_rar_l16_nowarmup'):.2f}x fewer" in prose
-    nl = [100 * (runs["lgc_rar_nl"][s]["final_accuracy"] - runs["fp32"][s]["final_accuracy"]) for s in range(5)]
+    nl = points_against(runs, "lgc_rar_nl", "fp32")
     assert f"the non-linear decoder: {st.mean(nl):.2f} ± {st.stdev(nl):.2f} against fp32 with the warm-up" in prose
     assert f"sending {run_bits('scalecom') / run_bits('dgc_ring_nowarmup'):.2f}x ring DGC's" in prose
 
