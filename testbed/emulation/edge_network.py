@@ -42,10 +42,14 @@ class EdgeNetwork:
         return self.network.medium == "shared"
 
 
-def build_network(table: dict, seed: int) -> EdgeNetwork:
-    """Graph, workers, server and Network of a validated `[network]` table (defaults filled)."""
+def build_network(table: dict, seed: int, draws_seed: int | None = None) -> EdgeNetwork:
+    """Graph, workers, server and Network of a validated `[network]` table (defaults filled).
+    `draws_seed`: the link layer's draws (backoffs, packet errors) from this seed instead of
+    `seed`, the topology, positions and mobility legs staying the seed's (a second random run of
+    the same cell)."""
     graph = build_topology(table, seed)
+    draws = seed if draws_seed is None else draws_seed
     # the validated table has every key (its defaults are the schema's: no second default here)
     network = Network(graph, medium=table["medium"], sharing=table["sharing"], engine=table["engine"],
-                      rng=np.random.default_rng([seed, NETWORK_RNG_SALT]), csma=table["csma"])
+                      rng=np.random.default_rng([draws, NETWORK_RNG_SALT]), csma=table["csma"])
     return EdgeNetwork(graph, worker_order(graph), server_of(graph), network)

@@ -54,8 +54,7 @@ import numpy as np
 from channels import csma
 from channels.config import validate_network
 from channels.energy import radio_seconds
-from channels.network import Network
-from testbed.emulation.edge_network import NETWORK_RNG_SALT, build_network
+from testbed.emulation.edge_network import build_network
 from validation.ns3.build import build as build_cc
 
 HERE = Path(__file__).resolve().parent
@@ -129,17 +128,6 @@ def _capacity_frames(rates_mbps: np.ndarray, seconds: float, p: csma.CsmaParams,
     return int(np.mean(per_s) * seconds * (1.0 if stations == 1 else 1.25 / stations)) + 100
 
 
-def _edge(table_: dict, seed: int, run: int):
-    """build_network's cell, its link layer's draws (backoffs, packet errors) from RNG run `run`
-    instead of `seed` (the positions and legs stay the seed's: build_topology's)."""
-    edge = build_network(table_, seed)
-    if run != seed:
-        edge.network = Network(edge.graph, medium=table_["medium"], sharing=table_["sharing"],
-                               engine=table_["engine"], csma=table_["csma"],
-                               rng=np.random.default_rng([run, NETWORK_RNG_SALT]))
-    return edge
-
-
 def ours(stations: int, speed: float, d0: float, seconds: float, slope: float, seed: int = 1,
          scenario: str = "away", run: int | None = None) -> dict:
     """Our walk: per station and 1 s window, payload bytes delivered and radio seconds per state;
@@ -155,7 +143,7 @@ def ours(stations: int, speed: float, d0: float, seconds: float, slope: float, s
     draws (default `seed`; the noise floor's other run)."""
     run = seed if run is None else run
     table_ = table(stations, speed, d0, slope, scenario)
-    edge = _edge(table_, seed, run)
+    edge = build_network(table_, seed, draws_seed=run)
     net = edge.network
     coh = COHERENCE_MS / 1e3
     blocks = np.arange(int(math.ceil(seconds / coh))) * coh
@@ -171,7 +159,7 @@ def ours(stations: int, speed: float, d0: float, seconds: float, slope: float, s
     early = start < seconds
     taken = {w: int(pkt[early & (qi == i)].max(initial=-1)) + 1 for i, w in enumerate(edge.workers)}
     trimmed = {w: [PAYLOAD] * min(len(sizes[w]), taken[w] + TRIM_MARGIN) for w in edge.workers}
-    edge = _edge(table_, seed, run)
+    edge = build_network(table_, seed, draws_seed=run)
     net = edge.network
     rep, rows2, wall = _call(edge, trimmed)
     start2 = np.asarray(rows2[0][4])
